@@ -1,0 +1,118 @@
+package shed
+
+import (
+	"context"
+	"time"
+)
+
+// Acquire admits req, waiting in the class's queue when the class has one
+// and capacity is short. It returns a permit, a *Rejection (for example
+// ReasonQueueFull, ReasonQueueTimeout, ReasonDeadline), or ctx's error if
+// ctx ends first. The context's deadline is the request's deadline unless
+// req.Deadline is set.
+//
+// When ctx ends at the same moment a permit is granted, the permit is
+// released (Ignored) and ctx's error is returned: the caller never has to
+// release a permit it did not receive.
+func (l *Limiter) Acquire(ctx context.Context, req Request) (Permit, error) {
+	if err := ctx.Err(); err != nil {
+		return Permit{}, err
+	}
+	if req.Deadline.IsZero() {
+		if d, ok := ctx.Deadline(); ok {
+			req.Deadline = d
+		}
+	}
+	p, err := l.acquire(time.Time{}, false, req, nil, true)
+	if err != errNeedWaiter {
+		return p, err
+	}
+	w := getBlockingWaiter()
+	defer putBlockingWaiter(w)
+	if p, err = l.acquire(time.Time{}, false, req, w, true); err != errQueued {
+		return p, err
+	}
+	// The wait is measured on the limiter's clock, which may be a fake one.
+	timer := time.NewTimer(w.deadline.Sub(w.enqueued))
+	defer timer.Stop()
+	select {
+	case <-w.ch:
+		return w.Result()
+	case <-timer.C:
+		// The clock may be a fake one: expire this waiter by identity.
+		l.removeWaiter(l.clock(), w, ReasonQueueTimeout)
+		<-w.ch
+		return w.Result()
+	case <-ctx.Done():
+		if l.removeWaiter(l.clock(), w, ReasonNone) {
+			return Permit{}, ctx.Err()
+		}
+		<-w.ch
+		if p, err := w.Result(); err == nil {
+			p.Release(Ignored)
+		}
+		return Permit{}, ctx.Err()
+	}
+}
+
+// DrainReport says what was still in flight when Drain returned.
+type DrainReport struct {
+	// InFlight and InFlightCost are the work still running; zero when
+	// everything finished in time.
+	InFlight     int
+	InFlightCost int64
+	// Classes breaks InFlight down by class (name and count).
+	Classes []ClassSnapshot
+}
+
+// DrainAt starts draining at now: from then on every request is rejected
+// with ReasonDraining (also in dry-run mode) and every queued request is
+// rejected likewise. Work in flight continues. It is the explicit-time
+// core of Drain; draining cannot be undone.
+func (l *Limiter) DrainAt(now time.Time) {
+	var done waiterList
+	l.mu.Lock()
+	l.freezeLocked()
+	if !l.draining {
+		l.draining = true
+		l.drained = make(chan struct{})
+		limit := l.limit()
+		for c := range l.cfg {
+			for w := l.queues[c].head; w != nil; {
+				next := w.next
+				l.timeoutLocked(now, w, ReasonDraining, limit, &done)
+				w = next
+			}
+		}
+		if inFlightOf(l.state.Load()) == 0 {
+			close(l.drained)
+			l.drained = nil
+		}
+	}
+	l.mu.Unlock()
+	l.notify(&done)
+}
+
+// Drain stops admitting (see DrainAt) and waits until the work in flight
+// finishes or ctx ends. It reports what was still running; the error is
+// ctx's when the work did not finish in time.
+func (l *Limiter) Drain(ctx context.Context) (DrainReport, error) {
+	l.DrainAt(l.clock())
+	l.mu.Lock()
+	ch := l.drained
+	l.mu.Unlock()
+	var err error
+	if ch != nil {
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			err = ctx.Err()
+		}
+	}
+	snap := l.Snapshot()
+	rep := DrainReport{InFlight: snap.InFlight, InFlightCost: snap.InFlightCost}
+	if rep.InFlight > 0 {
+		rep.Classes = snap.Classes
+	}
+	return rep, err
+}

@@ -1,0 +1,147 @@
+package shed_test
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"golang.org/x/sync/semaphore"
+
+	"github.com/shedkit/shedkit/shed"
+)
+
+// The limit is far above the parallelism so every acquisition succeeds:
+// these measure the cost of admission, not of rejection.
+const benchLimit = 1 << 20
+
+// BenchmarkBaselineSemaphore is the reference: x/sync/semaphore, which is
+// neither adaptive nor priority-aware.
+func BenchmarkBaselineSemaphore(b *testing.B) {
+	sem := semaphore.NewWeighted(benchLimit)
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if !sem.TryAcquire(1) {
+				b.Fatal("semaphore full")
+			}
+			sem.Release(1)
+		}
+	})
+}
+
+// BenchmarkBaselineAtomic is the floor: one shared counter, CAS in, add out.
+func BenchmarkBaselineAtomic(b *testing.B) {
+	var n atomic.Int64
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			for {
+				v := n.Load()
+				if n.CompareAndSwap(v, v+1) {
+					break
+				}
+			}
+			n.Add(-1)
+		}
+	})
+}
+
+// BenchmarkTryAcquireRelease is shed's hot path with a static limit, wall
+// clock, default sampling.
+func BenchmarkTryAcquireRelease(b *testing.B) {
+	l, err := shed.New(shed.Config{Limit: benchLimit})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			p, err := l.TryAcquire(shed.Request{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			p.Release(shed.Success)
+		}
+	})
+}
+
+// BenchmarkTryAcquireReleaseClasses adds three classes with protected
+// shares (no class is short, so the lock-free path still applies).
+func BenchmarkTryAcquireReleaseClasses(b *testing.B) {
+	l, err := shed.New(shed.Config{Limit: benchLimit, Classes: []shed.ClassConfig{
+		{Name: "critical", Protected: 0.2}, {Name: "interactive", Protected: 0.5}, {Name: "batch"},
+	}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		var i int
+		for pb.Next() {
+			i++
+			p, err := l.TryAcquire(shed.Request{Class: shed.Class(i % 3)})
+			if err != nil {
+				b.Fatal(err)
+			}
+			p.Release(shed.Success)
+		}
+	})
+}
+
+// BenchmarkTryAcquireRejected measures the rejection path under overload.
+func BenchmarkTryAcquireRejected(b *testing.B) {
+	l, err := shed.New(shed.Config{Limit: 1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	p, _ := l.TryAcquire(shed.Request{})
+	defer p.Release(shed.Ignored)
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if _, err := l.TryAcquire(shed.Request{}); err == nil {
+				b.Fatal("admitted over the limit")
+			}
+		}
+	})
+}
+
+// BenchmarkAcquireAtReleaseAt is the explicit-time path used by sim/: every
+// permit is timed from the given instants, no clock reads.
+func BenchmarkAcquireAtReleaseAt(b *testing.B) {
+	l, err := shed.New(shed.Config{Limit: benchLimit})
+	if err != nil {
+		b.Fatal(err)
+	}
+	t0 := time.Unix(0, 0)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		now := t0.Add(time.Duration(i) * time.Microsecond)
+		p, err := l.TryAcquireAt(now, shed.Request{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		p.ReleaseAt(now.Add(time.Millisecond), shed.Success)
+	}
+}
+
+// BenchmarkAcquireBlockingFast is Acquire (context API) when capacity is free.
+func BenchmarkAcquireBlockingFast(b *testing.B) {
+	l, err := shed.New(shed.Config{Limit: benchLimit, Classes: []shed.ClassConfig{{Name: "default", QueueDepth: 10, MaxWait: time.Second}}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			p, err := l.Acquire(ctx, shed.Request{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			p.Release(shed.Success)
+		}
+	})
+}

@@ -1,0 +1,233 @@
+package shed
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"time"
+)
+
+// Limits of the packed in-flight state. The count and the cost of the work
+// in flight share one 64-bit word so that admission is a single atomic
+// compare-and-swap.
+const (
+	// MaxLimit is the largest concurrency limit a Limiter enforces.
+	MaxLimit = 1<<countBits - 1
+	// MaxTotalCost is the largest in-flight cost a Limiter tracks. Without
+	// a cost budget (Config.MaxCost zero) it acts as the budget.
+	MaxTotalCost = 1<<costBits - 1
+	// MaxClasses is the largest number of priority classes.
+	MaxClasses = 16
+)
+
+// Defaults applied to zero fields of Config.
+const (
+	// DefaultDemandHold keeps protected capacity reserved for 1 s after a
+	// protected class last went short: long enough to cover the next few
+	// arrivals of an interactive burst, short enough that a class that went
+	// quiet stops holding capacity that batch work could use.
+	DefaultDemandHold = time.Second
+	// DefaultMaxSamplesPerSecond times every request up to 1,000 admissions
+	// per second and a random subset above that. Adaptive limits need tens
+	// of samples per window; reading the clock costs ~100 ns.
+	DefaultMaxSamplesPerSecond = 1000
+	// DefaultRetryAfterMin and DefaultRetryAfterMax bound the Retry-After
+	// hint of a rejection. HTTP carries whole seconds, so 1 s is the
+	// smallest useful hint.
+	DefaultRetryAfterMin = time.Second
+	DefaultRetryAfterMax = 30 * time.Second
+)
+
+// Config configures a Limiter. Zero fields take the documented defaults;
+// New rejects invalid values with an error that names the field.
+type Config struct {
+	// Limit is a static concurrency limit, used when Source is nil.
+	// Exactly one of Limit and Source must be set.
+	Limit int
+	// Source supplies an adaptive (or otherwise changing) limit, for
+	// example from package limits. It also receives latency and drop
+	// samples from released permits.
+	Source LimitSource
+
+	// MaxCost bounds the total cost of the work in flight (for example
+	// LLM tokens). Zero means no cost budget: costs are only counted, up
+	// to MaxTotalCost. A request whose cost exceeds MaxCost is rejected at
+	// once with ReasonCostTooLarge.
+	MaxCost int64
+
+	// Classes are the priority classes, highest priority first. Requests
+	// name a class by its index (Class). Empty means one class, "default".
+	Classes []ClassConfig
+	// Strict gives strict priority: while a higher class has unmet demand
+	// (waiters, or a recent rejection), lower classes are admitted only
+	// within their own protected share, so they can starve. Without
+	// Strict, a higher class holds only its own protected share and
+	// competes for the rest.
+	Strict bool
+	// DemandHold is how long a class counts as having unmet demand after
+	// it was last rejected for lack of capacity. While it does, its unused
+	// protected share is not lent to other classes. Default DefaultDemandHold.
+	DemandHold time.Duration
+
+	// MaxQueue bounds the total number of waiters over all classes. Zero
+	// means the sum of the classes' QueueDepth.
+	MaxQueue int
+
+	// RetryAfterMin and RetryAfterMax bound the Retry-After hint carried
+	// by rejections. Defaults DefaultRetryAfterMin and DefaultRetryAfterMax.
+	RetryAfterMin time.Duration
+	RetryAfterMax time.Duration
+
+	// DryRun computes and reports every decision but admits everything:
+	// rejections are counted and observed, then a permit is returned
+	// anyway. Use it to roll a limiter out safely.
+	DryRun bool
+
+	// MaxSamplesPerSecond caps how many permits per second the wall-clock
+	// API times (reads the clock for) to feed latency samples to Source.
+	// Above the cap a uniformly random subset is timed. Drops are always
+	// reported. The explicit-time API (...At methods) times every permit.
+	// Default DefaultMaxSamplesPerSecond; negative times every permit.
+	MaxSamplesPerSecond float64
+
+	// Observer, when set, is told about every decision. Nil costs nothing.
+	Observer Observer
+
+	// TrackLeaks follows every permit with a small heap object (about
+	// three allocations and a stack capture per admission: for tests,
+	// staging and debugging). A permit that becomes unreachable without
+	// Release is then found by the garbage collector: its capacity is
+	// reclaimed, it is counted in ClassSnapshot.Leaked, reported as an
+	// EventLeaked and passed to OnLeak with the stack that acquired it.
+	// Tracking also makes Release idempotent across copies of a Permit.
+	TrackLeaks bool
+	// OnLeak is called (from a runtime cleanup goroutine) for each leaked
+	// permit found while TrackLeaks is set.
+	OnLeak func(Leak)
+
+	// Clock replaces time.Now for the wall-clock API. The explicit-time
+	// API never calls it.
+	Clock func() time.Time
+}
+
+// ClassConfig configures one priority class.
+type ClassConfig struct {
+	// Name identifies the class in snapshots, events and errors.
+	Name string
+	// Protected is the share of the limit (and of MaxCost) reserved for
+	// this class, in [0, 1]. Other classes may borrow it while the class
+	// is idle; once the class has unmet demand again, borrowers are not
+	// admitted into it until it is restored (running work is never
+	// preempted). The shares of all classes sum to at most 1.
+	Protected float64
+	// QueueDepth is how many requests of this class may wait for
+	// capacity. Zero means the class never waits: it is admitted or
+	// rejected at once.
+	QueueDepth int
+	// MaxWait is the longest a request of this class waits in the queue.
+	// Required when QueueDepth > 0.
+	MaxWait time.Duration
+	// LIFO serves the newest waiter of this class first instead of the
+	// oldest. Under sustained overload it keeps the wait of the requests
+	// that are served short, at the cost of fairness.
+	LIFO bool
+}
+
+// ErrInvalidConfig is wrapped by every configuration error from New.
+var ErrInvalidConfig = errors.New("shed: invalid config")
+
+func configError(field, format string, args ...any) error {
+	return fmt.Errorf("%w: %s: %s", ErrInvalidConfig, field, fmt.Sprintf(format, args...))
+}
+
+// validate checks c and returns a copy with defaults filled in.
+func (c Config) validate() (Config, error) {
+	if c.Source == nil {
+		if c.Limit <= 0 {
+			return c, configError("Limit", "must be > 0 when Source is nil, got %d", c.Limit)
+		}
+		if c.Limit > MaxLimit {
+			return c, configError("Limit", "must be <= %d, got %d", MaxLimit, c.Limit)
+		}
+	} else if c.Limit != 0 {
+		return c, configError("Limit", "must be 0 when Source is set (the source supplies the limit)")
+	}
+	if c.MaxCost < 0 || c.MaxCost > MaxTotalCost {
+		return c, configError("MaxCost", "must be in [0, %d], got %d", int64(MaxTotalCost), c.MaxCost)
+	}
+	if len(c.Classes) == 0 {
+		c.Classes = []ClassConfig{{Name: "default"}}
+	} else {
+		c.Classes = append([]ClassConfig(nil), c.Classes...)
+	}
+	if len(c.Classes) > MaxClasses {
+		return c, configError("Classes", "at most %d classes, got %d", MaxClasses, len(c.Classes))
+	}
+	seen := make(map[string]bool, len(c.Classes))
+	share := 0.0
+	queue := 0
+	for i, cl := range c.Classes {
+		field := fmt.Sprintf("Classes[%d]", i)
+		if cl.Name == "" {
+			return c, configError(field+".Name", "must not be empty")
+		}
+		if seen[cl.Name] {
+			return c, configError(field+".Name", "duplicate class %q", cl.Name)
+		}
+		seen[cl.Name] = true
+		if math.IsNaN(cl.Protected) || cl.Protected < 0 || cl.Protected > 1 {
+			return c, configError(field+".Protected", "must be in [0, 1], got %v", cl.Protected)
+		}
+		share += cl.Protected
+		if cl.QueueDepth < 0 {
+			return c, configError(field+".QueueDepth", "must be >= 0, got %d", cl.QueueDepth)
+		}
+		if cl.MaxWait < 0 {
+			return c, configError(field+".MaxWait", "must be >= 0, got %v", cl.MaxWait)
+		}
+		if cl.QueueDepth > 0 && cl.MaxWait == 0 {
+			return c, configError(field+".MaxWait", "a queue needs a maximum wait (QueueDepth is %d)", cl.QueueDepth)
+		}
+		if cl.QueueDepth == 0 && cl.MaxWait > 0 {
+			return c, configError(field+".QueueDepth", "must be > 0 when MaxWait is set")
+		}
+		queue += cl.QueueDepth
+	}
+	if share > 1+1e-9 {
+		return c, configError("Classes", "protected shares sum to %.3f, more than 1", share)
+	}
+	if c.MaxQueue < 0 {
+		return c, configError("MaxQueue", "must be >= 0, got %d", c.MaxQueue)
+	}
+	if c.MaxQueue == 0 {
+		c.MaxQueue = queue
+	}
+	if c.DemandHold < 0 {
+		return c, configError("DemandHold", "must be >= 0, got %v", c.DemandHold)
+	}
+	if c.DemandHold == 0 {
+		c.DemandHold = DefaultDemandHold
+	}
+	if c.RetryAfterMin < 0 {
+		return c, configError("RetryAfterMin", "must be >= 0, got %v", c.RetryAfterMin)
+	}
+	if c.RetryAfterMin == 0 {
+		c.RetryAfterMin = DefaultRetryAfterMin
+	}
+	if c.RetryAfterMax == 0 {
+		c.RetryAfterMax = max(DefaultRetryAfterMax, c.RetryAfterMin)
+	}
+	if c.RetryAfterMax < c.RetryAfterMin {
+		return c, configError("RetryAfterMax", "must be >= RetryAfterMin (%v), got %v", c.RetryAfterMin, c.RetryAfterMax)
+	}
+	if math.IsNaN(c.MaxSamplesPerSecond) {
+		return c, configError("MaxSamplesPerSecond", "must be a number")
+	}
+	if c.MaxSamplesPerSecond == 0 {
+		c.MaxSamplesPerSecond = DefaultMaxSamplesPerSecond
+	}
+	if c.Clock == nil {
+		c.Clock = time.Now
+	}
+	return c, nil
+}

@@ -1,0 +1,78 @@
+// Package shed is shedkit's admission controller: it decides, for each
+// unit of work, whether it may start now, may wait briefly, or is rejected,
+// so that the work in flight stays within a concurrency limit and an
+// optional cost budget.
+//
+// # Permits
+//
+// Admission returns a [Permit] that represents the accepted work. Release it
+// exactly once, on every path, with an [Outcome]: Success (its latency is a
+// sample for the limit), Dropped (an overload signal: an upstream timeout, a
+// 503) or Ignored (a client error or cancellation: no sample). Release is
+// idempotent on the variable it is called on. With Config.TrackLeaks, a
+// permit that is dropped without Release is found by the garbage collector,
+// reported and its capacity reclaimed.
+//
+// # Limits
+//
+// The limit comes from a [LimitSource] (a static Config.Limit, the adaptive
+// limits of package limits, or an adapter for another library). It may change
+// at any time; shrinking it never revokes admitted work, it only stops new
+// admissions until the work in flight drains below it.
+//
+// # Classes, cost and queues
+//
+// Requests belong to ordered priority classes. A class may protect a share
+// of the limit: other classes borrow it while the class is idle, and stop
+// being admitted into it once the class has unmet demand again (a waiter, or
+// a rejection within Config.DemandHold); running work is never preempted.
+// Waiting higher classes are always served before lower ones; Strict makes
+// any unmet demand of a higher class block lower classes.
+//
+// A request may carry a cost (for example estimated tokens). The limiter
+// bounds both the count and the cost in flight; [Permit.Reconcile] replaces
+// the estimate with the actual cost. A cost above the whole budget is
+// rejected at once.
+//
+// A class may queue a bounded number of requests for a bounded time. A
+// request whose deadline is shorter than the expected wait is rejected at
+// once instead of queued. A freed slot goes to exactly one waiter.
+//
+// # Rejections
+//
+// A rejection is a *[Rejection] (errors.Is(err, [ErrRejected])) with a
+// [Reason] and a Retry-After hint. Rejection values are shared and
+// immutable, so rejecting allocates nothing.
+//
+// # Time
+//
+// Every decision has an explicit-time form ([Limiter.TryAcquireAt],
+// [Limiter.EnqueueAt], [Permit.ReleaseAt], [Limiter.ExpireAt],
+// [Limiter.DrainAt]): the core is a synchronous state machine that never
+// sleeps and starts no goroutines, which is what lets package sim run it in
+// virtual time. [Limiter.TryAcquire], [Limiter.Acquire] and [Limiter.Drain]
+// are wall-clock wrappers. Reading the clock costs about 100 ns, so the
+// wall-clock API times only a subset of permits above
+// Config.MaxSamplesPerSecond (every 2^k-th admission of each class); drops
+// are always reported.
+//
+// # Cost
+//
+// While nothing waits and no class is short of its protected share,
+// admission and release are one compare-and-swap each on a packed state
+// word, plus one atomic add on a per-class counter; they allocate nothing
+// and take no lock. Queueing, protected-capacity decisions and draining take
+// a mutex. See bench_test.go and `make bench`.
+//
+// # Observability
+//
+// [Limiter.Snapshot] reports the limit, the work in flight and per-class
+// counters by decision and reason. An [Observer] is told about every
+// decision and costs nothing when unset; it is the hook for metrics.
+//
+// # Shutdown and rollout
+//
+// [Limiter.Drain] stops admitting, waits for the work in flight until its
+// context ends and reports what was still running. Config.DryRun computes
+// and reports every decision but admits everything.
+package shed

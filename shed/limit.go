@@ -1,0 +1,70 @@
+package shed
+
+import "time"
+
+// Outcome says how a unit of admitted work ended. It decides what the
+// limit source learns from the work when its permit is released.
+type Outcome uint8
+
+const (
+	// Success means the work completed normally. Its latency, when it was
+	// timed, is a sample for the limit source.
+	Success Outcome = iota
+	// Dropped means the work failed in a way that signals overload: an
+	// upstream timeout, a 503 from a dependency, a deadline that expired
+	// while the work ran. Limit sources treat it as congestion.
+	Dropped
+	// Ignored means the outcome says nothing about capacity: a client
+	// error, a cancellation by the caller. No sample is recorded.
+	Ignored
+)
+
+// String returns the lower-case name of the outcome.
+func (o Outcome) String() string {
+	switch o {
+	case Success:
+		return "success"
+	case Dropped:
+		return "dropped"
+	case Ignored:
+		return "ignored"
+	}
+	return "unknown"
+}
+
+// Sample is what one finished unit of work tells a [LimitSource].
+type Sample struct {
+	// Now is when the work finished (the release time).
+	Now time.Time
+	// Latency is how long the work held its permit, valid when Timed is
+	// true. Any duration counts, zero included (virtual time can produce
+	// it): nothing is discarded below a cutoff.
+	Latency time.Duration
+	// Timed reports whether Latency was measured. The wall-clock API times
+	// a subset of requests (see Config.MaxSamplesPerSecond); a drop of an
+	// untimed permit is still reported so that congestion is never missed.
+	Timed bool
+	// InFlight is the limiter's in-flight count when the work was
+	// admitted, the work itself included. Limit sources use it to avoid
+	// growing a limit that is not being used.
+	InFlight int
+	// Dropped reports an overload signal (Outcome Dropped).
+	Dropped bool
+}
+
+// LimitSource supplies the concurrency limit that a [Limiter] enforces and
+// learns from finished work. A static limit, the adaptive algorithms of
+// package limits, or an adapter for another library all satisfy it.
+//
+// Both methods are called concurrently from the admission hot path: they
+// must be safe for concurrent use, must not block and should not allocate.
+type LimitSource interface {
+	// Limit returns the current limit on in-flight work, at least 1.
+	// The limiter reads it on every admission, so it should cost no more
+	// than an atomic load. The limit may change at any time; shrinking it
+	// never revokes admitted work.
+	Limit() int
+	// Observe records one finished unit of work: every drop, and every
+	// success that was timed. Ignored outcomes are not reported.
+	Observe(s Sample)
+}

@@ -1,0 +1,492 @@
+package shed
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Class identifies a priority class by its index in Config.Classes. Class 0
+// has the highest priority.
+type Class uint8
+
+// Request describes a unit of work that asks for admission.
+type Request struct {
+	// Class is the request's priority class (default 0).
+	Class Class
+	// Cost is what the request reserves against the cost budget, for
+	// example its estimated tokens. Zero means 1; negative is an error.
+	// Every request also counts as one against the concurrency limit.
+	Cost int64
+	// Deadline is when the caller stops waiting for the result. A request
+	// whose remaining time is shorter than the expected queue wait is
+	// rejected at once (ReasonDeadline) instead of queued. Zero means none.
+	Deadline time.Time
+}
+
+// ErrInvalidRequest is wrapped by errors about malformed requests (unknown
+// class, negative cost). They are caller bugs, not rejections.
+var ErrInvalidRequest = errors.New("shed: invalid request")
+
+// Layout of the packed in-flight state word: the in-flight count in the low
+// bits, a flag that sends every operation through the locked slow path, and
+// the in-flight cost in the high bits.
+const (
+	countBits = 24
+	countMask = 1<<countBits - 1
+	slowFlag  = 1 << countBits
+	costShift = countBits + 1
+	costBits  = 64 - costShift
+)
+
+func inFlightOf(s uint64) int64 { return int64(s & countMask) }
+func costOf(s uint64) int64     { return int64(s >> costShift) }
+func delta(cost int64) uint64   { return 1 + uint64(cost)<<costShift }
+
+// Limiter admits, queues or rejects units of work so that the work in
+// flight stays within a concurrency limit (and optionally a cost budget),
+// with priority classes, protected capacity and bounded queues.
+//
+// Admission and release take no lock while nothing waits and no class is
+// short of its protected capacity: they are one compare-and-swap on a
+// packed state word. Queueing, protected-capacity decisions and draining
+// go through a mutex. The Limiter starts no goroutines and never sleeps;
+// Acquire and Drain are blocking wrappers over the explicit-time core.
+type Limiter struct {
+	// state and class 0's counters fill the first cache line (a Limiter
+	// is larger than 512 bytes, so the allocator aligns it to 64).
+	state atomic.Uint64
+	hot0  hotCounters
+
+	source     LimitSource
+	static     uint64
+	maxCost    int64
+	costBudget bool
+	multi      bool
+	strict     bool
+	dryRun     bool
+	demandHold time.Duration
+	maxQueue   int
+	observer   Observer
+	clock      func() time.Time
+	epoch      time.Time
+	onLeak     func(Leak)
+	trackLeaks bool
+	maxSamples float64
+
+	cfg         []ClassConfig
+	names       []string
+	counts      []classCounters
+	marksDemand [MaxClasses]bool
+
+	// sampleMask selects the admissions the wall-clock API times: those
+	// whose per-class sequence number n has n&sampleMask == 0.
+	sampleMask    atomic.Uint64
+	lastRateCheck atomic.Int64 // ns since epoch
+	lastRateCount atomic.Uint64
+	rej           rejections
+	// latency is an EWMA of timed successful work, in nanoseconds (float64
+	// bits). It sizes Retry-After hints and expected queue waits.
+	latency atomic.Uint64
+
+	mu          sync.Mutex
+	queued      int
+	queues      [MaxClasses]waitQueue
+	demandUntil [MaxClasses]time.Time
+	demandAny   bool
+	draining    bool
+	drained     chan struct{}
+}
+
+// New returns a Limiter for cfg, or an error naming the invalid field.
+func New(cfg Config) (*Limiter, error) {
+	cfg, err := cfg.validate()
+	if err != nil {
+		return nil, err
+	}
+	l := &Limiter{
+		source:     cfg.Source,
+		static:     uint64(cfg.Limit),
+		maxCost:    cfg.MaxCost,
+		costBudget: cfg.MaxCost > 0,
+		multi:      len(cfg.Classes) > 1,
+		strict:     cfg.Strict,
+		dryRun:     cfg.DryRun,
+		demandHold: cfg.DemandHold,
+		maxQueue:   cfg.MaxQueue,
+		observer:   cfg.Observer,
+		clock:      cfg.Clock,
+		onLeak:     cfg.OnLeak,
+		trackLeaks: cfg.TrackLeaks,
+		maxSamples: cfg.MaxSamplesPerSecond,
+		cfg:        cfg.Classes,
+		counts:     make([]classCounters, len(cfg.Classes)),
+	}
+	l.epoch = l.clock()
+	if !l.costBudget {
+		l.maxCost = MaxTotalCost
+	}
+	for i, c := range cfg.Classes {
+		l.names = append(l.names, c.Name)
+		// A class reserves capacity when it has a protected share; under
+		// strict priority every class but the lowest outranks another.
+		l.marksDemand[i] = c.Protected > 0 || (cfg.Strict && i < len(cfg.Classes)-1)
+	}
+	l.rej.init(cfg.RetryAfterMin, cfg.RetryAfterMax, l.names)
+	return l, nil
+}
+
+// limit returns the current limit, clamped to [1, MaxLimit].
+func (l *Limiter) limit() uint64 {
+	if l.source == nil {
+		return l.static
+	}
+	n := l.source.Limit()
+	if n < 1 {
+		return 1
+	}
+	if n > MaxLimit {
+		return MaxLimit
+	}
+	return uint64(n)
+}
+
+// Limit returns the concurrency limit in force now.
+func (l *Limiter) Limit() int { return int(l.limit()) }
+
+// InFlight returns the number of admitted units of work not yet released.
+func (l *Limiter) InFlight() int { return int(inFlightOf(l.state.Load())) }
+
+// ClassByName returns the class with the given name.
+func (l *Limiter) ClassByName(name string) (Class, bool) {
+	for i, n := range l.names {
+		if n == name {
+			return Class(i), true
+		}
+	}
+	return 0, false
+}
+
+// ClassName returns the name of class c, or "" if there is no such class.
+func (l *Limiter) ClassName(c Class) string {
+	if int(c) < len(l.names) {
+		return l.names[c]
+	}
+	return ""
+}
+
+// check validates req and returns its effective cost.
+func (l *Limiter) check(req Request) (int64, error) {
+	if int(req.Class) >= len(l.cfg) {
+		return 0, fmt.Errorf("%w: unknown class %d (the limiter has %d)", ErrInvalidRequest, req.Class, len(l.cfg))
+	}
+	switch {
+	case req.Cost == 0:
+		return 1, nil
+	case req.Cost < 0:
+		return 0, fmt.Errorf("%w: negative cost %d", ErrInvalidRequest, req.Cost)
+	}
+	return req.Cost, nil
+}
+
+// TryAcquire admits req at once or rejects it at once; it never waits.
+// The error is a *Rejection (errors.Is(err, ErrRejected)) or, for a
+// malformed request, wraps ErrInvalidRequest.
+func (l *Limiter) TryAcquire(req Request) (Permit, error) {
+	return l.acquire(time.Time{}, false, req, nil, false)
+}
+
+// TryAcquireAt is TryAcquire at an explicit time now, for virtual time.
+// The permit's latency is measured from now.
+func (l *Limiter) TryAcquireAt(now time.Time, req Request) (Permit, error) {
+	return l.acquire(now, true, req, nil, false)
+}
+
+// EnqueueAt admits req at once if it can, rejects it at once if it can
+// neither run nor wait, or else queues w and returns queued true. The
+// outcome of a queued request is delivered later, exactly once, through
+// w's notify function, from whichever call frees capacity (a release, a
+// limit change seen at a release, ExpireAt), unless CancelAt removes w
+// first. This is the explicit-time core of Acquire.
+func (l *Limiter) EnqueueAt(now time.Time, req Request, w *Waiter) (p Permit, queued bool, err error) {
+	if w == nil {
+		return Permit{}, false, fmt.Errorf("%w: nil waiter", ErrInvalidRequest)
+	}
+	p, err = l.acquire(now, true, req, w, true)
+	if err == errQueued {
+		return Permit{}, true, nil
+	}
+	return p, false, err
+}
+
+// Internal results of acquire.
+var (
+	// errQueued: w was queued; its outcome comes through its notify.
+	errQueued = errors.New("shed: queued")
+	// errNeedWaiter: the request would queue but mayQueue came without a
+	// waiter; the caller supplies one and calls again.
+	errNeedWaiter = errors.New("shed: need a waiter")
+)
+
+// acquire is the admission path. It returns a permit or an error: a
+// rejection, errQueued when w was queued (mayQueue), or errNeedWaiter when
+// the request would queue and w is nil.
+func (l *Limiter) acquire(now time.Time, hasNow bool, req Request, w *Waiter, mayQueue bool) (Permit, error) {
+	cost, err := l.check(req)
+	if err != nil {
+		return Permit{}, err
+	}
+	if cost > l.maxCost {
+		return Permit{}, l.reject(now, req.Class, cost, ReasonCostTooLarge, l.rej.max, false)
+	}
+	limit := l.limit()
+	for {
+		s := l.state.Load()
+		if s&slowFlag != 0 {
+			break
+		}
+		n := inFlightOf(s)
+		if uint64(n) >= limit || costOf(s)+cost > l.maxCost {
+			if l.dryRun || l.marksDemand[req.Class] || (mayQueue && l.cfg[req.Class].QueueDepth > 0) {
+				break
+			}
+			return Permit{}, l.reject(now, req.Class, cost, ReasonLimit, l.hint(0, limit), false)
+		}
+		if l.state.CompareAndSwap(s, s+delta(cost)) {
+			p := l.newPermit(now, hasNow, req.Class, cost, n+1, 0, ReasonNone)
+			if l.observer != nil {
+				l.noteAdmitted(p, false)
+			}
+			return p, nil
+		}
+	}
+	return l.acquireSlow(now, hasNow, req, cost, w, mayQueue)
+}
+
+func (l *Limiter) acquireSlow(now time.Time, hasNow bool, req Request, cost int64, w *Waiter, mayQueue bool) (Permit, error) {
+	if !hasNow {
+		now, hasNow = l.clock(), true
+	}
+	c := req.Class
+	l.mu.Lock()
+	l.freezeLocked()
+	l.expireDemandLocked(now)
+	limit := l.limit()
+	reason := ReasonDraining
+	hint := l.rej.max
+	if !l.draining {
+		s := l.state.Load()
+		if l.fitsLocked(s, c, cost, limit) {
+			l.state.Add(delta(cost))
+			p := l.newPermit(now, hasNow, c, cost, inFlightOf(s)+1, 0, ReasonNone)
+			l.thawLocked()
+			l.mu.Unlock()
+			l.noteAdmitted(p, false)
+			return p, nil
+		}
+		reason = ReasonLimit
+		hint = l.hint(l.queued, limit)
+		if cc := &l.cfg[c]; mayQueue && cc.QueueDepth > 0 && !l.dryRun {
+			wait := l.expectedWaitLocked(c, limit)
+			switch {
+			case l.queues[c].n >= cc.QueueDepth || l.queued >= l.maxQueue:
+				reason = ReasonQueueFull
+			case !req.Deadline.IsZero() && !now.Add(wait).Before(req.Deadline):
+				reason = ReasonDeadline
+			case w == nil:
+				l.thawLocked()
+				l.mu.Unlock()
+				return Permit{}, errNeedWaiter
+			case w.queued:
+				l.thawLocked()
+				l.mu.Unlock()
+				return Permit{}, fmt.Errorf("%w: waiter already queued", ErrInvalidRequest)
+			default:
+				l.enqueueLocked(now, req, cost, w)
+				l.markDemandLocked(now, c)
+				l.mu.Unlock()
+				l.counts[c].queued.Add(1)
+				if o := l.observer; o != nil {
+					o.Observe(Event{Kind: EventQueued, Time: now, Class: c, Cost: cost, Queued: true, InFlight: l.InFlight()})
+				}
+				return Permit{}, errQueued
+			}
+		}
+		l.markDemandLocked(now, c)
+	}
+	if s := l.state.Load(); l.dryRun && reason != ReasonDraining && inFlightOf(s) < MaxLimit && costOf(s)+cost <= MaxTotalCost {
+		// Report the decision, then admit anyway.
+		s = l.state.Add(delta(cost))
+		p := l.newPermit(now, hasNow, c, cost, inFlightOf(s), 0, reason)
+		l.thawLocked()
+		l.mu.Unlock()
+		l.reject(now, c, cost, reason, hint, true)
+		l.noteAdmitted(p, false)
+		return p, nil
+	}
+	l.thawLocked()
+	l.mu.Unlock()
+	return Permit{}, l.reject(now, c, cost, reason, hint, false)
+}
+
+// freezeLocked sets the slow flag so that the state word changes only under
+// l.mu until thawLocked.
+func (l *Limiter) freezeLocked() {
+	for {
+		s := l.state.Load()
+		if s&slowFlag != 0 || l.state.CompareAndSwap(s, s|slowFlag) {
+			return
+		}
+	}
+}
+
+// thawLocked clears the slow flag unless waiters, unmet protected demand or
+// draining still need every operation to take the lock.
+func (l *Limiter) thawLocked() {
+	if l.queued > 0 || l.draining || l.demandAny {
+		return
+	}
+	for {
+		s := l.state.Load()
+		if s&slowFlag == 0 || l.state.CompareAndSwap(s, s&^slowFlag) {
+			return
+		}
+	}
+}
+
+func (l *Limiter) markDemandLocked(now time.Time, c Class) {
+	if l.marksDemand[c] {
+		l.demandUntil[c] = now.Add(l.demandHold)
+		l.demandAny = true
+	}
+}
+
+func (l *Limiter) expireDemandLocked(now time.Time) {
+	if !l.demandAny {
+		return
+	}
+	any := false
+	for i := range l.cfg {
+		if t := l.demandUntil[i]; !t.IsZero() {
+			if now.Before(t) {
+				any = true
+			} else {
+				l.demandUntil[i] = time.Time{}
+			}
+		}
+	}
+	l.demandAny = any
+}
+
+// reserved returns the count and cost that class c has protected at limit.
+func (l *Limiter) reserved(c int, limit uint64) (int64, int64) {
+	share := l.cfg[c].Protected
+	if share == 0 {
+		return 0, 0
+	}
+	n := int64(share*float64(limit) + 1e-9)
+	var cost int64
+	if l.costBudget {
+		cost = int64(share*float64(l.maxCost) + 1e-9)
+	}
+	return n, cost
+}
+
+// fitsLocked reports whether one more unit of class c with the given cost
+// may be admitted in state s. Beyond the limit and the cost budget:
+//   - a class with unmet demand (waiters, or rejected within DemandHold)
+//     keeps the unused part of its protected share: nobody else gets it;
+//   - while a higher class has waiters (or, with Strict, any unmet demand),
+//     a lower class is admitted only within its own protected share.
+func (l *Limiter) fitsLocked(s uint64, c Class, cost int64, limit uint64) bool {
+	n, tc := inFlightOf(s), costOf(s)
+	if n+1 > int64(limit) || tc+cost > l.maxCost {
+		return false
+	}
+	if !l.multi {
+		return true
+	}
+	free := int64(limit) - n - 1
+	freeCost := l.maxCost - tc - cost
+	ownN, ownC := l.reserved(int(c), limit)
+	own := l.hot(c)
+	withinOwn := own.inflight()+1 <= ownN && (!l.costBudget || own.cost()+cost <= ownC)
+	for j := range l.cfg {
+		if j == int(c) {
+			continue
+		}
+		waiting := l.queues[j].n > 0
+		if !waiting && l.demandUntil[j].IsZero() {
+			continue
+		}
+		if j < int(c) && (waiting || l.strict) && !withinOwn {
+			return false
+		}
+		rn, rc := l.reserved(j, limit)
+		if u := rn - l.hot(Class(j)).inflight(); u > 0 {
+			free -= u
+		}
+		if u := rc - l.hot(Class(j)).cost(); u > 0 && l.costBudget {
+			freeCost -= u
+		}
+	}
+	return free >= 0 && freeCost >= 0
+}
+
+// meanLatency returns the EWMA of timed successful work, or 0 if unknown.
+func (l *Limiter) meanLatency() float64 { return math.Float64frombits(l.latency.Load()) }
+
+// recordLatency folds a timed success into the EWMA. Concurrent updates may
+// lose one another; the estimate only sizes hints.
+func (l *Limiter) recordLatency(d time.Duration) {
+	x := float64(d)
+	old := l.meanLatency()
+	if old != 0 {
+		x = old + 0.1*(x-old)
+	}
+	l.latency.Store(math.Float64bits(x))
+}
+
+// hint estimates when a slot frees for a request with ahead others before
+// it: by Little's law a slot frees every latency/limit on average.
+func (l *Limiter) hint(ahead int, limit uint64) time.Duration {
+	return time.Duration(l.meanLatency() * float64(ahead+1) / float64(limit))
+}
+
+// expectedWaitLocked estimates the queue wait of a new request of class c:
+// it waits behind the queued requests of its own and higher classes. An
+// unknown latency gives 0, so nothing is rejected before anything is known.
+func (l *Limiter) expectedWaitLocked(c Class, limit uint64) time.Duration {
+	ahead := 0
+	for j := 0; j <= int(c); j++ {
+		ahead += l.queues[j].n
+	}
+	return l.hint(ahead, limit)
+}
+
+// reject counts and reports a rejection and returns its shared error value.
+func (l *Limiter) reject(now time.Time, c Class, cost int64, reason Reason, hint time.Duration, dry bool) *Rejection {
+	l.counts[c].rejected[reason].Add(1)
+	rej := l.rej.get(reason, c, hint)
+	if o := l.observer; o != nil {
+		o.Observe(Event{Kind: EventRejected, Time: now, Class: c, Reason: reason, Cost: cost, DryRun: dry, InFlight: l.InFlight()})
+	}
+	return rej
+}
+
+// noteAdmitted reports an admission to the observer.
+func (l *Limiter) noteAdmitted(p Permit, queued bool) {
+	if queued {
+		l.counts[p.class()].afterWait.Add(1)
+	}
+	if o := l.observer; o != nil {
+		var t time.Time
+		if p.timed() {
+			t = l.epoch.Add(time.Duration(p.start))
+		}
+		o.Observe(Event{Kind: EventAdmitted, Time: t, Class: p.class(), Reason: p.shadow(), Cost: p.cost, Wait: p.wait(), Queued: queued, DryRun: p.shadow() != ReasonNone, InFlight: int(p.inflight())})
+	}
+}

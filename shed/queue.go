@@ -1,0 +1,272 @@
+package shed
+
+import (
+	"sync"
+	"time"
+)
+
+// Waiter is a request waiting in a Limiter's queue, for the explicit-time
+// API (EnqueueAt). The blocking Acquire manages its own waiters.
+//
+// A Waiter may be reused once its outcome was delivered or it was
+// cancelled. Its fields are guarded by the limiter it is queued in.
+type Waiter struct {
+	notify func(*Waiter)
+
+	l        *Limiter
+	req      Request
+	cost     int64
+	enqueued time.Time
+	deadline time.Time
+	prev     *Waiter
+	next     *Waiter
+	decided  time.Time
+	queued   bool
+	done     *Waiter // link in a waiterList of waiters to notify
+
+	permit Permit
+	err    error
+
+	ch chan struct{} // blocking waiters only
+}
+
+// NewWaiter returns a Waiter whose outcome is delivered by calling notify,
+// exactly once per EnqueueAt that queued it (unless CancelAt removed it).
+// notify is called outside the limiter's lock, on the goroutine whose call
+// decided the outcome; it may enqueue the waiter again.
+func NewWaiter(notify func(*Waiter)) *Waiter { return &Waiter{notify: notify} }
+
+// Result returns the outcome delivered to the waiter: a permit, or a
+// *Rejection (ReasonQueueTimeout, ReasonDraining).
+func (w *Waiter) Result() (Permit, error) { return w.permit, w.err }
+
+// Request returns the request the waiter was queued with.
+func (w *Waiter) Request() Request { return w.req }
+
+// Deadline returns when the waiter times out: its enqueue time plus the
+// class's MaxWait, or the request's deadline if earlier. A simulation
+// calls ExpireAt at that time.
+func (w *Waiter) Deadline() time.Time { return w.deadline }
+
+// waitQueue is an intrusive doubly linked list of the waiters of one class.
+type waitQueue struct {
+	head, tail *Waiter
+	n          int
+}
+
+func (q *waitQueue) push(w *Waiter) {
+	w.prev, w.next = q.tail, nil
+	if q.tail != nil {
+		q.tail.next = w
+	} else {
+		q.head = w
+	}
+	q.tail = w
+	q.n++
+}
+
+func (q *waitQueue) remove(w *Waiter) {
+	if w.prev != nil {
+		w.prev.next = w.next
+	} else {
+		q.head = w.next
+	}
+	if w.next != nil {
+		w.next.prev = w.prev
+	} else {
+		q.tail = w.prev
+	}
+	w.prev, w.next = nil, nil
+	q.n--
+}
+
+// waiterList collects waiters whose outcome was decided under the lock, to
+// be notified after it is released.
+type waiterList struct{ head, tail *Waiter }
+
+func (d *waiterList) push(w *Waiter) {
+	w.done = nil
+	if d.tail != nil {
+		d.tail.done = w
+	} else {
+		d.head = w
+	}
+	d.tail = w
+}
+
+func (l *Limiter) enqueueLocked(now time.Time, req Request, cost int64, w *Waiter) {
+	c := req.Class
+	w.l, w.req, w.cost, w.enqueued = l, req, cost, now
+	w.deadline = now.Add(l.cfg[c].MaxWait)
+	if !req.Deadline.IsZero() && req.Deadline.Before(w.deadline) {
+		w.deadline = req.Deadline
+	}
+	w.permit, w.err, w.queued = Permit{}, nil, true
+	l.queues[c].push(w)
+	l.queued++
+}
+
+func (l *Limiter) removeLocked(w *Waiter) {
+	l.queues[w.req.Class].remove(w)
+	l.queued--
+	w.queued = false
+}
+
+// timeoutLocked removes w with a rejection for reason.
+func (l *Limiter) timeoutLocked(now time.Time, w *Waiter, reason Reason, limit uint64, done *waiterList) {
+	w.decided = now
+	l.removeLocked(w)
+	hint := l.rej.max
+	if reason != ReasonDraining {
+		hint = l.hint(l.queued, limit)
+	}
+	w.err = l.rej.get(reason, w.req.Class, hint)
+	done.push(w)
+}
+
+// grantLocked admits waiters while capacity allows: classes in priority
+// order, FIFO (or LIFO) within a class. A waiter whose deadline has passed
+// is rejected instead of admitted. The state must be frozen.
+func (l *Limiter) grantLocked(now time.Time, done *waiterList) {
+	if l.queued == 0 {
+		return
+	}
+	limit := l.limit()
+	for c := range l.cfg {
+		q := &l.queues[c]
+		for q.n > 0 {
+			w := q.head
+			if l.cfg[c].LIFO {
+				w = q.tail
+			}
+			if !now.Before(w.deadline) {
+				l.timeoutLocked(now, w, ReasonQueueTimeout, limit, done)
+				continue
+			}
+			s := l.state.Load()
+			if !l.fitsLocked(s, Class(c), w.cost, limit) {
+				break
+			}
+			l.removeLocked(w)
+			l.state.Add(delta(w.cost))
+			w.permit = l.newPermit(now, true, Class(c), w.cost, inFlightOf(s)+1, now.Sub(w.enqueued), ReasonNone)
+			done.push(w)
+		}
+	}
+}
+
+// notify reports and delivers the outcomes collected under the lock.
+func (l *Limiter) notify(d *waiterList) {
+	for w := d.head; w != nil; {
+		next := w.done
+		w.done = nil
+		if w.err != nil {
+			rej := w.err.(*Rejection)
+			l.counts[rej.Class].rejected[rej.Reason].Add(1)
+			if o := l.observer; o != nil {
+				o.Observe(Event{Kind: EventRejected, Time: w.decided, Class: rej.Class, Reason: rej.Reason, Cost: w.cost, Wait: w.decided.Sub(w.enqueued), Queued: true, InFlight: l.InFlight()})
+			}
+		} else {
+			l.noteAdmitted(w.permit, true)
+		}
+		w.notify(w)
+		w = next
+	}
+}
+
+// releaseSlow returns the capacity of p under the lock and hands it to
+// waiters.
+func (l *Limiter) releaseSlow(now time.Time, hasNow bool, p *Permit, o Outcome, leaked bool) {
+	if !hasNow {
+		now = l.clock()
+	}
+	var done waiterList
+	l.mu.Lock()
+	l.freezeLocked()
+	l.state.Add(-delta(p.cost))
+	l.countRelease(p, o, leaked)
+	l.grantLocked(now, &done)
+	if l.draining && l.drained != nil && inFlightOf(l.state.Load()) == 0 {
+		close(l.drained)
+		l.drained = nil
+	}
+	l.thawLocked()
+	l.mu.Unlock()
+	l.notify(&done)
+}
+
+// CancelAt removes a queued waiter (its caller gave up) and reports whether
+// it was still queued. If it was not, its outcome has been or is being
+// delivered: a waiter that was granted a permit must release it.
+func (l *Limiter) CancelAt(now time.Time, w *Waiter) bool {
+	return l.removeWaiter(now, w, ReasonNone)
+}
+
+// removeWaiter takes w out of the queue: cancelled (reason None) or
+// rejected with reason. Removing a waiter can unblock lower classes.
+func (l *Limiter) removeWaiter(now time.Time, w *Waiter, reason Reason) bool {
+	var done waiterList
+	l.mu.Lock()
+	if !w.queued || w.l != l {
+		l.mu.Unlock()
+		return false
+	}
+	l.freezeLocked()
+	if reason == ReasonNone {
+		l.removeLocked(w)
+	} else {
+		l.timeoutLocked(now, w, reason, l.limit(), &done)
+	}
+	l.grantLocked(now, &done)
+	l.thawLocked()
+	l.mu.Unlock()
+	if reason == ReasonNone {
+		l.counts[w.req.Class].cancelled.Add(1)
+		if o := l.observer; o != nil {
+			o.Observe(Event{Kind: EventCancelled, Time: now, Class: w.req.Class, Cost: w.cost, Wait: now.Sub(w.enqueued), Queued: true, InFlight: l.InFlight()})
+		}
+	}
+	l.notify(&done)
+	return true
+}
+
+// ExpireAt rejects every waiter whose deadline is at or before now with
+// ReasonQueueTimeout. The blocking API expires its own waiters with
+// timers; a simulation calls ExpireAt at the waiters' deadlines.
+func (l *Limiter) ExpireAt(now time.Time) {
+	var done waiterList
+	l.mu.Lock()
+	if l.queued == 0 {
+		l.mu.Unlock()
+		return
+	}
+	l.freezeLocked()
+	limit := l.limit()
+	for c := range l.cfg {
+		for w := l.queues[c].head; w != nil; {
+			next := w.next
+			if !now.Before(w.deadline) {
+				l.timeoutLocked(now, w, ReasonQueueTimeout, limit, &done)
+			}
+			w = next
+		}
+	}
+	l.grantLocked(now, &done)
+	l.thawLocked()
+	l.mu.Unlock()
+	l.notify(&done)
+}
+
+// Blocking waiters are pooled with their channel and notify function.
+var waiterPool = sync.Pool{New: func() any {
+	w := &Waiter{ch: make(chan struct{}, 1)}
+	w.notify = func(w *Waiter) { w.ch <- struct{}{} }
+	return w
+}}
+
+func getBlockingWaiter() *Waiter { return waiterPool.Get().(*Waiter) }
+
+func putBlockingWaiter(w *Waiter) {
+	w.permit, w.err, w.l = Permit{}, nil, nil
+	waiterPool.Put(w)
+}
