@@ -28,7 +28,7 @@ const (
 	// quiet stops holding capacity that batch work could use.
 	DefaultDemandHold = time.Second
 	// DefaultMaxSamplesPerSecond times every request up to 1,000 admissions
-	// per second and a random subset above that. Adaptive limits need tens
+	// per second and every 2^k-th admission above that. Adaptive limits need tens
 	// of samples per window; reading the clock costs ~100 ns.
 	DefaultMaxSamplesPerSecond = 1000
 	// DefaultRetryAfterMin and DefaultRetryAfterMax bound the Retry-After
@@ -85,8 +85,10 @@ type Config struct {
 
 	// MaxSamplesPerSecond caps how many permits per second the wall-clock
 	// API times (reads the clock for) to feed latency samples to Source.
-	// Above the cap a uniformly random subset is timed. Drops are always
-	// reported. The explicit-time API (...At methods) times every permit.
+	// Above the cap it times every 2^k-th admission of each class, with k
+	// re-chosen every 100 ms from the measured admission rate. Drops are
+	// always reported. The explicit-time API (...At methods) times every
+	// permit.
 	// Default DefaultMaxSamplesPerSecond; negative times every permit.
 	MaxSamplesPerSecond float64
 

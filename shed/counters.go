@@ -17,7 +17,8 @@ type hotCounters struct {
 }
 
 // inflight returns the class's admitted work not yet released. It can be
-// off by the operations in progress on other goroutines.
+// off by the operations in progress on other goroutines. Only valid with
+// several classes: a lone class does not count its successes.
 func (c *hotCounters) inflight() int64 {
 	out := c.released[0].Load() + c.released[1].Load() + c.released[2].Load() + c.leaked.Load()
 	return int64(c.admitted.Load() - out)

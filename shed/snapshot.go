@@ -99,6 +99,12 @@ func (l *Limiter) Snapshot() Snapshot {
 			cs.Released[o] = hc.released[o].Load()
 		}
 		cs.Leaked = hc.leaked.Load()
+		if !l.multi {
+			out := uint64(cs.InFlight) + cs.Released[Dropped] + cs.Released[Ignored] + cs.Leaked
+			if cs.Admitted > out {
+				cs.Released[Success] = cs.Admitted - out
+			}
+		}
 	}
 	return snap
 }

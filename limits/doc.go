@@ -1,0 +1,94 @@
+// Package limits supplies concurrency limits for shed.Limiter: [Gradient],
+// an adaptive limit driven by latency and drops; [AIMD], a loss-based
+// limit; and [Fixed], a constant an operator can change. All implement
+// shed.LimitSource. Sub-package gcl adapts the limits of
+// github.com/platinummonkey/go-concurrency-limits.
+//
+// # Hot path
+//
+// Limit is one atomic load. Observe adds the sample to a [Window] with a
+// few atomic operations: no lock, no allocation. The sample that closes a
+// window summarizes it and updates the limit under a mutex, once per
+// window. shed reports every drop but only the successes it timed (it
+// times a subset at high rates); an untimed success, should a caller report
+// one (Sample.Timed false, Sample.Now zero), costs one atomic load. Nothing reads the clock, sleeps or starts a goroutine: windows roll
+// on Sample.Now, so the same code runs in virtual time.
+//
+// # Windows
+//
+// A window lasts at least MinDuration (1 s) and at least twice its
+// fastest latency, and closes at the first sample after that once it holds
+// MinSamples (10) samples, or after MaxDuration (10 s) with fewer. Its
+// latency statistic is the mean, or a quantile from a log-bucketed
+// histogram of atomic counters (16 buckets per power of two: error under
+// 3.2%). Every timed success counts, whatever its latency (zero included);
+// drops are counted apart and never enter the latency statistics; untimed
+// drops count as drops. The go-concurrency-limits WindowedLimit, in
+// contrast, discards samples faster than 100 ms.
+//
+// # Gradient
+//
+// Gradient compares each window's latency with a learned baseline. Above
+// Tolerance x baseline the limit shrinks by Smoothing x (1 - gradient),
+// where gradient = Tolerance x baseline / latency, clamped to [0.5, 1]. A
+// drop, or a latency above the optional LatencyCeiling, cuts it by
+// Backoff. Without congestion it grows, but only in windows whose largest
+// in-flight count reached MinUtilization x limit. It keeps the shape of
+// Netflix's Gradient2 and fixes the weaknesses its users report:
+//
+//   - Slow ramp-up. Gradient2 adds queueSize x smoothing = 0.8 per window:
+//     20 to 200 takes minutes. Gradient starts in slow start, doubling the
+//     limit every window (Growth) until the first congestion signal or the
+//     first rise of latency above the baseline's noise band (10%): from 20
+//     it passes 500 in 5 windows. After congestion it grows by Growth again
+//     up to the limit of the last window without congestion (recovery), and
+//     then by QueueAllowance, sqrt(limit) by default, as Envoy.
+//   - Creep under steady timeouts. Gradient2 ignores drops and lets its
+//     baseline follow the latency it causes, so a stable but bad latency
+//     ends at the maximum. Here drops cut the limit, LatencyCeiling gives an
+//     absolute target, and latency above the baseline's noise band never
+//     drags the baseline up by averaging.
+//   - Baseline drift. The baseline falls half-way to the window latency in
+//     every window below its band, so it recovers downwards within a few
+//     windows. It rises only by re-learning: when the latency stays above
+//     the band for RelearnWindows windows after the work in flight was
+//     halved without the latency improving (or the limit reached MinLimit),
+//     our own queueing cannot explain it, and the baseline jumps to the new
+//     latency. Meanwhile the limit holds instead of falling further. There
+//     is no periodic re-measurement at a pinned low limit (Envoy's minRTT
+//     probing), hence no periodic bursts of rejections.
+//   - Growth without use. As Gradient2 and Vegas, the limit does not grow
+//     while in-flight work is below half of it.
+//
+// # Defaults and why
+//
+// Every zero field of a config takes a default; each is documented on its
+// constant: [DefaultInitialLimit] 20 and [DefaultBackoff] 0.9 (Netflix),
+// [DefaultMinLimit] 1 (Gradient2's 20 cannot protect a dependency that
+// slowed ten-fold), [DefaultMaxLimit] 1,000, [DefaultTolerance] 1.5
+// (Gradient2), [DefaultSmoothing] 0.5 (Gradient2's 0.2 cuts only 40% in 10
+// windows at double latency), [DefaultGrowth] 2 (TCP slow start),
+// [DefaultMinUtilization] 0.5 (Gradient2, Vegas), [DefaultRelearnWindows]
+// 10, [DefaultBaselineWindows] 20, [DefaultIncrease] 1 (Netflix AIMD),
+// [DefaultMinWindow] 1 s and [DefaultMinSamples] 10 (Netflix
+// WindowedLimit), [DefaultMaxWindow] 10 s. Invalid values are constructor
+// errors wrapping [ErrInvalidConfig] and naming the field.
+//
+// # Behaviour in figures
+//
+// The tests drive each limit with a closed-form model in virtual time: a
+// constant arrival rate, in-flight work by Little's law capped by the
+// limit. At 10,000 requests per second and 10 ms (Gradient settles at 320,
+// AIMD at 201):
+//
+//   - latency 10 ms to 20 ms: <= 60% of the healthy limit within 10
+//     windows (Gradient 30%, AIMD with a 15 ms threshold 35%);
+//   - latency back to 10 ms: Gradient >= 90% within 10 windows (2 windows);
+//     AIMD +1 per window;
+//   - every request dropped: the limit falls by Backoff every window to
+//     MinLimit, never climbing;
+//   - +-25% jitter: no cut;
+//   - from 20 with a true capacity of 500: Gradient passes 400 in 5 windows
+//     and stays within [500, 800] (1.5 x 500 is where latency reaches the
+//     tolerance) for 500 windows, without creep.
+package limits

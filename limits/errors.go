@@ -1,0 +1,48 @@
+package limits
+
+import (
+	"errors"
+	"fmt"
+	"math"
+)
+
+// ErrInvalidConfig is wrapped by every configuration error of this package.
+// The message names the offending field.
+var ErrInvalidConfig = errors.New("limits: invalid config")
+
+func configError(field, format string, args ...any) error {
+	return fmt.Errorf("%w: %s: %s", ErrInvalidConfig, field, fmt.Sprintf(format, args...))
+}
+
+// finite reports whether f is neither NaN nor infinite.
+func finite(f float64) bool { return !math.IsNaN(f) && !math.IsInf(f, 0) }
+
+// limitRange validates and defaults the common initial/min/max triple.
+// defInitial is clamped into [min, max] when the caller left Initial zero.
+func limitRange(prefix string, initial, minL, maxL, defInitial int) (int, int, int, error) {
+	if minL < 0 {
+		return 0, 0, 0, configError(prefix+".MinLimit", "must be >= 0, got %d", minL)
+	}
+	if maxL < 0 {
+		return 0, 0, 0, configError(prefix+".MaxLimit", "must be >= 0, got %d", maxL)
+	}
+	if initial < 0 {
+		return 0, 0, 0, configError(prefix+".InitialLimit", "must be >= 0, got %d", initial)
+	}
+	if minL == 0 {
+		minL = DefaultMinLimit
+	}
+	if maxL == 0 {
+		maxL = max(DefaultMaxLimit, minL, initial)
+	}
+	if maxL < minL {
+		return 0, 0, 0, configError(prefix+".MaxLimit", "must be >= MinLimit (%d), got %d", minL, maxL)
+	}
+	if initial == 0 {
+		initial = min(max(defInitial, minL), maxL)
+	}
+	if initial < minL || initial > maxL {
+		return 0, 0, 0, configError(prefix+".InitialLimit", "must be in [MinLimit, MaxLimit] = [%d, %d], got %d", minL, maxL, initial)
+	}
+	return initial, minL, maxL, nil
+}

@@ -1,0 +1,145 @@
+package limits_test
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/shedkit/shedkit/limits"
+	"github.com/shedkit/shedkit/shed"
+)
+
+// feedWindow plays one second of virtual time: 100 samples of the given
+// latency, with the work in flight filling the limit up to demand.
+func feedWindow(src shed.LimitSource, now *time.Time, lat time.Duration, demand int) {
+	for range 100 {
+		*now = now.Add(10 * time.Millisecond)
+		src.Observe(shed.Sample{Now: *now, Latency: lat, Timed: true, InFlight: min(src.Limit(), demand)})
+	}
+}
+
+func ExampleNewGradient() {
+	g, err := limits.NewGradient(limits.GradientConfig{})
+	if err != nil {
+		panic(err)
+	}
+	now := time.Unix(0, 0)
+	g.Observe(shed.Sample{Now: now}) // opens the first window
+
+	// Slow start: the limit doubles while 300 requests want to run and
+	// the latency stays at 10 ms; it stops growing once it is twice what
+	// is used.
+	for range 5 {
+		feedWindow(g, &now, 10*time.Millisecond, 300)
+		fmt.Print(g.Limit(), " ")
+	}
+	fmt.Println(g.State().Phase)
+	// The dependency slows down to 25 ms: the limit shrinks.
+	for range 3 {
+		feedWindow(g, &now, 25*time.Millisecond, 300)
+		fmt.Print(g.Limit(), " ")
+	}
+	fmt.Println(g.State().Phase)
+	// It recovers: the limit goes back at once to 320, the last limit in
+	// force during a window without congestion, then grows by
+	// sqrt(limit) per window.
+	for range 2 {
+		feedWindow(g, &now, 10*time.Millisecond, 300)
+		fmt.Print(g.Limit(), " ")
+	}
+	fmt.Println(g.State().Phase)
+	// Output:
+	// 40 80 160 320 640 slow-start
+	// 512 409 327 congested
+	// 345 364 steady
+}
+
+func ExampleNewAIMD() {
+	a, err := limits.NewAIMD(limits.AIMDConfig{InitialLimit: 100, LatencyThreshold: 50 * time.Millisecond})
+	if err != nil {
+		panic(err)
+	}
+	now := time.Unix(0, 0)
+	a.Observe(shed.Sample{Now: now})
+	feedWindow(a, &now, 10*time.Millisecond, 1000) // in use, fast: +1
+	fmt.Println(a.Limit())
+	feedWindow(a, &now, 80*time.Millisecond, 1000) // too slow: x0.9
+	fmt.Println(a.Limit())
+	// Output:
+	// 101
+	// 90
+}
+
+func ExampleNewFixed() {
+	f, err := limits.NewFixed(100)
+	if err != nil {
+		panic(err)
+	}
+	l, err := shed.New(shed.Config{Source: f})
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(l.Limit())
+	_ = f.Set(20) // an operator lowers the limit; admitted work is not revoked
+	fmt.Println(l.Limit())
+	// Output:
+	// 100
+	// 20
+}
+
+func ExampleNewWindow() {
+	w, err := limits.NewWindow(limits.WindowConfig{MinDuration: time.Second, MinSamples: 3, Quantile: 0.5})
+	if err != nil {
+		panic(err)
+	}
+	t0 := time.Unix(0, 0)
+	w.Record(shed.Sample{Now: t0, Timed: true, Latency: 40 * time.Millisecond, InFlight: 3})
+	w.Record(shed.Sample{Now: t0.Add(300 * time.Millisecond), Dropped: true, InFlight: 9})
+	w.Record(shed.Sample{Now: t0.Add(600 * time.Millisecond), Timed: true, Latency: 20 * time.Millisecond, InFlight: 4})
+	s, closed := w.Record(shed.Sample{Now: t0.Add(time.Second), Timed: true, Latency: 30 * time.Millisecond, InFlight: 2})
+	fmt.Println(closed, s.Samples, s.Drops, s.MaxInFlight, s.Min, s.Mean, s.End.Sub(s.Start))
+	fmt.Printf("median %.1fms\n", float64(s.Latency)/1e6)
+	// Output:
+	// true 3 1 9 20ms 30ms 1s
+	// median 29.9ms
+}
+
+// A Gradient drives a shed.Limiter: every release feeds it a sample. The
+// explicit-time API times every permit, so this runs in virtual time.
+func ExampleGradient_limiter() {
+	g, err := limits.NewGradient(limits.GradientConfig{})
+	if err != nil {
+		panic(err)
+	}
+	l, err := shed.New(shed.Config{Source: g})
+	if err != nil {
+		panic(err)
+	}
+	// Every second: 100 rounds in which 50 requests want to run for
+	// 10 ms each. The limit doubles every window while it is in use, and
+	// stops once it is more than twice the 50 in flight. (The first window
+	// opens at the first release, so it closes a round late.)
+	now := time.Unix(0, 0)
+	for range 5 {
+		for range 100 {
+			var held []shed.Permit
+			for range 50 {
+				p, err := l.TryAcquireAt(now, shed.Request{})
+				if err != nil {
+					break // over the limit: rejected
+				}
+				held = append(held, p)
+			}
+			now = now.Add(10 * time.Millisecond)
+			for i := range held {
+				held[i].ReleaseAt(now, shed.Success)
+			}
+		}
+		fmt.Println(l.Limit())
+	}
+	// Output:
+	// 20
+	// 40
+	// 80
+	// 160
+	// 160
+}

@@ -1,0 +1,205 @@
+package gcl
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/platinummonkey/go-concurrency-limits/core"
+	"github.com/platinummonkey/go-concurrency-limits/limit"
+
+	"github.com/shedkit/shedkit/limits"
+	"github.com/shedkit/shedkit/shed"
+)
+
+// Name is the name given to the limits built by NewGradient2, NewVegas
+// and NewAIMD (the library uses it for metric names only).
+const Name = "shedkit"
+
+// DefaultMinSamples is the default Window.MinSamples of a Source: 100, the
+// window size of the library's DefaultLimiter.
+const DefaultMinSamples = 100
+
+// RTT selects the latency of a window that a Source passes to the limit.
+type RTT uint8
+
+const (
+	// RTTMin passes the fastest timed success of the window, as the
+	// library's DefaultLimiter does.
+	RTTMin RTT = iota
+	// RTTWindow passes the window's statistic: the mean (as the library's
+	// WindowedLimit does), or Window.Quantile when set.
+	RTTWindow
+)
+
+// Config configures a Source. Zero fields take the defaults.
+type Config struct {
+	// Window aggregates samples before they reach the limit. Zero fields
+	// take the defaults of package limits, except MinSamples, which
+	// defaults to DefaultMinSamples: together, 1 s windows of at least 100
+	// samples, like the library's DefaultLimiter (which, unlike Window,
+	// never closes an under-filled window).
+	Window limits.WindowConfig
+	// RTT selects the latency passed per window. Default RTTMin.
+	RTT RTT
+	// PerSample passes every sample to the limit as it arrives instead of
+	// one aggregate per window. Use it for a limit that windows samples
+	// itself (limit.WindowedLimit). Each sample then takes the library's
+	// mutex.
+	PerSample bool
+}
+
+// ErrNilLimit is returned by FromCore for a nil limit.
+var ErrNilLimit = errors.New("gcl: nil core.Limit")
+
+// Source makes a go-concurrency-limits core.Limit a shed.LimitSource.
+//
+// Limit is an atomic load of the limit cached from the library's change
+// notifications. Observe aggregates samples in a lock-free limits.Window
+// and passes one sample per window to the library's OnSample (startTime:
+// window start in Unix ns; rtt: the window's latency in ns, at least 1;
+// inFlight: the window's largest in-flight count; didDrop: whether the
+// window had any drop). A window without timed successes passes the last
+// known rtt; until one is known it is skipped, since a made-up rtt would
+// corrupt the library's averages.
+type Source struct {
+	limit atomic.Int64
+	core  core.Limit
+	win   *limits.Window // nil in per-sample mode
+	rtt   RTT
+
+	lastRTT atomic.Int64 // ns; 0 until a timed success was seen
+	mu      sync.Mutex   // serializes per-window forwarding
+}
+
+// FromCore wraps l.
+func FromCore(l core.Limit, cfg Config) (*Source, error) {
+	if l == nil {
+		return nil, ErrNilLimit
+	}
+	if cfg.RTT > RTTWindow {
+		return nil, configError("Config.RTT", "unknown value %d", cfg.RTT)
+	}
+	s := &Source{core: l, rtt: cfg.RTT}
+	if !cfg.PerSample {
+		if cfg.Window.MinSamples == 0 {
+			cfg.Window.MinSamples = DefaultMinSamples
+		}
+		w, err := limits.NewWindow(cfg.Window)
+		if err != nil {
+			return nil, err
+		}
+		s.win = w
+	}
+	s.store(l.EstimatedLimit())
+	l.NotifyOnChange(s.store)
+	return s, nil
+}
+
+func configError(field, format string, args ...any) error {
+	return fmt.Errorf("%w: %s: %s", limits.ErrInvalidConfig, field, fmt.Sprintf(format, args...))
+}
+
+// NewGradient2 returns a Source around the library's Gradient2 limit with
+// its default tuning (initial 20, min 20, max 200, queue size 4, smoothing
+// 0.2, long window 600).
+func NewGradient2(cfg Config) (*Source, error) {
+	return FromCore(limit.NewDefaultGradient2Limit(Name, nil, nil), cfg)
+}
+
+// NewVegas returns a Source around the library's Vegas limit with its
+// default tuning (initial 20, max 1000, smoothing 1, alpha 3 log10(limit),
+// beta 6 log10(limit), probe multiplier 30).
+func NewVegas(cfg Config) (*Source, error) {
+	return FromCore(limit.NewDefaultVegasLimit(Name, nil, nil), cfg)
+}
+
+// NewAIMD returns a Source around the library's AIMD limit with its
+// default tuning (initial 10, backoff 0.9, increase 1, no maximum).
+func NewAIMD(cfg Config) (*Source, error) {
+	return FromCore(limit.NewDefaultAIMDLimit(Name, nil), cfg)
+}
+
+// Core returns the wrapped limit.
+func (s *Source) Core() core.Limit { return s.core }
+
+// Limit returns the library's latest estimate, clamped to at least 1. It is
+// an atomic load.
+func (s *Source) Limit() int { return int(s.limit.Load()) }
+
+// store caches a limit reported by the library. A NaN estimate converts to
+// an arbitrary integer, hence the clamp.
+func (s *Source) store(n int) {
+	s.limit.Store(int64(min(max(n, 1), math.MaxInt32)))
+}
+
+// Observe records a finished unit of work.
+func (s *Source) Observe(x shed.Sample) {
+	if s.win == nil {
+		s.observeOne(x)
+		return
+	}
+	if x.Timed && !x.Dropped {
+		// Only timed successes teach the window a latency; remember one
+		// for windows of drops only.
+		if s.lastRTT.Load() == 0 {
+			s.lastRTT.CompareAndSwap(0, max(int64(x.Latency), 1))
+		}
+	}
+	if w, ok := s.win.Record(x); ok {
+		s.forward(w)
+	}
+}
+
+func (s *Source) forward(w limits.WindowSummary) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var rtt int64
+	switch {
+	case w.Samples == 0:
+		rtt = s.lastRTT.Load()
+		if rtt == 0 {
+			return
+		}
+	case s.rtt == RTTMin:
+		rtt = int64(w.Min)
+	default:
+		rtt = int64(w.Latency)
+	}
+	rtt = max(rtt, 1) // the library divides by rtt, and treats 0 as unset
+	if w.Samples > 0 {
+		s.lastRTT.Store(rtt)
+	}
+	s.core.OnSample(w.Start.UnixNano(), rtt, w.MaxInFlight, w.Drops > 0)
+	s.store(s.core.EstimatedLimit())
+}
+
+// observeOne passes one sample on. Untimed successes carry nothing the
+// library can use; untimed drops borrow the last known latency.
+func (s *Source) observeOne(x shed.Sample) {
+	rtt := int64(x.Latency)
+	switch {
+	case x.Timed:
+		rtt = max(rtt, 1)
+		if !x.Dropped {
+			s.lastRTT.Store(rtt)
+		}
+	case x.Dropped:
+		if rtt = s.lastRTT.Load(); rtt == 0 {
+			return
+		}
+	default:
+		return
+	}
+	var start int64
+	if !x.Now.IsZero() {
+		start = x.Now.Add(-time.Duration(rtt)).UnixNano()
+	}
+	s.core.OnSample(start, rtt, x.InFlight, x.Dropped)
+	s.store(s.core.EstimatedLimit())
+}
+
+var _ shed.LimitSource = (*Source)(nil)

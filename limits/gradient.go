@@ -1,0 +1,456 @@
+package limits
+
+import (
+	"math"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/shedkit/shedkit/shed"
+)
+
+// Defaults shared by Gradient and AIMD.
+const (
+	// DefaultInitialLimit is where a limit starts: 20, as Netflix's
+	// Gradient2 and AIMD. Gradient leaves it quickly by slow start.
+	DefaultInitialLimit = 20
+	// DefaultMinLimit is the floor of a limit: 1. A floor such as
+	// Gradient2's 20 cannot protect a dependency that slowed down ten-fold
+	// at 10 requests in flight; 1 keeps one unit of work (and so samples)
+	// flowing while the dependency recovers.
+	DefaultMinLimit = 1
+	// DefaultMaxLimit caps a limit at 1,000, the maximum of
+	// go-concurrency-limits' Gradient2 and Vegas. Netflix's 200 is below
+	// the real concurrency of many services and would stop slow start
+	// short of it; a limit only grows while it is used, so the cap is a
+	// guard against runaway, not the working point.
+	DefaultMaxLimit = 1000
+	// DefaultBackoff multiplies a limit on a drop (and, for Gradient, on
+	// a latency above LatencyCeiling): 0.9, Netflix AIMD's backoff ratio.
+	// Repeated every window, it halves the limit in 7 windows.
+	DefaultBackoff = 0.9
+	// DefaultMinUtilization: a limit grows only in windows whose largest
+	// in-flight count reached half of it, as Netflix's Gradient2 and Vegas
+	// ("don't grow the limit if we are app limited"). A limit that is not
+	// used has learned nothing about capacity.
+	DefaultMinUtilization = 0.5
+)
+
+// Defaults of GradientConfig.
+const (
+	// DefaultTolerance is how much the window latency may exceed the
+	// baseline before the limit shrinks: 1.5, Netflix Gradient2's
+	// rttTolerance.
+	DefaultTolerance = 1.5
+	// DefaultSmoothing is the share of the gradient's cut applied per
+	// window: 0.5. Netflix uses 0.2 and applies it per sample (or per
+	// window under a WindowedLimit): with a tolerance of 1.5, a latency
+	// that doubles then cuts only 5% per window, 40% after 10 windows.
+	// 0.5 cuts 12.5% per window at double latency, and the gradient's
+	// clamp at 0.5 bounds any single cut to 25%.
+	DefaultSmoothing = 0.5
+	// DefaultGrowth multiplies the limit per window during slow start and
+	// while recovering to the limit that held before congestion: 2, as TCP
+	// slow start doubles per round trip. From 20, slow start passes 500 in
+	// 5 windows, where Gradient2's +0.8 per window needs 600 windows.
+	DefaultGrowth = 2.0
+	// DefaultRelearnWindows is how many windows the latency must stay
+	// high after the in-flight work was halved (or the limit reached
+	// MinLimit) before the baseline is re-learned: 10. Queueing that we
+	// cause falls when we admit half as much; latency that does not fall
+	// is the dependency's new normal.
+	DefaultRelearnWindows = 10
+	// DefaultBaselineWindows is the length of the exponential average that
+	// tracks the baseline while the latency stays within 10% of it: 20
+	// windows. Latency outside that band never drags the baseline up (it
+	// is queueing, or a new normal that re-learning handles), which is
+	// what keeps the limit from creeping as Gradient2's does.
+	DefaultBaselineWindows = 20
+)
+
+// GradientConfig configures a [Gradient]. Zero fields take the defaults.
+type GradientConfig struct {
+	// InitialLimit is the limit before the first window closes. Default
+	// DefaultInitialLimit, clamped into [MinLimit, MaxLimit].
+	InitialLimit int
+	// MinLimit and MaxLimit bound the limit. Defaults DefaultMinLimit and
+	// DefaultMaxLimit.
+	MinLimit int
+	MaxLimit int
+
+	// Tolerance is the ratio of window latency to baseline latency above
+	// which the limit shrinks, > 1. Default DefaultTolerance.
+	Tolerance float64
+	// Smoothing is the share of the gradient's cut applied per window,
+	// in (0, 1]. Default DefaultSmoothing.
+	Smoothing float64
+	// QueueAllowance returns how much the limit grows in a window without
+	// congestion once slow start is over. It should grow slower than the
+	// limit. Default math.Sqrt, as Envoy's adaptive concurrency (Netflix
+	// uses a constant 4, which ramps up too slowly at high limits).
+	QueueAllowance func(limit float64) float64
+	// Growth multiplies the limit per window in slow start and in
+	// recovery, > 1. Default DefaultGrowth.
+	Growth float64
+
+	// LatencyCeiling, when set, is an absolute latency target: a window
+	// whose latency exceeds it cuts the limit by Backoff, whatever the
+	// baseline. Use it when a stable but slow dependency is still too slow
+	// (a latency SLO). Zero means no ceiling.
+	LatencyCeiling time.Duration
+	// Backoff multiplies the limit on a drop or a latency above
+	// LatencyCeiling, in (0, 1). Default DefaultBackoff.
+	Backoff float64
+	// DropTolerance is the share of a window's samples (timed successes
+	// plus drops) that may be drops without it counting as congestion,
+	// in [0, 1). Default 0: any drop is congestion, as in Netflix's AIMD.
+	// Raise it when a small background rate of drops is normal. With the
+	// wall-clock API only a subset of successes is timed, so the share is
+	// overstated at high traffic.
+	DropTolerance float64
+	// MinUtilization: the limit grows only in windows whose largest
+	// in-flight count reached MinUtilization x limit, in (0, 1]. Default
+	// DefaultMinUtilization.
+	MinUtilization float64
+
+	// RelearnWindows and BaselineWindows tune the baseline (see
+	// DefaultRelearnWindows and DefaultBaselineWindows), >= 1.
+	RelearnWindows  int
+	BaselineWindows int
+
+	// Window configures the sampling windows.
+	Window WindowConfig
+}
+
+// Phase says what a Gradient is doing.
+type Phase uint8
+
+const (
+	// PhaseSlowStart: growing by Growth per window until the first sign
+	// of congestion.
+	PhaseSlowStart Phase = iota
+	// PhaseSteady: growing by QueueAllowance while there is no congestion.
+	PhaseSteady
+	// PhaseCongested: the last window was congested and cut the limit.
+	PhaseCongested
+	// PhaseRecovery: growing by Growth back to the limit that held before
+	// the last congestion.
+	PhaseRecovery
+)
+
+var phaseNames = [...]string{"slow-start", "steady", "congested", "recovery"}
+
+// String returns the phase's name.
+func (p Phase) String() string {
+	if int(p) < len(phaseNames) {
+		return phaseNames[p]
+	}
+	return "unknown"
+}
+
+// GradientState is a snapshot of a Gradient's internals, for metrics,
+// simulation plots and tests.
+type GradientState struct {
+	Limit float64 // the limit before rounding down
+	// Baseline is the learned no-congestion latency; zero until the first
+	// window with enough timed successes.
+	Baseline time.Duration
+	Phase    Phase
+	// RecoverTo is the limit of the last window without congestion before
+	// the latest congestion: recovery grows multiplicatively up to it.
+	RecoverTo float64
+	Windows   uint64 // windows observed
+	Relearned uint64 // times the baseline was re-learned upwards
+}
+
+// Gradient is an adaptive concurrency limit driven by latency and drops,
+// in the family of Netflix's Gradient2. It compares the latency of each
+// window with a learned baseline and shrinks the limit when the ratio
+// exceeds Tolerance, in proportion to the excess; drops and latency above
+// LatencyCeiling cut it by Backoff. Without congestion it grows, but only
+// while the limit is in use: multiplicatively in slow start and when
+// recovering, by QueueAllowance otherwise. See the package documentation
+// for how it differs from Gradient2.
+//
+// Limit is an atomic load. Observe is lock-free and allocation-free; the
+// sample that closes a window updates the limit under a mutex.
+type Gradient struct {
+	limit atomic.Int64
+	win   *Window
+
+	cfg        GradientConfig
+	minSamples int
+	band       float64 // the baseline's noise band, relative
+	ewma       float64 // baseline tracking factor
+
+	mu sync.Mutex
+	st gradientState
+}
+
+type gradientState struct {
+	limit     float64
+	baseline  float64 // ns; 0 until learned
+	slowStart bool
+	congested bool
+	lastGood  float64
+	recoverTo float64
+	windows   uint64
+	relearned uint64
+	// A latency episode: windows above the baseline's band. It is
+	// anchored at the in-flight count and latency of its first window, or
+	// of the last window whose latency improved.
+	epActive   bool
+	epInFlight int
+	epLatency  float64
+	epStuck    int // windows with half the anchor's in-flight or less and no improvement
+	lastPhase  Phase
+}
+
+// NewGradient returns a Gradient configured by cfg.
+func NewGradient(cfg GradientConfig) (*Gradient, error) {
+	var err error
+	cfg.InitialLimit, cfg.MinLimit, cfg.MaxLimit, err = limitRange("GradientConfig", cfg.InitialLimit, cfg.MinLimit, cfg.MaxLimit, DefaultInitialLimit)
+	if err != nil {
+		return nil, err
+	}
+	if err := defaultFloat("GradientConfig.Tolerance", &cfg.Tolerance, DefaultTolerance, 1, math.Inf(1), false, false); err != nil {
+		return nil, err
+	}
+	if err := defaultFloat("GradientConfig.Smoothing", &cfg.Smoothing, DefaultSmoothing, 0, 1, false, true); err != nil {
+		return nil, err
+	}
+	if err := defaultFloat("GradientConfig.Growth", &cfg.Growth, DefaultGrowth, 1, math.Inf(1), false, false); err != nil {
+		return nil, err
+	}
+	if err := defaultFloat("GradientConfig.Backoff", &cfg.Backoff, DefaultBackoff, 0, 1, false, false); err != nil {
+		return nil, err
+	}
+	if err := defaultFloat("GradientConfig.MinUtilization", &cfg.MinUtilization, DefaultMinUtilization, 0, 1, false, true); err != nil {
+		return nil, err
+	}
+	if math.IsNaN(cfg.DropTolerance) || cfg.DropTolerance < 0 || cfg.DropTolerance >= 1 {
+		return nil, configError("GradientConfig.DropTolerance", "must be in [0, 1), got %v", cfg.DropTolerance)
+	}
+	if cfg.LatencyCeiling < 0 {
+		return nil, configError("GradientConfig.LatencyCeiling", "must be >= 0, got %v", cfg.LatencyCeiling)
+	}
+	if cfg.QueueAllowance == nil {
+		cfg.QueueAllowance = math.Sqrt
+	}
+	if err := defaultInt("GradientConfig.RelearnWindows", &cfg.RelearnWindows, DefaultRelearnWindows); err != nil {
+		return nil, err
+	}
+	if err := defaultInt("GradientConfig.BaselineWindows", &cfg.BaselineWindows, DefaultBaselineWindows); err != nil {
+		return nil, err
+	}
+	cfg.Window, err = cfg.Window.withDefaults("GradientConfig.Window.")
+	if err != nil {
+		return nil, err
+	}
+	g := &Gradient{
+		win:        newWindow(cfg.Window),
+		cfg:        cfg,
+		minSamples: cfg.Window.MinSamples,
+		band:       min(0.1, (cfg.Tolerance-1)/2),
+		ewma:       2 / float64(cfg.BaselineWindows+1),
+	}
+	g.st = gradientState{
+		limit:     float64(cfg.InitialLimit),
+		slowStart: true,
+		lastGood:  float64(cfg.InitialLimit),
+	}
+	g.limit.Store(int64(cfg.InitialLimit))
+	return g, nil
+}
+
+// Limit returns the current limit. It is an atomic load.
+func (g *Gradient) Limit() int { return int(g.limit.Load()) }
+
+// Observe records a finished unit of work. The sample that closes a window
+// updates the limit.
+func (g *Gradient) Observe(s shed.Sample) {
+	if !s.Timed && !s.Dropped && s.Now.IsZero() {
+		g.win.noteInFlight(s.InFlight) // the common untimed release, inlined
+		return
+	}
+	var w WindowSummary
+	if g.win.observe(s, &w) {
+		g.update(&w)
+	}
+}
+
+// State returns a snapshot of the Gradient's internals.
+func (g *Gradient) State() GradientState {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return GradientState{
+		Limit:     g.st.limit,
+		Baseline:  time.Duration(g.st.baseline),
+		Phase:     g.st.lastPhase,
+		RecoverTo: g.st.recoverTo,
+		Windows:   g.st.windows,
+		Relearned: g.st.relearned,
+	}
+}
+
+// update applies one closed window.
+func (g *Gradient) update(w *WindowSummary) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	st := &g.st
+	st.windows++
+	c := &g.cfg
+	lim := st.limit
+
+	hasLat := w.Samples >= g.minSamples && w.Samples > 0
+	cur := max(float64(w.Latency), 1) // ns; a zero latency is possible in virtual time
+	if hasLat && st.baseline == 0 {
+		st.baseline = cur
+	}
+	ratio := 1.0
+	if hasLat {
+		ratio = cur / st.baseline
+	}
+	dropSig := w.Drops > 0 && float64(w.Drops) > c.DropTolerance*float64(w.Samples+w.Drops)
+	ceilSig := hasLat && c.LatencyCeiling > 0 && w.Latency > c.LatencyCeiling
+	if hasLat && g.trackBaseline(cur, ratio, w.MaxInFlight, dropSig || ceilSig) {
+		ratio = 1 // re-learned: this latency is the new normal
+	}
+	latSig := hasLat && ratio > c.Tolerance
+
+	switch {
+	case dropSig || ceilSig:
+		g.congestion()
+		lim *= c.Backoff
+	case latSig:
+		g.congestion()
+		if st.epStuck > 0 {
+			// Halving the work in flight did not bring the latency down:
+			// cutting further would shed work without helping. Hold
+			// while re-learning gathers evidence.
+			break
+		}
+		gradient := max(0.5, c.Tolerance/ratio)
+		lim *= 1 - c.Smoothing*(1-gradient)
+	case !hasLat:
+		// Nothing learned: too few timed successes to judge latency.
+	default:
+		st.congested = false
+		st.lastGood = lim
+		if float64(w.MaxInFlight) < c.MinUtilization*lim {
+			break // the limit is not in use: nothing learned about capacity
+		}
+		switch {
+		case st.slowStart && ratio > 1+g.band:
+			// Latency starts to rise: the knee is near, stop doubling.
+			st.slowStart = false
+			lim += g.allowance(lim)
+		case st.slowStart:
+			lim *= c.Growth
+		case lim < st.recoverTo:
+			lim = min(lim*c.Growth, st.recoverTo)
+		default:
+			lim += g.allowance(lim)
+		}
+	}
+	lim = min(max(lim, float64(c.MinLimit)), float64(c.MaxLimit))
+	st.limit = lim
+	switch {
+	case st.congested:
+		st.lastPhase = PhaseCongested
+	case st.slowStart:
+		st.lastPhase = PhaseSlowStart
+	case lim < st.recoverTo:
+		st.lastPhase = PhaseRecovery
+	default:
+		st.lastPhase = PhaseSteady
+	}
+	g.limit.Store(int64(lim))
+}
+
+// congestion ends slow start and, at the start of a congestion episode,
+// remembers the last good limit as the recovery target.
+func (g *Gradient) congestion() {
+	st := &g.st
+	if !st.congested {
+		st.recoverTo = st.lastGood
+		st.congested = true
+	}
+	st.slowStart = false
+}
+
+func (g *Gradient) allowance(lim float64) float64 {
+	q := g.cfg.QueueAllowance(lim)
+	if !(q > 0) || math.IsInf(q, 0) {
+		return 0 // NaN, negative or infinite: grow by nothing
+	}
+	return q
+}
+
+// trackBaseline moves the baseline after a window of latency cur and
+// reports whether it re-learned it:
+//   - below the band: down fast (half-way per window), so that a recovered
+//     dependency is recognized within a few windows;
+//   - within the band: an exponential average, which absorbs noise;
+//   - above the band: not at all, unless the latency stays there for
+//     RelearnWindows windows after the work in flight was halved without
+//     the latency improving (or the limit hit MinLimit). Queueing that we
+//     cause falls when we admit less; latency that does not is the
+//     dependency's new normal, and the baseline jumps to it. There is no
+//     probing at a pinned low limit.
+func (g *Gradient) trackBaseline(cur, ratio float64, inFlight int, overload bool) bool {
+	st := &g.st
+	switch {
+	case ratio < 1-g.band:
+		st.baseline += 0.5 * (cur - st.baseline)
+		st.epActive, st.epStuck = false, 0
+	case ratio <= 1+g.band:
+		st.baseline += g.ewma * (cur - st.baseline)
+		st.epActive, st.epStuck = false, 0
+	case overload:
+		// Drops or a ceiling breach: overload, not a new normal.
+	case !st.epActive || cur < (1-g.band)*st.epLatency:
+		// A new episode, or the latency improved: (re-)anchor.
+		st.epActive, st.epInFlight, st.epLatency, st.epStuck = true, inFlight, cur, 0
+	case 2*inFlight <= st.epInFlight || st.limit <= float64(g.cfg.MinLimit):
+		st.epStuck++
+		if st.epStuck >= g.cfg.RelearnWindows {
+			st.baseline = cur
+			st.epActive, st.epStuck = false, 0
+			st.relearned++
+			return true
+		}
+	}
+	return false
+}
+
+// defaultFloat validates *f in (lo, hi) (bounds included when loIn/hiIn),
+// after replacing zero with def.
+func defaultFloat(field string, f *float64, def, lo, hi float64, loIn, hiIn bool) error {
+	if *f == 0 {
+		*f = def
+	}
+	v := *f
+	ok := finite(v) && (v > lo || (loIn && v == lo)) && (v < hi || (hiIn && v == hi))
+	if !ok {
+		l, r := "(", ")"
+		if loIn {
+			l = "["
+		}
+		if hiIn {
+			r = "]"
+		}
+		return configError(field, "must be in %s%v, %v%s, got %v", l, lo, hi, r, v)
+	}
+	return nil
+}
+
+func defaultInt(field string, n *int, def int) error {
+	if *n < 0 {
+		return configError(field, "must be >= 1, got %d", *n)
+	}
+	if *n == 0 {
+		*n = def
+	}
+	return nil
+}

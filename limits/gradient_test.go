@@ -1,0 +1,278 @@
+package limits
+
+import (
+	"errors"
+	"math"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/shedkit/shedkit/shed"
+)
+
+func newGradient(t *testing.T, cfg GradientConfig) *Gradient {
+	t.Helper()
+	g, err := NewGradient(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
+
+func TestGradientDefaults(t *testing.T) {
+	g := newGradient(t, GradientConfig{})
+	c := g.cfg
+	want := GradientConfig{
+		InitialLimit: DefaultInitialLimit, MinLimit: DefaultMinLimit, MaxLimit: DefaultMaxLimit,
+		Tolerance: DefaultTolerance, Smoothing: DefaultSmoothing, Growth: DefaultGrowth,
+		Backoff: DefaultBackoff, MinUtilization: DefaultMinUtilization,
+		RelearnWindows: DefaultRelearnWindows, BaselineWindows: DefaultBaselineWindows,
+		Window: WindowConfig{MinDuration: DefaultMinWindow, MaxDuration: DefaultMaxWindow, MinSamples: DefaultMinSamples},
+	}
+	c.QueueAllowance = nil
+	if !reflect.DeepEqual(c, want) {
+		t.Fatalf("defaults\n got %+v\nwant %+v", c, want)
+	}
+	if q := g.cfg.QueueAllowance(400); q != 20 {
+		t.Fatalf("default queue allowance at 400 = %v, want sqrt = 20", q)
+	}
+	if g.Limit() != DefaultInitialLimit {
+		t.Fatalf("initial limit %d", g.Limit())
+	}
+	// An initial limit left zero is clamped into a non-default range.
+	if g := newGradient(t, GradientConfig{MinLimit: 50, MaxLimit: 60}); g.Limit() != 50 {
+		t.Fatalf("initial limit with MinLimit 50: %d", g.Limit())
+	}
+}
+
+func TestGradientConfigErrors(t *testing.T) {
+	nan := math.NaN()
+	for _, tc := range []struct {
+		cfg   GradientConfig
+		field string
+	}{
+		{GradientConfig{MinLimit: -1}, "GradientConfig.MinLimit"},
+		{GradientConfig{MaxLimit: -1}, "GradientConfig.MaxLimit"},
+		{GradientConfig{MinLimit: 10, MaxLimit: 5}, "GradientConfig.MaxLimit"},
+		{GradientConfig{InitialLimit: -3}, "GradientConfig.InitialLimit"},
+		{GradientConfig{InitialLimit: 5, MinLimit: 10}, "GradientConfig.InitialLimit"},
+		{GradientConfig{InitialLimit: 50, MaxLimit: 10}, "GradientConfig.InitialLimit"},
+		{GradientConfig{Tolerance: 1}, "GradientConfig.Tolerance"},
+		{GradientConfig{Tolerance: 0.5}, "GradientConfig.Tolerance"},
+		{GradientConfig{Tolerance: nan}, "GradientConfig.Tolerance"},
+		{GradientConfig{Tolerance: math.Inf(1)}, "GradientConfig.Tolerance"},
+		{GradientConfig{Smoothing: -0.1}, "GradientConfig.Smoothing"},
+		{GradientConfig{Smoothing: 1.1}, "GradientConfig.Smoothing"},
+		{GradientConfig{Growth: 1}, "GradientConfig.Growth"},
+		{GradientConfig{Backoff: 1}, "GradientConfig.Backoff"},
+		{GradientConfig{Backoff: -0.5}, "GradientConfig.Backoff"},
+		{GradientConfig{MinUtilization: 1.5}, "GradientConfig.MinUtilization"},
+		{GradientConfig{DropTolerance: 1}, "GradientConfig.DropTolerance"},
+		{GradientConfig{DropTolerance: nan}, "GradientConfig.DropTolerance"},
+		{GradientConfig{LatencyCeiling: -time.Second}, "GradientConfig.LatencyCeiling"},
+		{GradientConfig{RelearnWindows: -1}, "GradientConfig.RelearnWindows"},
+		{GradientConfig{BaselineWindows: -1}, "GradientConfig.BaselineWindows"},
+		{GradientConfig{Window: WindowConfig{MinDuration: -1}}, "GradientConfig.Window.MinDuration"},
+		{GradientConfig{Window: WindowConfig{MinDuration: 2 * time.Second, MaxDuration: time.Second}}, "GradientConfig.Window.MaxDuration"},
+		{GradientConfig{Window: WindowConfig{MinSamples: -1}}, "GradientConfig.Window.MinSamples"},
+		{GradientConfig{Window: WindowConfig{Quantile: 1.01}}, "GradientConfig.Window.Quantile"},
+	} {
+		_, err := NewGradient(tc.cfg)
+		if !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), tc.field+":") {
+			t.Errorf("NewGradient(%+v) = %v, want an ErrInvalidConfig naming %s", tc.cfg, err, tc.field)
+		}
+	}
+}
+
+// Slow start doubles the limit every window until it meets congestion (or
+// the maximum).
+func TestGradientSlowStartDoubles(t *testing.T) {
+	g := newGradient(t, GradientConfig{})
+	m := newModel(1_000_000, healthyLatency) // 10,000 would be in flight
+	got := m.run(g, 7)
+	want := []int{40, 80, 160, 320, 640, 1000, 1000}
+	if !slices.Equal(got, want) {
+		t.Fatalf("slow start %v, want %v", got, want)
+	}
+	if p := g.State().Phase; p != PhaseSlowStart {
+		t.Fatalf("phase %v, want slow start: there was no congestion", p)
+	}
+}
+
+// A limit that is not in use learns nothing and does not grow.
+func TestNoGrowthWhileUnused(t *testing.T) {
+	for _, k := range kinds() {
+		t.Run(k.name, func(t *testing.T) {
+			src := k.new(t)
+			m := newModel(500, healthyLatency) // 5 in flight, limit 20
+			if limits := m.run(src, 100); slices.Max(limits) != 20 {
+				t.Fatalf("limit grew to %d with 5 in flight", slices.Max(limits))
+			}
+		})
+	}
+}
+
+// A latency above the ceiling cuts the limit even when it is stable (the
+// baseline has learned it), down to MinLimit, where it stays.
+func TestGradientLatencyCeiling(t *testing.T) {
+	g := newGradient(t, GradientConfig{LatencyCeiling: 30 * time.Millisecond, MinLimit: 5})
+	m := newModel(healthyRate, 50*time.Millisecond)
+	limits := m.run(g, 200)
+	for i := 1; i < len(limits); i++ {
+		if limits[i] > limits[i-1] {
+			t.Fatalf("window %d: limit climbed %d -> %d above the ceiling: %v", i, limits[i-1], limits[i], limits)
+		}
+	}
+	if limits[len(limits)-1] != 5 {
+		t.Fatalf("limit %d after 200 windows above the ceiling, want MinLimit 5", limits[len(limits)-1])
+	}
+	// Without the ceiling the same stable latency is the baseline, and
+	// the limit grows to serve the 500 in flight.
+	g = newGradient(t, GradientConfig{})
+	m = newModel(healthyRate, 50*time.Millisecond)
+	if l := m.run(g, 20)[19]; l < 500 {
+		t.Fatalf("without a ceiling the limit is %d, want >= 500", l)
+	}
+}
+
+// A lasting latency shift that admitting less does not cure is re-learned
+// once, after which the limit is stable: no periodic dips (Envoy's minRTT
+// probing pins the limit low every interval).
+func TestGradientRelearnsWithoutBursts(t *testing.T) {
+	g := newGradient(t, GradientConfig{})
+	m := newModel(healthyRate, healthyLatency)
+	steady := m.settle(t, g, 100)
+
+	m.latency = flat(slowLatency)
+	limits := m.run(g, 300)
+	st := g.State()
+	if st.Relearned != 1 || st.Baseline != slowLatency {
+		t.Fatalf("after 300 windows at 20 ms: %+v, want the baseline re-learned once to 20ms", st)
+	}
+	// Halving the 200 in flight takes 9 windows; 10 more gather evidence.
+	first := slices.IndexFunc(limits, func(l int) bool { return float64(l) >= 0.9*float64(steady) })
+	t.Logf("limit back to >= 90%% of %d at window %d: %v", steady, first, limits[:first+1])
+	if first < 0 || first > 25 {
+		t.Fatalf("limit did not recover within 25 windows: %v", limits)
+	}
+	if low := slices.Min(limits[first:]); float64(low) < 0.9*float64(steady) {
+		t.Fatalf("limit dipped to %d after re-learning: %v", low, limits[first:])
+	}
+	// While gathering evidence it held at half the in-flight work instead
+	// of cutting to the floor.
+	if low := slices.Min(limits); low < 90 {
+		t.Fatalf("limit fell to %d while re-learning, want a hold near 100", low)
+	}
+}
+
+// After a re-learned slowdown ends, the baseline comes down within a few
+// windows, so that a new slowdown is noticed at once.
+func TestGradientBaselineRecoversDownwards(t *testing.T) {
+	g := newGradient(t, GradientConfig{})
+	m := newModel(healthyRate, healthyLatency)
+	m.settle(t, g, 100)
+	m.latency = flat(slowLatency)
+	m.run(g, 100)
+	if b := g.State().Baseline; b != slowLatency {
+		t.Fatalf("baseline %v, want re-learned to 20ms", b)
+	}
+	m.latency = flat(healthyLatency)
+	m.run(g, 5)
+	if b := g.State().Baseline; b > 11*time.Millisecond {
+		t.Fatalf("5 windows after recovery the baseline is %v, want <= 11ms", b)
+	}
+	before := g.Limit()
+	m.latency = flat(slowLatency)
+	if after := m.runWindow(g); after >= before {
+		t.Fatalf("a new slowdown did not cut the limit at once: %d -> %d", before, after)
+	}
+}
+
+// Samples of any duration count: sub-millisecond latencies (which the Go
+// port's windowed limit discards below 100 ms) and zero (virtual time).
+func TestGradientLearnsFromFastSamples(t *testing.T) {
+	for _, base := range []time.Duration{0, 50 * time.Microsecond} {
+		g := newGradient(t, GradientConfig{})
+		m := newModel(2_000_000, base) // 100 in flight at 50 µs
+		m.latency = func(int) time.Duration { return base }
+		if base == 0 {
+			// Little's law gives nothing in flight at zero latency: drive
+			// the in-flight count directly.
+			m.rate = math.Inf(1)
+		}
+		steady := m.settle(t, g, 100)
+		if base == 0 {
+			if steady != DefaultMaxLimit {
+				t.Fatalf("zero-latency work fills any limit; limit %d", steady)
+			}
+			continue
+		}
+		m.latency = flat(2 * base)
+		if l := m.run(g, 10)[9]; float64(l) > 0.6*float64(steady) {
+			t.Fatalf("at %v -> %v the limit went %d -> %d, want <= 60%%", base, 2*base, steady, l)
+		}
+	}
+}
+
+// An untimed drop (its latency was not measured) is still congestion.
+func TestGradientUntimedDropCuts(t *testing.T) {
+	g := newGradient(t, GradientConfig{InitialLimit: 100, Window: WindowConfig{MinSamples: 1}})
+	t0 := time.Unix(0, 0)
+	g.Observe(shed.Sample{Now: t0, Timed: true, Latency: time.Millisecond, InFlight: 1})
+	g.Observe(shed.Sample{Now: t0.Add(time.Second), Dropped: true, InFlight: 100})
+	if l := g.Limit(); l != 90 {
+		t.Fatalf("limit %d after an untimed drop, want 90", l)
+	}
+}
+
+func TestGradientDropTolerance(t *testing.T) {
+	g := newGradient(t, GradientConfig{InitialLimit: 100, DropTolerance: 0.05})
+	now := time.Unix(0, 0)
+	g.Observe(shed.Sample{Now: now}) // opens the first window
+	// Windows of 100 samples with 10 in flight: the limit of 100 is not
+	// in use, so only drops move it.
+	feed := func(drops int) int {
+		step := time.Second / 100
+		for i := range 100 {
+			now = now.Add(step)
+			g.Observe(shed.Sample{Now: now, Timed: true, Latency: healthyLatency, InFlight: 10, Dropped: i < drops})
+		}
+		return g.Limit()
+	}
+	if l := feed(0); l != 100 {
+		t.Fatalf("no drops: limit %d, want 100", l)
+	}
+	if l := feed(4); l != 100 {
+		t.Fatalf("4%% drops with DropTolerance 5%%: limit %d, want 100", l)
+	}
+	if l := feed(6); l != 90 {
+		t.Fatalf("6%% drops with DropTolerance 5%%: limit %d, want 90", l)
+	}
+}
+
+func TestGradientQueueAllowanceMisbehaving(t *testing.T) {
+	for _, f := range []func(float64) float64{
+		func(float64) float64 { return math.NaN() },
+		func(float64) float64 { return -5 },
+		func(float64) float64 { return math.Inf(1) },
+	} {
+		g := newGradient(t, GradientConfig{QueueAllowance: f, InitialLimit: 100, Growth: 1.5})
+		m := newModel(1_000_000, healthyLatency)
+		m.latency = knee(healthyLatency, 200)
+		for _, l := range m.run(g, 50) {
+			if l < 1 || l > DefaultMaxLimit {
+				t.Fatalf("limit %d out of range", l)
+			}
+		}
+	}
+}
+
+func TestPhaseString(t *testing.T) {
+	for p, want := range map[Phase]string{PhaseSlowStart: "slow-start", PhaseSteady: "steady", PhaseCongested: "congested", PhaseRecovery: "recovery", 9: "unknown"} {
+		if p.String() != want {
+			t.Errorf("%d: %q", p, p.String())
+		}
+	}
+}

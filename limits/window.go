@@ -1,0 +1,293 @@
+package limits
+
+import (
+	"math"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/shedkit/shedkit/shed"
+)
+
+// Defaults of WindowConfig.
+const (
+	// DefaultMinWindow is the shortest a window lasts: 1 s, the minimum
+	// window time of Netflix's WindowedLimit and of go-concurrency-limits'
+	// DefaultLimiter. Shorter windows react faster but carry fewer
+	// samples, so their statistic is noisier.
+	DefaultMinWindow = time.Second
+	// DefaultMaxWindow closes a window that has not gathered MinSamples
+	// after 10 s, so that a quiet service still acts on its drops instead
+	// of waiting for traffic that may never come.
+	DefaultMaxWindow = 10 * time.Second
+	// DefaultMinSamples is the number of samples (timed successes plus
+	// drops) a window needs before it closes at its minimum duration: 10,
+	// the window size of Netflix's WindowedLimit. A window with fewer
+	// timed successes than this never moves a latency decision.
+	DefaultMinSamples = 10
+)
+
+// WindowConfig configures a [Window]. Zero fields take the defaults.
+type WindowConfig struct {
+	// MinDuration is the shortest a window lasts, measured on Sample.Now.
+	// A window also lasts at least twice the fastest latency it saw, so
+	// that it is not closed before slow work has had a chance to finish
+	// (Netflix does the same). Default DefaultMinWindow.
+	MinDuration time.Duration
+	// MaxDuration closes a window that has not gathered MinSamples
+	// samples. Default DefaultMaxWindow (or MinDuration if larger).
+	MaxDuration time.Duration
+	// MinSamples is how many samples (timed successes and drops) a window
+	// needs to close at MinDuration. Default DefaultMinSamples.
+	MinSamples int
+	// Quantile selects the latency statistic of a window: 0 for the mean,
+	// or a quantile in (0, 1], for example 0.9 for the 90th percentile.
+	// Quantiles come from a log-bucketed histogram (error under 3.2%).
+	Quantile float64
+}
+
+func (c WindowConfig) withDefaults(prefix string) (WindowConfig, error) {
+	if c.MinDuration < 0 {
+		return c, configError(prefix+"MinDuration", "must be >= 0, got %v", c.MinDuration)
+	}
+	if c.MinDuration == 0 {
+		c.MinDuration = DefaultMinWindow
+	}
+	if c.MaxDuration < 0 {
+		return c, configError(prefix+"MaxDuration", "must be >= 0, got %v", c.MaxDuration)
+	}
+	if c.MaxDuration == 0 {
+		c.MaxDuration = max(DefaultMaxWindow, c.MinDuration)
+	}
+	if c.MaxDuration < c.MinDuration {
+		return c, configError(prefix+"MaxDuration", "must be >= MinDuration (%v), got %v", c.MinDuration, c.MaxDuration)
+	}
+	if c.MinSamples < 0 {
+		return c, configError(prefix+"MinSamples", "must be >= 0, got %d", c.MinSamples)
+	}
+	if c.MinSamples == 0 {
+		c.MinSamples = DefaultMinSamples
+	}
+	if math.IsNaN(c.Quantile) || c.Quantile < 0 || c.Quantile > 1 {
+		return c, configError(prefix+"Quantile", "must be 0 (mean) or in (0, 1], got %v", c.Quantile)
+	}
+	return c, nil
+}
+
+// WindowSummary describes one closed window.
+type WindowSummary struct {
+	// Start is when the window opened (the close of the previous window,
+	// or the first sample); End is the Now of the sample that closed it.
+	Start, End time.Time
+	// Samples is the number of timed successes: the population of the
+	// latency statistics. Drops and untimed samples are not in it.
+	Samples int
+	// Drops is the number of dropped samples, timed or not.
+	Drops int
+	// Latency is the configured statistic (mean or quantile) of the
+	// timed successes; Mean and Min are always computed. All three are
+	// zero when Samples is zero.
+	Latency, Mean, Min time.Duration
+	// MaxInFlight is the largest Sample.InFlight seen in the window,
+	// untimed samples included.
+	MaxInFlight int
+}
+
+const notStarted = math.MinInt64
+
+// A Window aggregates samples into windows bounded by duration and sample
+// count. Record is safe for concurrent use, lock-free and allocation-free;
+// the sample that closes a window takes a mutex once to summarize it.
+//
+// Windows roll on Sample.Now, never on the wall clock, so a Window runs in
+// virtual time. A sample with a zero Now (an untimed success of shed's
+// wall-clock API, which does not read the clock for it) contributes its
+// in-flight count (a drop, its count too) but neither opens nor closes a
+// window. Timed successes of any latency count, zero included.
+type Window struct {
+	_ [64]byte // keep the hot counters off the lines of the previous allocation
+	// Written by every timed sample.
+	timed atomic.Uint64 // cumulative timed successes
+	sum   atomic.Uint64 // cumulative latency of timed successes, ns
+	_     [48]byte
+	// Written by drops and by the closer; read by every sample.
+	drops       atomic.Uint64 // cumulative drops
+	minLat      atomic.Int64  // this window's fastest timed success, ns
+	maxInFlight atomic.Int64  // this window's largest in-flight
+	_           [40]byte
+	// Read by every sample, written once per window.
+	start     atomic.Int64  // window start, Unix ns; notStarted before the first sample
+	prevTimed atomic.Uint64 // timed at the last close
+	prevDrops atomic.Uint64 // drops at the last close
+	minNs     int64
+	maxNs     int64
+	minSample uint64
+	quantile  float64
+	hist      *histogram
+
+	mu       sync.Mutex // held by the closer only
+	prevSum  uint64
+	prevHist *[histBuckets]uint64
+}
+
+// NewWindow returns a Window configured by cfg.
+func NewWindow(cfg WindowConfig) (*Window, error) {
+	cfg, err := cfg.withDefaults("WindowConfig.")
+	if err != nil {
+		return nil, err
+	}
+	return newWindow(cfg), nil
+}
+
+func newWindow(cfg WindowConfig) *Window {
+	w := &Window{
+		minNs:     int64(cfg.MinDuration),
+		maxNs:     int64(cfg.MaxDuration),
+		minSample: uint64(cfg.MinSamples),
+		quantile:  cfg.Quantile,
+	}
+	if cfg.Quantile > 0 {
+		w.hist = new(histogram)
+		w.prevHist = new([histBuckets]uint64)
+	}
+	w.start.Store(notStarted)
+	w.minLat.Store(math.MaxInt64)
+	return w
+}
+
+// Record adds s to the current window. If s closes the window, Record
+// returns the closed window's summary and true; s itself belongs to the
+// closed window.
+func (w *Window) Record(s shed.Sample) (WindowSummary, bool) {
+	var sum WindowSummary
+	ok := w.observe(s, &sum)
+	return sum, ok
+}
+
+// observe is Record writing the summary into *sum, which spares the limits
+// of this package a summary copy per sample. It reports whether the window
+// closed.
+func (w *Window) observe(s shed.Sample, sum *WindowSummary) bool {
+	if !s.Timed && !s.Dropped && s.Now.IsZero() {
+		// An untimed success of the wall-clock API: most releases at
+		// high traffic. Only its in-flight count is news.
+		w.noteInFlight(s.InFlight)
+		return false
+	}
+	now, start, check := w.record(s)
+	return check && w.maybeClose(now, start, sum)
+}
+
+func (w *Window) noteInFlight(n int) {
+	if int64(n) > w.maxInFlight.Load() {
+		w.raiseInFlight(int64(n))
+	}
+}
+
+func (w *Window) raiseInFlight(n int64) {
+	for m := w.maxInFlight.Load(); n > m && !w.maxInFlight.CompareAndSwap(m, n); m = w.maxInFlight.Load() {
+	}
+}
+
+// record counts s and reports whether the window may be due to close at
+// now (in Unix ns), and when it started.
+func (w *Window) record(s shed.Sample) (now, start int64, check bool) {
+	switch {
+	case s.Dropped:
+		w.drops.Add(1)
+	case s.Timed:
+		lat := max(int64(s.Latency), 0)
+		w.sum.Add(uint64(lat))
+		if w.hist != nil {
+			w.hist.add(uint64(lat))
+		}
+		w.timed.Add(1)
+		if lat < w.minLat.Load() {
+			w.lowerMinLat(lat)
+		}
+	}
+	w.noteInFlight(s.InFlight)
+	if s.Now.IsZero() {
+		return 0, 0, false
+	}
+	now = s.Now.UnixNano()
+	start = w.start.Load()
+	if start == notStarted {
+		w.start.CompareAndSwap(notStarted, now)
+		return 0, 0, false
+	}
+	// Too early to close? A small negative elapsed time is normal:
+	// concurrent releases finish out of order.
+	el := now - start
+	return now, start, el >= w.minNs || el <= -w.maxNs
+}
+
+func (w *Window) lowerMinLat(lat int64) {
+	for m := w.minLat.Load(); lat < m && !w.minLat.CompareAndSwap(m, lat); m = w.minLat.Load() {
+	}
+}
+
+// longEnough reports whether a window of el ns lasted twice its fastest
+// timed success (always, for a window that holds only drops).
+func (w *Window) longEnough(el int64) bool {
+	m := w.minLat.Load()
+	return m == math.MaxInt64 || el/2 >= m
+}
+
+// maybeClose closes the window started at start if it is ready.
+//
+//go:noinline
+func (w *Window) maybeClose(now, start int64, sw *WindowSummary) bool {
+	el := now - start
+	n := w.timed.Load() - w.prevTimed.Load() + w.drops.Load() - w.prevDrops.Load()
+	switch {
+	case el <= -w.maxNs:
+		// The clock went back by more than a window: restart the window
+		// rather than wait for the clock to catch up.
+	case n == 0 && el >= w.maxNs:
+		// An idle gap: restart so that the next window is not stretched.
+	case el >= w.maxNs:
+	case n >= w.minSample && el >= w.minNs && w.longEnough(el):
+	default:
+		return false
+	}
+	if !w.mu.TryLock() {
+		return false // another sample is closing it
+	}
+	defer w.mu.Unlock()
+	if w.start.Load() != start {
+		return false // closed meanwhile
+	}
+	w.start.Store(now)
+	if el <= -w.maxNs || n == 0 {
+		return false
+	}
+	timed, drops, sum := w.timed.Load(), w.drops.Load(), w.sum.Load()
+	*sw = WindowSummary{
+		Start:       time.Unix(0, start),
+		End:         time.Unix(0, now),
+		Samples:     int(timed - w.prevTimed.Load()),
+		Drops:       int(drops - w.prevDrops.Load()),
+		MaxInFlight: int(w.maxInFlight.Swap(0)),
+	}
+	minLat := w.minLat.Swap(math.MaxInt64)
+	if sw.Samples > 0 {
+		sw.Mean = time.Duration((sum - w.prevSum) / uint64(sw.Samples))
+		sw.Min = time.Duration(minLat)
+		sw.Latency = sw.Mean
+	}
+	if w.hist != nil {
+		// Advance the snapshot even for an empty window.
+		if q := w.hist.quantile(w.quantile, w.prevHist); sw.Samples > 0 {
+			sw.Latency = q
+		}
+	}
+	if sw.Min > sw.Mean {
+		// A sample recorded between the loads of sum and minLat.
+		sw.Min = sw.Mean
+	}
+	w.prevTimed.Store(timed)
+	w.prevDrops.Store(drops)
+	w.prevSum = sum
+	return true
+}

@@ -1,0 +1,292 @@
+package limits
+
+import (
+	"errors"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/shedkit/shedkit/shed"
+)
+
+var t0 = time.Unix(1_700_000_000, 0)
+
+func at(d time.Duration) time.Time { return t0.Add(d) }
+
+func newWin(t *testing.T, cfg WindowConfig) *Window {
+	t.Helper()
+	w, err := NewWindow(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
+func timed(now time.Time, lat time.Duration, inFlight int) shed.Sample {
+	return shed.Sample{Now: now, Latency: lat, Timed: true, InFlight: inFlight}
+}
+
+func TestWindowClosesAtMinDurationWithMinSamples(t *testing.T) {
+	w := newWin(t, WindowConfig{MinDuration: time.Second, MinSamples: 3})
+	steps := []struct {
+		at     time.Duration
+		closes bool
+	}{
+		{0, false},                      // opens the window
+		{500 * time.Millisecond, false}, // too early
+		{time.Second, true},             // 3 samples, 1 s
+	}
+	for _, s := range steps {
+		_, ok := w.Record(timed(at(s.at), 10*time.Millisecond, 1))
+		if ok != s.closes {
+			t.Fatalf("sample at %v: closed %v, want %v", s.at, ok, s.closes)
+		}
+	}
+	// Too few samples at MinDuration: the window stays open.
+	w.Record(timed(at(1500*time.Millisecond), 10*time.Millisecond, 1))
+	if _, ok := w.Record(timed(at(2*time.Second), 10*time.Millisecond, 1)); ok {
+		t.Fatal("closed with 2 of 3 samples")
+	}
+	sum, ok := w.Record(timed(at(2100*time.Millisecond), 10*time.Millisecond, 1))
+	if !ok || sum.Samples != 3 || !sum.Start.Equal(at(time.Second)) || !sum.End.Equal(at(2100*time.Millisecond)) {
+		t.Fatalf("third sample: %+v %v", sum, ok)
+	}
+}
+
+func TestWindowClosesAtMaxDurationWithFewSamples(t *testing.T) {
+	w := newWin(t, WindowConfig{MinDuration: time.Second, MaxDuration: 5 * time.Second, MinSamples: 100})
+	w.Record(timed(at(0), time.Millisecond, 1))
+	for i := 1; i < 5; i++ {
+		if _, ok := w.Record(timed(at(time.Duration(i)*time.Second), time.Millisecond, 1)); ok {
+			t.Fatalf("closed at %ds with %d samples", i, i+1)
+		}
+	}
+	sum, ok := w.Record(shed.Sample{Now: at(5 * time.Second), Dropped: true, InFlight: 7})
+	if !ok || sum.Samples != 5 || sum.Drops != 1 || sum.MaxInFlight != 7 {
+		t.Fatalf("at MaxDuration: %+v %v", sum, ok)
+	}
+}
+
+// A window lasts at least twice its fastest latency, so that slow work has
+// a chance to finish inside it.
+func TestWindowLastsTwiceItsFastestLatency(t *testing.T) {
+	w := newWin(t, WindowConfig{MinDuration: time.Second, MaxDuration: time.Minute, MinSamples: 1})
+	w.Record(shed.Sample{Now: at(0)})
+	if _, ok := w.Record(timed(at(time.Second), 2*time.Second, 1)); ok {
+		t.Fatal("closed after 1 s with a 2 s sample")
+	}
+	if _, ok := w.Record(timed(at(3999*time.Millisecond), 2*time.Second, 1)); ok {
+		t.Fatal("closed before 4 s")
+	}
+	if sum, ok := w.Record(timed(at(4*time.Second), 3*time.Second, 1)); !ok || sum.Min != 2*time.Second || sum.Mean != 7*time.Second/3 {
+		t.Fatalf("at 4 s: %+v %v", sum, ok)
+	}
+}
+
+// Every latency counts: zero and sub-millisecond samples are not thrown
+// away, and drops do not enter the latency statistics.
+func TestWindowStatistics(t *testing.T) {
+	w := newWin(t, WindowConfig{MinSamples: 1})
+	w.Record(shed.Sample{Now: at(0)})
+	lat := []time.Duration{0, 50 * time.Microsecond, 99 * time.Millisecond, 10 * time.Millisecond}
+	for i, l := range lat {
+		w.Record(timed(at(time.Duration(i)*time.Millisecond), l, 10+i))
+	}
+	w.Record(shed.Sample{Now: at(10 * time.Millisecond), Latency: time.Hour, Timed: true, Dropped: true, InFlight: 3})
+	w.Record(shed.Sample{Dropped: true, InFlight: 50}) // untimed drop, no clock
+	w.Record(shed.Sample{InFlight: 60})                // untimed success, no clock
+	sum, ok := w.Record(timed(at(time.Second), 40*time.Millisecond, 1))
+	if !ok {
+		t.Fatal("window did not close")
+	}
+	want := WindowSummary{
+		Start: at(0), End: at(time.Second),
+		Samples: 5, Drops: 2,
+		Mean: (50*time.Microsecond + 149*time.Millisecond) / 5, Min: 0,
+		MaxInFlight: 60,
+	}
+	want.Latency = want.Mean
+	if !sum.Start.Equal(want.Start) || !sum.End.Equal(want.End) {
+		t.Fatalf("bounds %v..%v", sum.Start, sum.End)
+	}
+	sum.Start, sum.End, want.Start, want.End = time.Time{}, time.Time{}, time.Time{}, time.Time{}
+	if sum != want {
+		t.Fatalf("summary\n got %+v\nwant %+v", sum, want)
+	}
+}
+
+func TestWindowQuantile(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	for _, q := range []float64{0.5, 0.9, 0.99, 1} {
+		w := newWin(t, WindowConfig{Quantile: q, MinSamples: 1})
+		w.Record(shed.Sample{Now: at(0)})
+		var lats []time.Duration
+		for i := range 5000 {
+			l := time.Duration(r.ExpFloat64() * float64(20*time.Millisecond))
+			lats = append(lats, l)
+			w.Record(timed(at(time.Duration(i)*time.Microsecond), l, 1))
+		}
+		l := time.Duration(0)
+		lats = append(lats, l)
+		sum, ok := w.Record(timed(at(time.Second), l, 1))
+		if !ok {
+			t.Fatal("not closed")
+		}
+		slices.Sort(lats)
+		exact := lats[int(math.Ceil(q*float64(len(lats))))-1]
+		if rel := math.Abs(float64(sum.Latency-exact)) / float64(exact); rel > 1.0/32 {
+			t.Errorf("p%v = %v, exact %v: error %.3f over 1/32", q*100, sum.Latency, exact, rel)
+		}
+	}
+}
+
+// Drops only: the window closes at MinDuration once it has MinSamples
+// drops, with no latency statistics.
+func TestWindowOfDrops(t *testing.T) {
+	w := newWin(t, WindowConfig{MinSamples: 2, Quantile: 0.5})
+	w.Record(shed.Sample{Now: at(0)})
+	w.Record(shed.Sample{Now: at(time.Millisecond), Dropped: true, Timed: true, Latency: time.Second})
+	sum, ok := w.Record(shed.Sample{Now: at(time.Second), Dropped: true})
+	if !ok || sum.Drops != 2 || sum.Samples != 0 || sum.Latency != 0 || sum.Min != 0 || sum.Mean != 0 {
+		t.Fatalf("%+v %v", sum, ok)
+	}
+}
+
+// Untimed successes carry no time: they never open or close a window.
+func TestWindowZeroNowNeverCloses(t *testing.T) {
+	w := newWin(t, WindowConfig{MinSamples: 1})
+	for range 100 {
+		if _, ok := w.Record(shed.Sample{InFlight: 5}); ok {
+			t.Fatal("closed by a sample without time")
+		}
+	}
+	if w.start.Load() != notStarted {
+		t.Fatal("opened by a sample without time")
+	}
+}
+
+func TestWindowClockJumps(t *testing.T) {
+	w := newWin(t, WindowConfig{MinSamples: 1, MaxDuration: 10 * time.Second})
+	w.Record(timed(at(time.Hour), time.Millisecond, 1))
+	// Slightly out of order: normal, nothing happens.
+	if _, ok := w.Record(timed(at(time.Hour-time.Second), time.Millisecond, 1)); ok {
+		t.Fatal("closed by an out-of-order sample")
+	}
+	// The clock went back an hour: the window restarts there instead of
+	// waiting an hour.
+	if _, ok := w.Record(timed(at(0), time.Millisecond, 1)); ok {
+		t.Fatal("closed by a clock jump")
+	}
+	sum, ok := w.Record(timed(at(time.Second), time.Millisecond, 1))
+	if !ok || sum.Samples != 4 || !sum.Start.Equal(at(0)) {
+		t.Fatalf("after the jump: %+v %v", sum, ok)
+	}
+	// An idle gap longer than MaxDuration restarts the window at the next
+	// sample rather than closing a window that spans the gap.
+	w.Record(shed.Sample{Now: at(time.Minute)}) // an untimed sample with time: no count
+	if _, ok := w.Record(timed(at(time.Minute+500*time.Millisecond), time.Millisecond, 1)); ok {
+		t.Fatal("closed half a second after an idle gap")
+	}
+}
+
+// Concurrent recorders: every sample lands in exactly one window.
+func TestWindowConcurrentConservation(t *testing.T) {
+	w := newWin(t, WindowConfig{MinDuration: time.Millisecond, MinSamples: 1, Quantile: 0.9})
+	const goroutines, per = 8, 5000
+	var (
+		mu        sync.Mutex
+		samples   int
+		drops     int
+		wg        sync.WaitGroup
+		sumCloses int
+	)
+	record := func(s shed.Sample) {
+		if sum, ok := w.Record(s); ok {
+			mu.Lock()
+			samples += sum.Samples
+			drops += sum.Drops
+			sumCloses++
+			mu.Unlock()
+		}
+	}
+	for g := range goroutines {
+		wg.Go(func() {
+			for i := range per {
+				// Time moves forward, with goroutines interleaving.
+				now := at(time.Duration(i)*100*time.Microsecond + time.Duration(g))
+				record(shed.Sample{Now: now, Latency: time.Duration(i), Timed: true, InFlight: i, Dropped: i%10 == 0})
+			}
+		})
+	}
+	wg.Wait()
+	record(shed.Sample{Now: at(time.Hour), Timed: true}) // closes the last window
+	wantDrops := goroutines * per / 10
+	if samples != goroutines*per-wantDrops+1 || drops != wantDrops {
+		t.Fatalf("windows held %d samples and %d drops, want %d and %d", samples, drops, goroutines*per-wantDrops+1, wantDrops)
+	}
+	if sumCloses < 100 {
+		t.Fatalf("only %d windows closed", sumCloses)
+	}
+}
+
+func TestWindowConfigErrors(t *testing.T) {
+	for _, tc := range []struct {
+		cfg   WindowConfig
+		field string
+	}{
+		{WindowConfig{MinDuration: -1}, "WindowConfig.MinDuration"},
+		{WindowConfig{MaxDuration: -1}, "WindowConfig.MaxDuration"},
+		{WindowConfig{MinDuration: time.Minute}, ""}, // MaxDuration defaults to MinDuration
+		{WindowConfig{MinDuration: time.Second, MaxDuration: time.Millisecond}, "WindowConfig.MaxDuration"},
+		{WindowConfig{MinSamples: -1}, "WindowConfig.MinSamples"},
+		{WindowConfig{Quantile: -0.1}, "WindowConfig.Quantile"},
+		{WindowConfig{Quantile: math.NaN()}, "WindowConfig.Quantile"},
+	} {
+		_, err := NewWindow(tc.cfg)
+		if tc.field == "" {
+			if err != nil {
+				t.Errorf("NewWindow(%+v): %v", tc.cfg, err)
+			}
+			continue
+		}
+		if !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), tc.field+":") {
+			t.Errorf("NewWindow(%+v) = %v, want an error naming %s", tc.cfg, err, tc.field)
+		}
+	}
+}
+
+func TestHistogramBuckets(t *testing.T) {
+	prev := -1
+	check := func(v uint64) {
+		i := histIndex(v)
+		if i < prev || i >= histBuckets {
+			t.Fatalf("index(%d) = %d after %d", v, i, prev)
+		}
+		prev = i
+		lo, w := histLower(i)
+		if i < histBuckets-1 && (v < lo || v >= lo+w) {
+			t.Fatalf("%d in bucket %d = [%d, %d)", v, i, lo, lo+w)
+		}
+		if i < histBuckets-1 && v > 0 {
+			if rel := math.Abs(float64(histValue(i))-float64(v)) / float64(v); rel > 1.0/32 {
+				t.Fatalf("%d reported as %d: error %.4f", v, histValue(i), rel)
+			}
+		}
+	}
+	for v := uint64(0); v < 5000; v++ {
+		check(v)
+	}
+	for v := uint64(5000); v < 1<<45; v += v/97 + 1 {
+		check(v)
+	}
+	if histIndex(math.MaxUint64) != histBuckets-1 || histIndex(1<<histMaxExp) != histBuckets-1 || histIndex(1<<histMaxExp-1) != histBuckets-1 {
+		t.Fatal("large values must share the last bucket")
+	}
+	if histIndex(1<<(histMaxExp-1)-1) == histBuckets-1 {
+		t.Fatal("last bucket too wide")
+	}
+}
