@@ -1,0 +1,36 @@
+// Package shedotel reports a shed.Limiter as OpenTelemetry metrics.
+//
+// Counters and gauges are observable instruments read from
+// shed.Limiter.Snapshot at collection time, so they cost the admission hot
+// path nothing. Only two histograms are recorded as things happen, through
+// the limiter's Observer hook: the queue wait of requests that queued, and
+// the latency of permits the limiter timed (a subset at high rates: see
+// shed.Config.MaxSamplesPerSecond).
+//
+//	m, err := shedotel.New(shedotel.Config{Name: "gateway"})
+//	lim, err := shed.New(shed.Config{Limit: 64, Observer: m})
+//	reg, err := m.Register(lim)
+//	defer reg.Unregister()
+//
+// Without a MeterProvider in the Config the global one is used; when no
+// SDK is installed it is a no-op.
+//
+// # Instruments
+//
+// All carry the attribute shedkit.limiter (Config.Name). Class names come
+// from the limiter's configuration, so every attribute is low-cardinality.
+//
+//	shedkit.admission.limit             gauge          {request}  the concurrency limit in force
+//	shedkit.admission.inflight          updowncounter  {request}  admitted work not yet released; shedkit.class
+//	shedkit.admission.inflight.cost     updowncounter  {unit}     cost of that work; shedkit.class
+//	shedkit.admission.cost.budget       gauge          {unit}     the cost budget (only when there is one)
+//	shedkit.admission.queue.depth       updowncounter  {request}  requests waiting; shedkit.class
+//	shedkit.admission.decisions         counter        {request}  shedkit.class, shedkit.decision (admitted, queued, rejected, cancelled), shedkit.reason on rejections
+//	shedkit.admission.releases          counter        {request}  shedkit.class, shedkit.outcome (success, dropped, ignored, leaked)
+//	shedkit.admission.queue.wait        histogram      s          time in the queue; shedkit.class, shedkit.decision (admitted, rejected, cancelled)
+//	shedkit.admission.latency           histogram      s          how long timed permits were held; shedkit.class, shedkit.outcome
+//
+// In dry-run mode shedkit.admission.decisions counts the would-be
+// rejections under shedkit.decision=rejected while every request is also
+// counted as admitted.
+package shedotel

@@ -1,0 +1,218 @@
+package shedotel
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+
+	"github.com/shedkit/shedkit/shed"
+)
+
+// Attribute keys, shared with the middleware's span attributes.
+const (
+	AttrLimiter  = attribute.Key("shedkit.limiter")
+	AttrClass    = attribute.Key("shedkit.class")
+	AttrDecision = attribute.Key("shedkit.decision")
+	AttrReason   = attribute.Key("shedkit.reason")
+	AttrOutcome  = attribute.Key("shedkit.outcome")
+)
+
+// ScopeName is the instrumentation scope of the meter.
+const ScopeName = "github.com/shedkit/shedkit/shed/shedotel"
+
+// Config configures Metrics.
+type Config struct {
+	// MeterProvider supplies the meter; nil means otel.GetMeterProvider().
+	MeterProvider metric.MeterProvider
+	// Name identifies the limiter in the shedkit.limiter attribute, for
+	// services with several limiters. Default "default".
+	Name string
+}
+
+// Metrics records a shed.Limiter's activity. It is a shed.Observer: put it
+// in shed.Config.Observer, then Register the limiter.
+type Metrics struct {
+	name      string
+	meter     metric.Meter
+	queueWait metric.Float64Histogram
+	latency   metric.Float64Histogram
+	// opts holds precomputed options, so that recording allocates nothing;
+	// Register swaps in a table with the limiter's class names.
+	opts atomic.Pointer[options]
+}
+
+// options are the record options of every class.
+type options struct {
+	wait    [shed.MaxClasses][3][]metric.RecordOption // admitted, rejected, cancelled
+	latency [shed.MaxClasses][2][]metric.RecordOption // success, dropped
+}
+
+// New creates the histograms. The limiter's class names are learned at
+// Register; until then events are recorded with the class index as name.
+func New(cfg Config) (*Metrics, error) {
+	mp := cfg.MeterProvider
+	if mp == nil {
+		mp = otel.GetMeterProvider()
+	}
+	if cfg.Name == "" {
+		cfg.Name = "default"
+	}
+	m := &Metrics{name: cfg.Name, meter: mp.Meter(ScopeName)}
+	var err error
+	if m.queueWait, err = m.meter.Float64Histogram("shedkit.admission.queue.wait",
+		metric.WithUnit("s"), metric.WithDescription("Time requests spent in the admission queue."),
+		metric.WithExplicitBucketBoundaries(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)); err != nil {
+		return nil, fmt.Errorf("shedotel: %w", err)
+	}
+	if m.latency, err = m.meter.Float64Histogram("shedkit.admission.latency",
+		metric.WithUnit("s"), metric.WithDescription("How long timed permits were held (a sample of requests at high rates)."),
+		metric.WithExplicitBucketBoundaries(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)); err != nil {
+		return nil, fmt.Errorf("shedotel: %w", err)
+	}
+	names := make([]string, shed.MaxClasses)
+	for i := range names {
+		names[i] = fmt.Sprint(i)
+	}
+	m.setClasses(names)
+	return m, nil
+}
+
+func (m *Metrics) setClasses(names []string) {
+	t := &options{}
+	lim := AttrLimiter.String(m.name)
+	for c := 0; c < shed.MaxClasses; c++ {
+		name := fmt.Sprint(c)
+		if c < len(names) {
+			name = names[c]
+		}
+		cl := AttrClass.String(name)
+		for i, d := range []string{"admitted", "rejected", "cancelled"} {
+			t.wait[c][i] = []metric.RecordOption{metric.WithAttributeSet(attribute.NewSet(lim, cl, AttrDecision.String(d)))}
+		}
+		for i, o := range []shed.Outcome{shed.Success, shed.Dropped} {
+			t.latency[c][i] = []metric.RecordOption{metric.WithAttributeSet(attribute.NewSet(lim, cl, AttrOutcome.String(o.String())))}
+		}
+	}
+	m.opts.Store(t)
+}
+
+// Observe records the histograms: queue waits and timed latencies. Every
+// other event returns at once; counters are read from Snapshot instead.
+func (m *Metrics) Observe(e shed.Event) {
+	c := e.Class & (shed.MaxClasses - 1)
+	switch {
+	case e.Kind == shed.EventAdmitted && e.Queued:
+		m.queueWait.Record(context.Background(), e.Wait.Seconds(), m.opts.Load().wait[c][0]...)
+	case e.Kind == shed.EventRejected && e.Queued:
+		m.queueWait.Record(context.Background(), e.Wait.Seconds(), m.opts.Load().wait[c][1]...)
+	case e.Kind == shed.EventCancelled:
+		m.queueWait.Record(context.Background(), e.Wait.Seconds(), m.opts.Load().wait[c][2]...)
+	case e.Kind == shed.EventReleased && e.Timed && e.Outcome != shed.Ignored:
+		m.latency.Record(context.Background(), e.Latency.Seconds(), m.opts.Load().latency[c][e.Outcome]...)
+	}
+}
+
+// Register adds the observable instruments of l. It can be called once per
+// limiter; Unregister the result to stop reporting it.
+func (m *Metrics) Register(l *shed.Limiter) (metric.Registration, error) {
+	if l == nil {
+		return nil, errors.New("shedotel: Register: nil limiter")
+	}
+	snap := l.Snapshot()
+	names := make([]string, len(snap.Classes))
+	for i, c := range snap.Classes {
+		names[i] = c.Name
+	}
+	m.setClasses(names)
+
+	var errs []error
+	obs := func(inst metric.Observable, err error) metric.Observable {
+		errs = append(errs, err)
+		return inst
+	}
+	limit, err := m.meter.Int64ObservableGauge("shedkit.admission.limit", metric.WithUnit("{request}"),
+		metric.WithDescription("The concurrency limit in force."))
+	obs(limit, err)
+	budget, err := m.meter.Int64ObservableGauge("shedkit.admission.cost.budget", metric.WithUnit("{unit}"),
+		metric.WithDescription("The in-flight cost budget."))
+	obs(budget, err)
+	inflight, err := m.meter.Int64ObservableUpDownCounter("shedkit.admission.inflight", metric.WithUnit("{request}"),
+		metric.WithDescription("Admitted work not yet released."))
+	obs(inflight, err)
+	cost, err := m.meter.Int64ObservableUpDownCounter("shedkit.admission.inflight.cost", metric.WithUnit("{unit}"),
+		metric.WithDescription("Cost of the admitted work not yet released."))
+	obs(cost, err)
+	depth, err := m.meter.Int64ObservableUpDownCounter("shedkit.admission.queue.depth", metric.WithUnit("{request}"),
+		metric.WithDescription("Requests waiting in the admission queue."))
+	obs(depth, err)
+	decisions, err := m.meter.Int64ObservableCounter("shedkit.admission.decisions", metric.WithUnit("{request}"),
+		metric.WithDescription("Admission decisions by class, decision and reason."))
+	obs(decisions, err)
+	releases, err := m.meter.Int64ObservableCounter("shedkit.admission.releases", metric.WithUnit("{request}"),
+		metric.WithDescription("Released permits by class and outcome."))
+	obs(releases, err)
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("shedotel: %w", err)
+	}
+
+	lim := AttrLimiter.String(m.name)
+	type classSets struct {
+		class     attribute.Set
+		admitted  attribute.Set
+		queued    attribute.Set
+		cancelled attribute.Set
+		rejected  [shed.NumReasons]attribute.Set
+		released  [3]attribute.Set
+		leaked    attribute.Set
+	}
+	sets := make([]classSets, len(names))
+	for i, n := range names {
+		cl := AttrClass.String(n)
+		s := &sets[i]
+		s.class = attribute.NewSet(lim, cl)
+		s.admitted = attribute.NewSet(lim, cl, AttrDecision.String("admitted"))
+		s.queued = attribute.NewSet(lim, cl, AttrDecision.String("queued"))
+		s.cancelled = attribute.NewSet(lim, cl, AttrDecision.String("cancelled"))
+		for r := range s.rejected {
+			s.rejected[r] = attribute.NewSet(lim, cl, AttrDecision.String("rejected"), AttrReason.String(shed.Reason(r).String()))
+		}
+		for o := range s.released {
+			s.released[o] = attribute.NewSet(lim, cl, AttrOutcome.String(shed.Outcome(o).String()))
+		}
+		s.leaked = attribute.NewSet(lim, cl, AttrOutcome.String("leaked"))
+	}
+	limSet := attribute.NewSet(lim)
+	return m.meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		snap := l.Snapshot()
+		o.ObserveInt64(limit, int64(snap.Limit), metric.WithAttributeSet(limSet))
+		if snap.MaxCost > 0 {
+			o.ObserveInt64(budget, snap.MaxCost, metric.WithAttributeSet(limSet))
+		}
+		for i, c := range snap.Classes {
+			s := &sets[i]
+			o.ObserveInt64(inflight, int64(c.InFlight), metric.WithAttributeSet(s.class))
+			o.ObserveInt64(cost, c.InFlightCost, metric.WithAttributeSet(s.class))
+			o.ObserveInt64(depth, int64(c.Queued), metric.WithAttributeSet(s.class))
+			o.ObserveInt64(decisions, int64(c.Admitted), metric.WithAttributeSet(s.admitted))
+			o.ObserveInt64(decisions, int64(c.Enqueued), metric.WithAttributeSet(s.queued))
+			o.ObserveInt64(decisions, int64(c.Cancelled), metric.WithAttributeSet(s.cancelled))
+			for r, n := range c.Rejected {
+				if n > 0 {
+					o.ObserveInt64(decisions, int64(n), metric.WithAttributeSet(s.rejected[r]))
+				}
+			}
+			for r, n := range c.Released {
+				o.ObserveInt64(releases, int64(n), metric.WithAttributeSet(s.released[r]))
+			}
+			if c.Leaked > 0 {
+				o.ObserveInt64(releases, int64(c.Leaked), metric.WithAttributeSet(s.leaked))
+			}
+		}
+		return nil
+	}, limit, budget, inflight, cost, depth, decisions, releases)
+}
