@@ -1,0 +1,719 @@
+package retrybudget
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"time"
+
+	"github.com/sony/gobreaker/v2"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// Transport defaults.
+const (
+	DefaultMaxAttempts   = 3
+	DefaultBaseBackoff   = 50 * time.Millisecond
+	DefaultMaxBackoff    = time.Second
+	DefaultMaxRetryAfter = 10 * time.Second
+	DefaultMaxDrainBytes = 64 << 10
+
+	maxAttemptsLimit = 100
+)
+
+// InboundPolicy says whether a [Transport] used while serving a request
+// retries when that inbound request is itself an attempt of a retrying
+// client (see [Propagate] and [WithInboundAttempt]). Retrying at one
+// layer only is what keeps 3 layers x 3 attempts from becoming 27.
+type InboundPolicy uint8
+
+const (
+	// InboundIgnore retries regardless of the inbound request (default).
+	InboundIgnore InboundPolicy = iota
+	// InboundNoRetryOnRetry does not retry when the inbound request is
+	// a retry (inbound attempt >= 2): the outer layer is already
+	// retrying, so this layer makes a single attempt.
+	InboundNoRetryOnRetry
+	// InboundNoRetry does not retry when the inbound request comes from
+	// a retrying shedkit client at all (inbound attempt >= 1): only the
+	// outermost layer retries.
+	InboundNoRetry
+)
+
+// TransportConfig configures a [Transport]. Zero fields mean the defaults.
+type TransportConfig struct {
+	// Base sends the attempts. Default http.DefaultTransport.
+	Base http.RoundTripper
+	// Name identifies the transport in metrics (attribute
+	// shedkit.retry.client). Keep it low-cardinality. Default "default".
+	Name string
+
+	// MaxAttempts bounds the attempts per logical request, the first
+	// included. Default 3; at most 100; 1 disables retries.
+	MaxAttempts int
+
+	// Budget is asked before each retry. Default: [Default], the budget
+	// shared by the whole process.
+	Budget *Budget
+	// BudgetFor, when set, picks the budget of each request (per
+	// destination, for instance [BudgetMap.ForHost]); a nil result falls
+	// back to Budget.
+	BudgetFor func(*http.Request) *Budget
+	// NoBudget retries without any budget: amplification is then bounded
+	// by MaxAttempts alone. For comparisons and tests.
+	NoBudget bool
+
+	// Throttle, when set, applies SRE adaptive throttling to every
+	// attempt: attempts it rejects are not sent.
+	Throttle *Throttle
+	// ThrottleFor, when set, picks the throttle of each request; a nil
+	// result falls back to Throttle.
+	ThrottleFor func(*http.Request) *Throttle
+
+	// Breaker configures the per-host circuit breakers (on by default).
+	Breaker BreakerConfig
+
+	// BaseBackoff and MaxBackoff shape the exponential backoff with full
+	// jitter: retry n waits a uniform random time in
+	// [0, min(MaxBackoff, BaseBackoff x 2^(n-1))). Defaults 50ms and 1s.
+	BaseBackoff, MaxBackoff time.Duration
+	// MaxRetryAfter is the longest Retry-After the transport honours: a
+	// retry waits at least what the server asked, and is not made when
+	// the server asks for more than this. Default 10s; at most 24h.
+	MaxRetryAfter time.Duration
+	// AttemptTimeout bounds each attempt until its response headers
+	// arrive; an attempt that times out may be retried. The body of the
+	// response returned to the caller is not bounded by it. 0: none.
+	AttemptTimeout time.Duration
+	// MinAttemptTime is the least time an attempt is expected to take:
+	// no attempt starts with less than this left before the caller's
+	// deadline. A retry also expects to take as long as the previous
+	// attempt did, and must fit its backoff wait as well. 0: only the
+	// wait and the previous attempt's duration count.
+	MinAttemptTime time.Duration
+	// Inbound says whether to retry under an inbound request that is
+	// itself retried. Default InboundIgnore.
+	Inbound InboundPolicy
+	// MaxDrainBytes is how much of a discarded response body is read so
+	// that its connection can be reused; larger bodies are closed
+	// without reading (the connection is lost). Default 64 KiB; negative:
+	// never drain.
+	MaxDrainBytes int64
+
+	// Sleep waits d or until ctx is done, returning ctx.Err() then.
+	// Default: a timer. Tests inject a fake.
+	Sleep func(ctx context.Context, d time.Duration) error
+	// Rand returns uniform values in [0, 1) for the jitter and the
+	// throttle. Default math/rand/v2's Float64.
+	Rand func() float64
+
+	// TracerProvider and MeterProvider default to the global providers.
+	TracerProvider trace.TracerProvider
+	MeterProvider  metric.MeterProvider
+	// Propagator injects the trace context of each attempt into its
+	// headers. Default otel.GetTextMapPropagator(), which does nothing
+	// until the application installs one.
+	Propagator propagation.TextMapPropagator
+}
+
+// Transport is an http.RoundTripper that retries what is safe and
+// retryable, within a retry budget, behind per-host circuit breakers. See
+// the package documentation for the rules. It is safe for concurrent use.
+type Transport struct {
+	base           http.RoundTripper
+	maxAttempts    int
+	budget         *Budget
+	budgetFor      func(*http.Request) *Budget
+	throttle       *Throttle
+	throttleFor    func(*http.Request) *Throttle
+	breakers       *breakers
+	baseBackoff    time.Duration
+	maxBackoff     time.Duration
+	maxRetryAfter  time.Duration
+	attemptTimeout time.Duration
+	minAttemptTime time.Duration
+	inbound        InboundPolicy
+	maxDrain       int64
+	sleep          func(context.Context, time.Duration) error
+	rand           func() float64
+
+	tracer     trace.Tracer
+	propagator propagation.TextMapPropagator
+	inst       *instruments
+}
+
+// NewTransport returns a transport configured by cfg, or an error naming
+// the first invalid field.
+func NewTransport(cfg TransportConfig) (*Transport, error) {
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{
+		{"BaseBackoff", cfg.BaseBackoff}, {"MaxBackoff", cfg.MaxBackoff},
+		{"MaxRetryAfter", cfg.MaxRetryAfter}, {"AttemptTimeout", cfg.AttemptTimeout},
+		{"MinAttemptTime", cfg.MinAttemptTime},
+	} {
+		if d.v < 0 {
+			return nil, fmt.Errorf("retrybudget: TransportConfig.%s must not be negative, got %v", d.name, d.v)
+		}
+	}
+	if cfg.MaxAttempts < 0 || cfg.MaxAttempts > maxAttemptsLimit {
+		return nil, fmt.Errorf("retrybudget: TransportConfig.MaxAttempts must be in [0, %d], got %d", maxAttemptsLimit, cfg.MaxAttempts)
+	}
+	if cfg.MaxAttempts == 0 {
+		cfg.MaxAttempts = DefaultMaxAttempts
+	}
+	if cfg.BaseBackoff == 0 {
+		cfg.BaseBackoff = DefaultBaseBackoff
+	}
+	if cfg.MaxBackoff == 0 {
+		cfg.MaxBackoff = max(DefaultMaxBackoff, cfg.BaseBackoff)
+	}
+	if cfg.MaxBackoff < cfg.BaseBackoff {
+		return nil, fmt.Errorf("retrybudget: TransportConfig.MaxBackoff (%v) must not be below BaseBackoff (%v)", cfg.MaxBackoff, cfg.BaseBackoff)
+	}
+	if cfg.MaxRetryAfter > MaxParsedRetryAfter {
+		return nil, fmt.Errorf("retrybudget: TransportConfig.MaxRetryAfter must be at most %v, got %v", MaxParsedRetryAfter, cfg.MaxRetryAfter)
+	}
+	if cfg.MaxRetryAfter == 0 {
+		cfg.MaxRetryAfter = DefaultMaxRetryAfter
+	}
+	if cfg.Inbound > InboundNoRetry {
+		return nil, fmt.Errorf("retrybudget: TransportConfig.Inbound must be one of the InboundPolicy constants, got %d", cfg.Inbound)
+	}
+	if cfg.NoBudget && (cfg.Budget != nil || cfg.BudgetFor != nil) {
+		return nil, errors.New("retrybudget: TransportConfig.NoBudget contradicts Budget and BudgetFor")
+	}
+	if cfg.MaxDrainBytes == 0 {
+		cfg.MaxDrainBytes = DefaultMaxDrainBytes
+	}
+	if cfg.Name == "" {
+		cfg.Name = "default"
+	}
+	if cfg.Base == nil {
+		cfg.Base = http.DefaultTransport
+	}
+	if !cfg.NoBudget && cfg.Budget == nil {
+		cfg.Budget = Default()
+	}
+	if cfg.Sleep == nil {
+		cfg.Sleep = sleepContext
+	}
+	if cfg.Rand == nil {
+		cfg.Rand = rand.Float64
+	}
+	if cfg.TracerProvider == nil {
+		cfg.TracerProvider = otel.GetTracerProvider()
+	}
+	if cfg.MeterProvider == nil {
+		cfg.MeterProvider = otel.GetMeterProvider()
+	}
+	if cfg.Propagator == nil {
+		cfg.Propagator = otel.GetTextMapPropagator()
+	}
+
+	meter := cfg.MeterProvider.Meter(instrumentationName)
+	inst, err := newInstruments(meter, cfg.Name)
+	if err != nil {
+		return nil, fmt.Errorf("retrybudget: creating instruments: %w", err)
+	}
+	if cfg.Budget != nil {
+		if err := cfg.Budget.observeBalance(meter); err != nil {
+			return nil, fmt.Errorf("retrybudget: registering the budget gauge: %w", err)
+		}
+	}
+	brs, err := newBreakers(cfg.Breaker, inst.breakerChanged)
+	if err != nil {
+		return nil, err
+	}
+	return &Transport{
+		base:           cfg.Base,
+		maxAttempts:    cfg.MaxAttempts,
+		budget:         cfg.Budget,
+		budgetFor:      cfg.BudgetFor,
+		throttle:       cfg.Throttle,
+		throttleFor:    cfg.ThrottleFor,
+		breakers:       brs,
+		baseBackoff:    cfg.BaseBackoff,
+		maxBackoff:     cfg.MaxBackoff,
+		maxRetryAfter:  cfg.MaxRetryAfter,
+		attemptTimeout: cfg.AttemptTimeout,
+		minAttemptTime: cfg.MinAttemptTime,
+		inbound:        cfg.Inbound,
+		maxDrain:       cfg.MaxDrainBytes,
+		sleep:          cfg.Sleep,
+		rand:           cfg.Rand,
+		tracer:         cfg.TracerProvider.Tracer(instrumentationName),
+		propagator:     cfg.Propagator,
+		inst:           inst,
+	}, nil
+}
+
+func sleepContext(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// CloseIdleConnections closes the idle connections of the base transport
+// when it has such a method.
+func (t *Transport) CloseIdleConnections() {
+	if c, ok := t.base.(interface{ CloseIdleConnections() }); ok {
+		c.CloseIdleConnections()
+	}
+}
+
+// BreakerState returns the state of host's circuit breaker (host as in
+// URL.Host), and false when there is none.
+func (t *Transport) BreakerState(host string) (gobreaker.State, bool) {
+	if t.breakers == nil {
+		return gobreaker.StateClosed, false
+	}
+	br, ok := t.breakers.k.get(host)
+	if !ok {
+		return gobreaker.StateClosed, false
+	}
+	return br.State(), true
+}
+
+// ErrAttemptTimeout is matched (errors.Is) by the error of an attempt
+// that exceeded TransportConfig.AttemptTimeout.
+var ErrAttemptTimeout = errors.New("retrybudget: attempt timed out")
+
+type attemptTimeoutError struct{ err error }
+
+func (e *attemptTimeoutError) Error() string   { return ErrAttemptTimeout.Error() + ": " + e.err.Error() }
+func (e *attemptTimeoutError) Unwrap() []error { return []error{ErrAttemptTimeout, e.err} }
+func (e *attemptTimeoutError) Timeout() bool   { return true }
+
+var idempotent = map[string]bool{
+	http.MethodGet: true, http.MethodHead: true, http.MethodOptions: true,
+	http.MethodTrace: true, http.MethodPut: true, http.MethodDelete: true,
+}
+
+// replayable reports whether req may be sent more than once: an
+// idempotent method or an Idempotency-Key, and a body that can be
+// produced again.
+func replayable(req *http.Request, method string) bool {
+	if !idempotent[method] {
+		if k := req.Header["Idempotency-Key"]; len(k) == 0 || k[0] == "" {
+			return false
+		}
+	}
+	return req.Body == nil || req.Body == http.NoBody || req.GetBody != nil
+}
+
+// roundTrip is the state of one logical request.
+type roundTrip struct {
+	t        *Transport
+	req      *http.Request
+	ctx      context.Context // the caller's
+	lctx     context.Context // with the logical span
+	span     trace.Span
+	rec      bool
+	method   string
+	attrs    []attribute.KeyValue // common attempt span attributes, when recording
+	budget   *Budget
+	throttle *Throttle
+	br       *breaker
+	attempts int
+	denied   Reason
+	waited   time.Duration
+}
+
+// RoundTrip implements http.RoundTripper.
+func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.URL == nil {
+		closeRequestBody(req)
+		return nil, errors.New("retrybudget: request has no URL")
+	}
+	ctx := req.Context()
+	now := time.Now()
+	method := req.Method
+	if method == "" {
+		method = http.MethodGet
+	}
+	rt := roundTrip{t: t, req: req, ctx: ctx, method: method, budget: t.budget, throttle: t.throttle}
+	if t.budgetFor != nil {
+		if b := t.budgetFor(req); b != nil {
+			rt.budget = b
+		}
+	}
+	if t.throttleFor != nil {
+		if th := t.throttleFor(req); th != nil {
+			rt.throttle = th
+		}
+	}
+	if t.breakers != nil {
+		rt.br = t.breakers.get(requestHost(req))
+	}
+	t.inst.requests.Add(ctx, 1, t.inst.clientOpts...)
+	if rt.budget != nil {
+		rt.budget.DepositAt(now)
+	}
+
+	rt.lctx, rt.span = t.tracer.Start(ctx, logicalSpanName(method), internalOpts...)
+	rt.rec = rt.span.IsRecording()
+	if rt.rec {
+		rt.attrs = append(methodAttrs(method), serverAttrs(req.URL)...)
+		rt.span.SetAttributes(rt.attrs...)
+		rt.attrs = append(rt.attrs, attrURLFull.String(redactedURL(req.URL)))
+	}
+
+	resp, err := rt.run(now)
+
+	if rt.rec {
+		rt.span.SetAttributes(attrAttempts.Int(rt.attempts))
+		switch {
+		case err != nil:
+			rt.span.SetAttributes(attrErrorType.String(errorType(err, false)))
+			rt.span.SetStatus(codes.Error, "")
+		case resp.StatusCode >= 400:
+			rt.span.SetAttributes(attrStatusCode.Int(resp.StatusCode))
+			rt.span.SetStatus(codes.Error, "")
+		default:
+			rt.span.SetAttributes(attrStatusCode.Int(resp.StatusCode))
+		}
+	}
+	rt.span.End()
+	if r := reportFrom(ctx); r != nil {
+		*r = Report{Attempts: rt.attempts, Denied: rt.denied, Waited: rt.waited}
+	}
+	return resp, err
+}
+
+// deny records that an attempt was not made, for reason.
+func (rt *roundTrip) deny(reason Reason) {
+	rt.denied = reason
+	rt.t.inst.denied.Add(rt.ctx, 1, rt.t.inst.reasonOpts[reason]...)
+	if rt.rec {
+		rt.span.AddEvent(eventDenied, trace.WithAttributes(attrReason.String(reason.String())))
+	}
+}
+
+func (rt *roundTrip) run(now time.Time) (*http.Response, error) {
+	t, req := rt.t, rt.req
+	if err := rt.ctx.Err(); err != nil {
+		closeRequestBody(req)
+		return nil, err
+	}
+	if dl, ok := rt.ctx.Deadline(); ok && t.minAttemptTime > 0 && dl.Sub(now) < t.minAttemptTime {
+		closeRequestBody(req)
+		rt.deny(ReasonDeadline)
+		return nil, &RetryError{Reason: ReasonDeadline}
+	}
+	canRetry := replayable(req, rt.method)
+	body := req.Body // the body of the next attempt
+	var (
+		resp    *http.Response
+		err     error
+		lastErr error
+		status  int
+	)
+	for n := 1; ; n++ {
+		var done func(error)
+		if rt.br != nil {
+			d, berr := rt.br.Allow()
+			if berr != nil {
+				closeBody(body)
+				rt.deny(ReasonBreaker)
+				return nil, &RetryError{Reason: ReasonBreaker, Attempts: n - 1, Status: status, Err: lastErr}
+			}
+			done = d
+		}
+		if n == 1 && rt.throttle != nil && !rt.throttle.AllowAt(now, t.rand()) {
+			if done != nil {
+				done(errAttemptExcluded)
+			}
+			closeBody(body)
+			rt.deny(ReasonThrottle)
+			return nil, &RetryError{Reason: ReasonThrottle}
+		}
+
+		start := now
+		resp, err = rt.attempt(n, body)
+		body = nil
+		status = 0
+		if resp != nil {
+			status = resp.StatusCode
+		}
+		noRetry := resp != nil && hasValue(resp.Header, NoRetryHeader)
+		callerDone := err != nil && rt.ctx.Err() != nil
+
+		if done != nil {
+			switch {
+			case callerDone:
+				done(errAttemptExcluded)
+			case err != nil || status >= 500:
+				done(errAttemptFailed)
+			default:
+				done(nil)
+			}
+		}
+		retryable := !callerDone && (err != nil || status == http.StatusTooManyRequests ||
+			status == http.StatusBadGateway || status == http.StatusServiceUnavailable ||
+			status == http.StatusGatewayTimeout)
+		if rt.throttle == nil && (!retryable || !canRetry) {
+			return resp, err // the common success path reads the clock once
+		}
+		end := time.Now()
+		if rt.throttle != nil && err == nil && status != http.StatusTooManyRequests &&
+			status != http.StatusServiceUnavailable && !noRetry {
+			rt.throttle.AcceptAt(end)
+		}
+		if !retryable || !canRetry {
+			return resp, err
+		}
+		lastErr = err
+
+		reason, wait := rt.decide(n, resp, noRetry, end, end.Sub(start))
+		if reason == ReasonNone && req.Body != nil && req.Body != http.NoBody {
+			var gerr error
+			if body, gerr = req.GetBody(); gerr != nil {
+				// Cannot replay after all: the last outcome is final.
+				return resp, err
+			}
+		}
+		if reason == ReasonNone {
+			reason = rt.admit(end)
+		}
+		if reason != ReasonNone {
+			closeBody(body)
+			rt.deny(reason)
+			if resp != nil {
+				return resp, nil
+			}
+			return nil, &RetryError{Reason: reason, Attempts: n, Err: err}
+		}
+
+		if resp != nil {
+			t.discard(resp)
+		}
+		if rt.rec {
+			rt.span.AddEvent(eventBackoff, trace.WithAttributes(
+				attrAttempt.Int(n+1), attrDelay.Float64(wait.Seconds())))
+		}
+		rt.waited += wait
+		if serr := t.sleep(rt.ctx, wait); serr != nil {
+			closeBody(body)
+			return nil, serr
+		}
+		now = time.Now()
+	}
+}
+
+// decide applies the rules that do not consume anything, and returns the
+// wait before the next attempt.
+func (rt *roundTrip) decide(n int, resp *http.Response, noRetry bool, now time.Time, took time.Duration) (Reason, time.Duration) {
+	t := rt.t
+	if noRetry {
+		return ReasonNoRetryHeader, 0
+	}
+	if n >= t.maxAttempts {
+		return ReasonMaxAttempts, 0
+	}
+	switch in := InboundAttempt(rt.ctx); {
+	case t.inbound == InboundNoRetryOnRetry && in >= 2,
+		t.inbound == InboundNoRetry && in >= 1:
+		return ReasonInbound, 0
+	}
+	wait := t.backoff(n)
+	if resp != nil {
+		if v := resp.Header["Retry-After"]; len(v) > 0 {
+			if ra, ok := ParseRetryAfter(v[0], now); ok {
+				if ra > t.maxRetryAfter {
+					return ReasonRetryAfter, 0
+				}
+				wait = max(wait, ra)
+			}
+		}
+	}
+	if dl, ok := rt.ctx.Deadline(); ok && now.Add(wait+max(t.minAttemptTime, took)).After(dl) {
+		return ReasonDeadline, 0
+	}
+	if rt.br != nil && rt.br.State() == gobreaker.StateOpen {
+		return ReasonBreaker, 0
+	}
+	return ReasonNone, wait
+}
+
+// admit asks the budget, then the throttle, for a retry.
+func (rt *roundTrip) admit(now time.Time) Reason {
+	if rt.budget != nil && !rt.budget.TryWithdrawAt(now) {
+		return ReasonBudget
+	}
+	if rt.throttle != nil && !rt.throttle.AllowAt(now, rt.t.rand()) {
+		return ReasonThrottle
+	}
+	return ReasonNone
+}
+
+// backoff returns the full-jitter wait before retry n (n >= 1).
+func (t *Transport) backoff(n int) time.Duration {
+	ceil := t.maxBackoff
+	if n-1 < 62 {
+		if d := t.baseBackoff << (n - 1); d > 0 && d < ceil && d>>(n-1) == t.baseBackoff {
+			ceil = d
+		}
+	}
+	u := t.rand()
+	if !(u >= 0 && u < 1) {
+		u = 0
+	}
+	return time.Duration(u * float64(ceil))
+}
+
+// attempt sends attempt n on the wire.
+func (rt *roundTrip) attempt(n int, body io.ReadCloser) (*http.Response, error) {
+	t := rt.t
+	rt.attempts = n
+	actx := rt.lctx
+	var aspan trace.Span
+	if rt.rec {
+		attrs := rt.attrs
+		if n > 1 {
+			attrs = append(attrs[:len(attrs):len(attrs)], attrResendCount.Int(n-1))
+		}
+		actx, aspan = t.tracer.Start(rt.lctx, attemptSpanName(rt.method), clientKind, trace.WithAttributes(attrs...))
+	}
+	var (
+		cancel context.CancelFunc
+		timer  *time.Timer
+	)
+	if t.attemptTimeout > 0 {
+		actx, cancel = context.WithCancel(actx)
+		timer = time.AfterFunc(t.attemptTimeout, cancel)
+	}
+	areq := rt.req.WithContext(actx)
+	areq.Body = body
+	areq.Header = attemptHeader(rt.req.Header, n)
+	t.propagator.Inject(actx, propagation.HeaderCarrier(areq.Header))
+	if n == 1 {
+		t.inst.attempts.Add(rt.ctx, 1, t.inst.firstOpts...)
+	} else {
+		t.inst.attempts.Add(rt.ctx, 1, t.inst.resendOpts...)
+	}
+
+	resp, err := t.base.RoundTrip(areq)
+	if err != nil && resp != nil {
+		resp.Body.Close() // a RoundTripper must not return both
+		resp = nil
+	}
+	timedOut := false
+	if timer != nil {
+		timedOut = !timer.Stop()
+		switch {
+		case timedOut && rt.ctx.Err() == nil:
+			if resp != nil {
+				resp.Body.Close()
+				resp = nil
+			}
+			if err == nil {
+				err = context.Canceled
+			}
+			err = &attemptTimeoutError{err: err}
+			cancel()
+		case resp == nil || resp.StatusCode == http.StatusSwitchingProtocols:
+			cancel()
+		default:
+			resp.Body = &cancelOnClose{ReadCloser: resp.Body, cancel: cancel}
+		}
+	}
+
+	if aspan != nil {
+		switch {
+		case err != nil:
+			aspan.SetAttributes(attrErrorType.String(errorType(err, timedOut)))
+			aspan.SetStatus(codes.Error, "")
+		case resp.StatusCode >= 400:
+			aspan.SetAttributes(attrStatusCode.Int(resp.StatusCode),
+				attrErrorType.String(statusText(resp.StatusCode)))
+			aspan.SetStatus(codes.Error, "")
+		default:
+			aspan.SetAttributes(attrStatusCode.Int(resp.StatusCode))
+		}
+		aspan.End()
+	}
+	return resp, err
+}
+
+// attemptHeader returns the header of attempt n: the caller's header,
+// which a RoundTripper must not modify, copied into a new map with the
+// attempt number. The value slices are shared with the caller's header,
+// clipped so that an append by a wrapped transport reallocates instead
+// of writing into them. Room is left for the trace context.
+func attemptHeader(h http.Header, n int) http.Header {
+	h2 := make(http.Header, len(h)+3)
+	for k, v := range h {
+		h2[k] = v[:len(v):len(v)]
+	}
+	h2[AttemptHeader] = attemptValues[n]
+	return h2
+}
+
+// statusText returns the status code as error.type wants it.
+func statusText(code int) string {
+	if code >= 100 && code <= 999 {
+		return statusCodes[code-100]
+	}
+	return "_OTHER"
+}
+
+var statusCodes = func() (s [900]string) {
+	for i := range s {
+		s[i] = fmt.Sprint(i + 100)
+	}
+	return s
+}()
+
+// discard drains (bounded) and closes the body of a response that will
+// not be returned, so that its connection can be reused.
+func (t *Transport) discard(resp *http.Response) {
+	if t.maxDrain > 0 && resp.ContentLength <= t.maxDrain {
+		_, _ = io.CopyN(io.Discard, resp.Body, t.maxDrain)
+	}
+	resp.Body.Close()
+}
+
+type cancelOnClose struct {
+	io.ReadCloser
+	cancel context.CancelFunc
+}
+
+func (c *cancelOnClose) Close() error {
+	err := c.ReadCloser.Close()
+	c.cancel()
+	return err
+}
+
+func hasValue(h http.Header, key string) bool {
+	v := h[key]
+	return len(v) > 0 && v[0] != ""
+}
+
+func closeBody(b io.ReadCloser) {
+	if b != nil {
+		b.Close()
+	}
+}
+
+func closeRequestBody(req *http.Request) { closeBody(req.Body) }
+
+// Compile-time check.
+var _ http.RoundTripper = (*Transport)(nil)
