@@ -13,13 +13,17 @@ import (
 	"github.com/shedkit/shedkit/shed"
 )
 
-// Attribute keys, shared with the middleware's span attributes.
+// Attribute keys of shedkit's metrics and spans. The middleware sets the
+// same keys on server spans (package middleware/shedhttp).
 const (
-	AttrLimiter  = attribute.Key("shedkit.limiter")
-	AttrClass    = attribute.Key("shedkit.class")
-	AttrDecision = attribute.Key("shedkit.decision")
-	AttrReason   = attribute.Key("shedkit.reason")
-	AttrOutcome  = attribute.Key("shedkit.outcome")
+	AttrLimiter  = attribute.Key("shedkit.limiter")  // Config.Name
+	AttrClass    = attribute.Key("shedkit.class")    // the class name
+	AttrDecision = attribute.Key("shedkit.decision") // admitted, queued, rejected, cancelled; spans: admitted, rejected, dry_run
+	AttrReason   = attribute.Key("shedkit.reason")   // shed.Reason.String(), on rejections
+	AttrOutcome  = attribute.Key("shedkit.outcome")  // shed.Outcome.String(), or leaked
+	// Span-only attributes.
+	AttrQueueWait = attribute.Key("shedkit.queue.wait") // seconds spent queued (float64)
+	AttrCost      = attribute.Key("shedkit.cost")       // the cost the request reserved
 )
 
 // ScopeName is the instrumentation scope of the meter.

@@ -1,0 +1,51 @@
+// Package echo is shedkit's load-shedding middleware for Echo v4: it rate
+// limits each client per priority class (429), admits the rest through a
+// shed.Limiter (503 when it is full), and releases each permit exactly
+// once when the handler is done. Its package name clashes with Echo's, so
+// import it under another name:
+//
+//	import shedecho "github.com/shedkit/shedkit/middleware/echo"
+//
+//	mw, err := shedecho.New(shedecho.Config{Limiter: lim, Routes: map[string]string{"/users/:id": "interactive"}})
+//	if err != nil { ... }
+//	e.Use(mw)
+//
+// It behaves like the net/http middleware (package nethttp): both are
+// built on the same core and pass the same table of tests. The order of
+// checks, the trust rules for headers, the responses and the mapping from
+// response status to permit outcome are documented in package shedhttp.
+//
+// # Echo specifics
+//
+//   - Config.Skipper follows Echo's convention; SkipPaths is a shortcut for
+//     health and metrics endpoints.
+//   - Routes match the route pattern (Context.Path, for example
+//     "/users/:id") when the middleware runs after routing (Echo.Use, or a
+//     group), then path prefixes.
+//   - The default rate-limit key is Context.RealIP, which honours
+//     Echo.IPExtractor: configure it to trust your proxies' forwarding
+//     headers, not the client's.
+//   - When the handler returns an error without writing a response, the
+//     outcome is decided from the status Echo's default error handler will
+//     write (the *echo.HTTPError's code, else 500).
+//   - A panic releases the permit (Ignored) and goes on to Echo's Recover
+//     middleware, if any, with its stack unchanged.
+//   - Rejections are written directly (RFC 9457 problem body) and the
+//     middleware returns nil; RejectHandler may instead return an error for
+//     Echo's error handler.
+//
+// # Handler context
+//
+// The handler reaches its permit with Permit(c) (class, cost, queue wait)
+// and corrects its cost with Reconcile(c, actual). The permit is also in
+// c.Request().Context(), for code that only sees the context.
+//
+// # Cost
+//
+// An admitted request costs about 0.7 us and 3 allocations on top of the
+// handler (bench_test.go): the request state, which is also the request's
+// context (1), the request copy that carries it (1), and the closure that
+// Echo builds for every middleware added with Echo.Use on every request
+// (1). Echo's Response already records the status, so no writer wrapper is
+// needed. Rejections allocate nothing but Echo's middleware closure.
+package echo

@@ -1,0 +1,200 @@
+package echo_test
+
+import (
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	echov4 "github.com/labstack/echo/v4"
+	"github.com/labstack/echo/v4/middleware"
+
+	shedecho "github.com/shedkit/shedkit/middleware/echo"
+	"github.com/shedkit/shedkit/middleware/shedhttp"
+	"github.com/shedkit/shedkit/shed"
+)
+
+func twoClasses(t testing.TB, limit int) *shed.Limiter {
+	t.Helper()
+	l, err := shed.New(shed.Config{Limit: limit, Classes: []shed.ClassConfig{{Name: "interactive"}, {Name: "batch"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+func get(t *testing.T, url string) (*http.Response, string) {
+	t.Helper()
+	client := &http.Client{Transport: &http.Transport{}}
+	defer client.CloseIdleConnections()
+	resp, err := client.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp, string(b)
+}
+
+// TestRoutePatterns: Routes match Echo's route pattern, then path prefixes;
+// the pattern is known only after routing (Use, not Pre).
+func TestRoutePatterns(t *testing.T) {
+	l := twoClasses(t, 4)
+	mw, err := shedecho.New(shedecho.Config{Limiter: l, Routes: map[string]string{"/users/:id": "interactive", "/static/": "interactive"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	class := func(c echov4.Context) error {
+		p := shedecho.Permit(c)
+		return c.String(200, l.ClassName(p.Class()))
+	}
+	e := newEcho()
+	e.GET("/users/:id", class, mw)
+	e.GET("/static/*", class, mw)
+	e.GET("/other", class, mw)
+	pre := newEcho()
+	pre.Pre(mw)
+	pre.GET("/users/:id", class)
+	url, preURL := serve(t, e), serve(t, pre)
+	for _, tc := range []struct{ url, want string }{
+		{url + "/users/7", "interactive"},
+		{url + "/static/app.js", "interactive"},
+		{url + "/other", "batch"},
+		{preURL + "/users/7", "batch"}, // before routing: no pattern, no prefix match
+	} {
+		if _, body := get(t, tc.url); body != tc.want {
+			t.Errorf("%s: class %q, want %q", tc.url, body, tc.want)
+		}
+	}
+}
+
+// TestHandlerErrors: a handler's returned error decides the status, as
+// Echo's error handler will write it.
+func TestHandlerErrors(t *testing.T) {
+	l := twoClasses(t, 4)
+	mw, err := shedecho.New(shedecho.Config{Limiter: l})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newEcho()
+	e.Use(middleware.Recover())
+	e.Use(mw)
+	e.GET("/unavailable", func(c echov4.Context) error { return echov4.NewHTTPError(503) })
+	e.GET("/wrapped", func(c echov4.Context) error {
+		return echov4.NewHTTPError(500).SetInternal(echov4.NewHTTPError(504))
+	})
+	e.GET("/error", func(c echov4.Context) error { return errors.New("bug") })
+	e.GET("/notfound", func(c echov4.Context) error { return echov4.ErrNotFound })
+	e.GET("/panic", func(c echov4.Context) error { panic("bug") })
+	e.GET("/committed", func(c echov4.Context) error {
+		c.String(200, "partial")
+		return errors.New("failed after writing")
+	})
+	url := serve(t, e)
+	for _, tc := range []struct {
+		path   string
+		status int
+		want   shed.Outcome
+	}{
+		{"/unavailable", 503, shed.Dropped},
+		{"/wrapped", 504, shed.Dropped},
+		{"/error", 500, shed.Ignored},
+		{"/notfound", 404, shed.Ignored},
+		{"/panic", 500, shed.Ignored}, // Recover answers 500; the permit was released first
+		{"/committed", 200, shed.Success},
+	} {
+		before := l.Snapshot().Classes[1].Released
+		resp, _ := get(t, url+tc.path)
+		if resp.StatusCode != tc.status {
+			t.Errorf("%s: status %d, want %d", tc.path, resp.StatusCode, tc.status)
+		}
+		var after [3]uint64
+		for range 10_000 { // the release may be counted just after the response
+			if after = l.Snapshot().Classes[1].Released; after != before {
+				break
+			}
+			time.Sleep(time.Millisecond)
+		}
+		if after[tc.want] != before[tc.want]+1 || l.InFlight() != 0 {
+			t.Errorf("%s: released %v -> %v, want one more %v", tc.path, before, after, tc.want)
+		}
+	}
+}
+
+func TestSkipperAndRejectHandler(t *testing.T) {
+	l := twoClasses(t, 1)
+	mw, err := shedecho.Config{
+		Limiter: l,
+		Skipper: func(c echov4.Context) bool { return c.Path() == "/live" },
+		RejectHandler: func(c echov4.Context, rej shedhttp.Rejection) error {
+			return echov4.NewHTTPError(rej.Status, "busy")
+		},
+	}.ToMiddleware()
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newEcho()
+	e.Use(mw)
+	e.GET("/live", func(c echov4.Context) error { return c.String(200, "up") })
+	e.GET("/work", func(c echov4.Context) error { return c.String(200, "done") })
+	p, _ := l.TryAcquire(shed.Request{Class: 0})
+	defer p.Release(shed.Ignored)
+	url := serve(t, e)
+	if resp, body := get(t, url+"/live"); resp.StatusCode != 200 || body != "up" {
+		t.Errorf("skipped: %d %q", resp.StatusCode, body)
+	}
+	resp, body := get(t, url+"/work")
+	if resp.StatusCode != 503 || !strings.Contains(body, "busy") || resp.Header.Get("Retry-After") == "" || resp.Header.Get("Shedkit-No-Retry") != "overloaded" {
+		t.Errorf("rejected: %d %q %v", resp.StatusCode, body, resp.Header)
+	}
+}
+
+// TestContextAccess: a native Echo handler reaches its permit through the
+// Echo context and through the request context.
+func TestContextAccess(t *testing.T) {
+	l, err := shed.New(shed.Config{Limit: 2, MaxCost: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mw, err := shedecho.New(shedecho.Config{Limiter: l, Classify: func(c echov4.Context, def shedhttp.Classification) shedhttp.Classification {
+		def.Cost = 50
+		return def
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newEcho()
+	e.Use(mw)
+	var errs []error
+	e.GET("/", func(c echov4.Context) error {
+		if p := shedecho.Permit(c); p == nil || p.Cost() != 50 {
+			errs = append(errs, errors.New("no permit through the Echo context"))
+		}
+		errs = append(errs, shedecho.Reconcile(c, 10))
+		if got := l.Snapshot().InFlightCost; got != 10 {
+			errs = append(errs, errors.New("reconcile did not apply"))
+		}
+		return c.NoContent(204)
+	})
+	w := httptest.NewRecorder()
+	e.ServeHTTP(w, httptest.NewRequest("GET", "/", nil))
+	if w.Code != 204 || errors.Join(errs...) != nil {
+		t.Errorf("code %d: %v", w.Code, errors.Join(errs...))
+	}
+	c := e.NewContext(httptest.NewRequest("GET", "/", nil), httptest.NewRecorder())
+	if shedecho.Permit(c) != nil || !errors.Is(shedecho.Reconcile(c, 1), shedhttp.ErrNoPermit) {
+		t.Error("a permit outside the middleware")
+	}
+}
+
+func TestNewErrors(t *testing.T) {
+	if _, err := shedecho.New(shedecho.Config{}); !errors.Is(err, shedhttp.ErrInvalidConfig) || !strings.Contains(err.Error(), "Limiter") {
+		t.Errorf("no limiter: %v", err)
+	}
+	if _, err := shedecho.New(shedecho.Config{Limiter: twoClasses(t, 1), Routes: map[string]string{"/a": "vip"}}); !errors.Is(err, shedhttp.ErrInvalidConfig) {
+		t.Errorf("unknown class: %v", err)
+	}
+}

@@ -1,0 +1,269 @@
+package core_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/shedkit/shedkit/middleware/internal/core"
+	"github.com/shedkit/shedkit/middleware/shedhttp"
+	"github.com/shedkit/shedkit/retrybudget"
+	"github.com/shedkit/shedkit/shed"
+)
+
+func limiter(t testing.TB) *shed.Limiter {
+	t.Helper()
+	l, err := shed.New(shed.Config{
+		Limit: 4,
+		Classes: []shed.ClassConfig{
+			{Name: "interactive", Protected: 0.5, QueueDepth: 2, MaxWait: time.Second},
+			{Name: "batch"},
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// The no-retry header must be the one retrybudget's Transport honours.
+func TestProtocolMatchesRetryBudget(t *testing.T) {
+	if core.NoRetryHeader != retrybudget.NoRetryHeader || core.NoRetryValue != retrybudget.NoRetryValue {
+		t.Errorf("core has %s: %s, retrybudget %s: %s", core.NoRetryHeader, core.NoRetryValue, retrybudget.NoRetryHeader, retrybudget.NoRetryValue)
+	}
+	if core.NoRetryHeader != http.CanonicalHeaderKey(core.NoRetryHeader) {
+		t.Errorf("%q is not canonical: it is assigned to http.Header directly", core.NoRetryHeader)
+	}
+}
+
+func TestConfigErrors(t *testing.T) {
+	l := limiter(t)
+	for _, tc := range []struct {
+		name  string
+		cfg   core.Config
+		field string
+	}{
+		{"no limiter", core.Config{}, "Limiter"},
+		{"unknown default class", core.Config{Limiter: l, DefaultClass: "vip"}, "DefaultClass"},
+		{"unknown route class", core.Config{Limiter: l, Routes: map[string]string{"/a": "vip"}}, `Routes["/a"]`},
+		{"empty route", core.Config{Limiter: l, Routes: map[string]string{"": "batch"}}, `Routes[""]`},
+		{"bad class header", core.Config{Limiter: l, ClassHeader: "X Priority"}, "ClassHeader"},
+		{"bad key header", core.Config{Limiter: l, KeyHeader: "X-Tenant:"}, "KeyHeader"},
+		{"unknown rate class", core.Config{Limiter: l, RateLimits: map[string]shedhttp.RateLimit{"vip": {Rate: 1, Burst: 1}}}, `RateLimits["vip"]`},
+		{"zero rate", core.Config{Limiter: l, RateLimits: map[string]shedhttp.RateLimit{"batch": {Burst: 1}}}, `RateLimits["batch"]: rate`},
+		{"zero burst", core.Config{Limiter: l, RateLimits: map[string]shedhttp.RateLimit{"batch": {Rate: 1}}}, `RateLimits["batch"]: burst`},
+		{"negative body", core.Config{Limiter: l, MaxBodyBytes: -1}, "MaxBodyBytes"},
+		{"empty skip path", core.Config{Limiter: l, SkipPaths: []string{"/ok", ""}}, "SkipPaths[1]"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := core.New(tc.cfg)
+			if !errors.Is(err, shedhttp.ErrInvalidConfig) {
+				t.Fatalf("error %v, want ErrInvalidConfig", err)
+			}
+			if !strings.Contains(err.Error(), ": "+tc.field) {
+				t.Errorf("error %q does not name %s", err, tc.field)
+			}
+		})
+	}
+	if _, err := core.New(core.Config{Limiter: l, RateLimits: map[string]shedhttp.RateLimit{"batch": {Rate: 1, Burst: 1}}}); err != nil {
+		t.Errorf("valid config: %v", err)
+	}
+}
+
+func TestClassify(t *testing.T) {
+	l := limiter(t)
+	e, err := core.New(core.Config{
+		Limiter:     l,
+		Routes:      map[string]string{"/api/": "interactive", "/api/bulk": "batch", "/users/:id": "interactive"},
+		ClassHeader: "x-class",
+		KeyHeader:   "x-tenant",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		path, route string
+		header      http.Header
+		class       shed.Class
+		key         string
+	}{
+		{path: "/", class: 1},
+		{path: "/api/x", class: 0},
+		{path: "/api/bulk/x", class: 1},
+		{path: "/api", class: 1},
+		{path: "/users/7", route: "/users/:id", class: 0},
+		{path: "/users/7", route: "/other", class: 1},
+		{path: "/", header: http.Header{"X-Class": {"interactive"}}, class: 0},
+		{path: "/api/x", header: http.Header{"X-Class": {"batch"}}, class: 1},
+		{path: "/", header: http.Header{"X-Class": {"nope"}}, class: 1},
+		{path: "/", header: http.Header{"X-Class": {"interactive", "interactive"}}, class: 1},
+		{path: "/", header: http.Header{"X-Tenant": {"acme"}}, class: 1, key: "acme"},
+		{path: "/", header: http.Header{"X-Tenant": {"a", "b"}}, class: 1},
+		{path: "/", header: http.Header{"X-Tenant": {""}}, class: 1},
+	} {
+		r := httptest.NewRequest(http.MethodGet, tc.path, nil)
+		r.Header = tc.header
+		if r.Header == nil {
+			r.Header = http.Header{}
+		}
+		cl := e.Classify(r, tc.route)
+		if cl.Class != tc.class || cl.Key != tc.key {
+			t.Errorf("%s (route %q, %v): class %d key %q, want %d %q", tc.path, tc.route, tc.header, cl.Class, cl.Key, tc.class, tc.key)
+		}
+	}
+}
+
+func TestRemoteHost(t *testing.T) {
+	for in, want := range map[string]string{
+		"192.0.2.1:1234":    "192.0.2.1",
+		"[2001:db8::1]:443": "2001:db8::1",
+		"192.0.2.1":         "192.0.2.1",
+		"":                  "",
+		"@":                 "@",
+	} {
+		if got := core.RemoteHost(in); got != want {
+			t.Errorf("RemoteHost(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// FuzzRemoteHost: any RemoteAddr gives a part of itself, without panic.
+func FuzzRemoteHost(f *testing.F) {
+	for _, s := range []string{"192.0.2.1:1234", "[::1]:80", "[::1", "::1", "a:b:c", ""} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, addr string) {
+		if h := core.RemoteHost(addr); !strings.Contains(addr, h) {
+			t.Errorf("RemoteHost(%q) = %q, not part of the address", addr, h)
+		}
+	})
+}
+
+// FuzzClassifyUntrusted: without a trusted header, no header value a client
+// sends changes the class or the key.
+func FuzzClassifyUntrusted(f *testing.F) {
+	f.Add("X-Priority", "interactive", "/batch")
+	f.Add("X-Class", "interactive", "/api/")
+	f.Add("X-Forwarded-For", "10.0.0.1", "/")
+	l := limiter(f)
+	e, err := core.New(core.Config{Limiter: l, Routes: map[string]string{"/api/": "interactive"}})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, name, value, path string) {
+		r := &http.Request{Method: "GET", URL: httptest.NewRequest("GET", "/", nil).URL, Header: http.Header{}}
+		r.URL.Path = path
+		want := e.Classify(r, "")
+		r.Header[http.CanonicalHeaderKey(name)] = []string{value}
+		if got := e.Classify(r, ""); got != want {
+			t.Errorf("header %s: %q changed the classification from %+v to %+v", name, value, want, got)
+		}
+	})
+}
+
+type otherKey struct{}
+
+// TestAdmitReasons: every Acquire error becomes the right response.
+func TestAdmitReasons(t *testing.T) {
+	l, err := shed.New(shed.Config{Limit: 1, MaxCost: 10, Classes: []shed.ClassConfig{{Name: "q", QueueDepth: 1, MaxWait: time.Hour}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := core.New(core.Config{Limiter: l})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := func(ctx context.Context) *http.Request {
+		return httptest.NewRequest(http.MethodGet, "/", nil).WithContext(ctx)
+	}
+	bg := context.Background()
+
+	_, rej := e.Admit(req(bg), shedhttp.Classification{Class: 3})
+	if rej.Status != 500 || !errors.Is(rej.Err, shed.ErrInvalidRequest) || rej.RetryAfter != 0 {
+		t.Errorf("unknown class: %+v", rej)
+	}
+	_, rej = e.Admit(req(bg), shedhttp.Classification{Cost: 11})
+	if rej.Status != 413 || rej.Reason != shed.ReasonCostTooLarge || rej.RetryAfter != 0 {
+		t.Errorf("cost too large: %+v", rej)
+	}
+	st, rej := e.Admit(req(bg), shedhttp.Classification{})
+	if st == nil {
+		t.Fatalf("not admitted: %+v", rej)
+	}
+	if core.PermitFrom(st) != &st.Permit || core.FromContext(context.WithValue(st, otherKey{}, 1)) != st {
+		t.Error("the state is not found through its context")
+	}
+
+	// The queue's wait is longer than the request's deadline.
+	_, rej = e.Admit(req(bg), shedhttp.Classification{Deadline: time.Now().Add(-time.Second)})
+	if rej.Status != 503 || rej.Reason != shed.ReasonDeadline || rej.RetryAfter < time.Second || rej.RetryAfter%time.Second != 0 {
+		t.Errorf("deadline: %+v", rej)
+	}
+	// A client that is gone gets nothing.
+	ctx, cancel := context.WithCancel(bg)
+	cancel()
+	if st, rej := e.Admit(req(ctx), shedhttp.Classification{}); st != nil || rej.Status != 0 {
+		t.Errorf("cancelled: %v %+v", st, rej)
+	}
+	// A context deadline that passes while queued.
+	ctx, cancel = context.WithTimeout(bg, 20*time.Millisecond)
+	defer cancel()
+	_, rej = e.Admit(req(ctx), shedhttp.Classification{})
+	if rej.Status != 503 || rej.RetryAfter < time.Second {
+		t.Errorf("deadline while queued: %+v", rej)
+	}
+	e.Release(st, req(bg), 0)
+	if l.InFlight() != 0 {
+		t.Errorf("in flight %d", l.InFlight())
+	}
+	if err := core.Reconcile(bg, 1); !errors.Is(err, shedhttp.ErrNoPermit) {
+		t.Errorf("Reconcile without a permit: %v", err)
+	}
+	if err := core.Reconcile(st, 1); !errors.Is(err, shed.ErrReleased) {
+		t.Errorf("Reconcile after release: %v", err)
+	}
+}
+
+// TestReleaseContext: the request context's state overrides the status.
+func TestReleaseContext(t *testing.T) {
+	l := limiter(t)
+	e, err := core.New(core.Config{Limiter: l})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := httptest.NewRequest(http.MethodGet, "/", nil)
+	for _, tc := range []struct {
+		name   string
+		ctx    func() context.Context
+		status int
+		want   shed.Outcome
+	}{
+		{"ok", context.Background, 200, shed.Success},
+		{"cancelled", func() context.Context {
+			ctx, cancel := context.WithCancel(context.Background())
+			cancel()
+			return ctx
+		}, 200, shed.Ignored},
+		{"deadline", func() context.Context {
+			ctx, cancel := context.WithDeadline(context.Background(), time.Unix(1, 0))
+			cancel()
+			return ctx
+		}, 200, shed.Dropped},
+	} {
+		before := l.Snapshot().Classes[1].Released
+		p, err := l.TryAcquire(shed.Request{Class: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		st := &core.State{Context: tc.ctx(), Permit: p}
+		e.Release(st, r, tc.status)
+		after := l.Snapshot().Classes[1].Released
+		if after[tc.want] != before[tc.want]+1 {
+			t.Errorf("%s: released %v -> %v, want one more %v", tc.name, before, after, tc.want)
+		}
+	}
+}

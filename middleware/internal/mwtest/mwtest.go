@@ -1,0 +1,1134 @@
+// Package mwtest is the table of cases that both middleware adapters
+// (nethttp and echo) must pass, against real servers on 127.0.0.1. Each
+// adapter's tests call Run with a small Adapter that builds its middleware
+// from the neutral Options and serves it.
+package mwtest
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+
+	"github.com/shedkit/shedkit/middleware/shedhttp"
+	"github.com/shedkit/shedkit/shed"
+)
+
+// Options is a framework-neutral middleware configuration; each adapter
+// maps it to its own Config.
+type Options struct {
+	Limiter              *shed.Limiter
+	Routes               map[string]string
+	DefaultClass         string
+	ClassHeader          string
+	KeyHeader            string
+	Classify             func(r *http.Request, def shedhttp.Classification) shedhttp.Classification
+	RateLimits           map[string]shedhttp.RateLimit
+	KeyStore             shedhttp.KeyStore
+	RateLimitDryRun      bool
+	MaxBodyBytes         int64
+	SkipPaths            []string
+	Outcome              func(r *http.Request, status int) shed.Outcome
+	DisableNoRetryHeader bool
+	Observer             shed.Observer
+	Clock                func() time.Time
+	// Outer, when set, wraps the middleware (it runs before it), for
+	// example to put a span in the request context.
+	Outer func(http.Handler) http.Handler
+}
+
+// Adapter describes one middleware adapter under test.
+type Adapter struct {
+	// Handler returns app behind the adapter's middleware configured by
+	// opts, as an http.Handler for in-process use.
+	Handler func(t testing.TB, opts Options, app http.Handler) http.Handler
+	// Serve starts a real server for h (as returned by Handler) on
+	// 127.0.0.1 and returns its base URL; it stops at the test's cleanup.
+	Serve func(t testing.TB, h http.Handler) string
+	// Permit returns the permit of the request being served.
+	Permit func(r *http.Request) *shed.Permit
+	// Reconcile corrects the cost of the request being served.
+	Reconcile func(r *http.Request, actual int64) error
+}
+
+// server is one running case.
+type server struct {
+	t      *testing.T
+	url    string
+	client *http.Client
+	lim    *shed.Limiter
+}
+
+func (a Adapter) start(t *testing.T, opts Options, app http.Handler) *server {
+	t.Helper()
+	url := a.Serve(t, a.Handler(t, opts, app))
+	tr := &http.Transport{}
+	t.Cleanup(tr.CloseIdleConnections)
+	return &server{t: t, url: url, client: &http.Client{Transport: tr, Timeout: 20 * time.Second}, lim: opts.Limiter}
+}
+
+func (s *server) do(method, path string, header http.Header, body io.Reader) (*http.Response, []byte) {
+	s.t.Helper()
+	req, err := http.NewRequest(method, s.url+path, body)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	for k, v := range header {
+		req.Header[k] = v
+	}
+	resp, err := s.client.Do(req)
+	if err != nil {
+		s.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		s.t.Fatalf("%s %s: reading body: %v", method, path, err)
+	}
+	return resp, b
+}
+
+func (s *server) get(path string, header http.Header) (*http.Response, []byte) {
+	s.t.Helper()
+	return s.do(http.MethodGet, path, header, nil)
+}
+
+// waitFor polls cond until it holds, failing after a bounded wait. It is
+// used only to observe effects that happen on the server's goroutines
+// after the client got its answer (a release after the handler returned).
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// waitIdle waits until every admitted request has been released and its
+// release counted (the in-flight count drops a moment before the counters
+// move).
+func waitIdle(t *testing.T, l *shed.Limiter) {
+	t.Helper()
+	waitFor(t, "every permit released", func() bool {
+		snap := l.Snapshot()
+		var admitted, done uint64
+		for _, c := range snap.Classes {
+			admitted += c.Admitted
+			done += c.Released[shed.Success] + c.Released[shed.Dropped] + c.Released[shed.Ignored] + c.Leaked
+		}
+		return snap.InFlight == 0 && admitted == done
+	})
+}
+
+func released(l *shed.Limiter) (success, dropped, ignored uint64) {
+	for _, c := range l.Snapshot().Classes {
+		success += c.Released[shed.Success]
+		dropped += c.Released[shed.Dropped]
+		ignored += c.Released[shed.Ignored]
+	}
+	return
+}
+
+func newLimiter(t testing.TB, cfg shed.Config) *shed.Limiter {
+	t.Helper()
+	l, err := shed.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// twoClasses is a limiter with an interactive class that protects half of
+// the limit and may queue, and a batch class that may not.
+func twoClasses(t testing.TB, limit int) *shed.Limiter {
+	return newLimiter(t, shed.Config{
+		Limit: limit,
+		Classes: []shed.ClassConfig{
+			{Name: "interactive", Protected: 0.5, QueueDepth: 4, MaxWait: 30 * time.Second},
+			{Name: "batch"},
+		},
+		DemandHold: time.Hour, // the scenario must not depend on the wall clock
+	})
+}
+
+// FakeClock is a settable clock.
+type FakeClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+// NewFakeClock returns a clock at a fixed time.
+func NewFakeClock() *FakeClock {
+	return &FakeClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+}
+
+// Now returns the clock's time.
+func (c *FakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+// Advance moves the clock forward.
+func (c *FakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
+}
+
+// classApp answers 200 with the permit's class name and queue wait in
+// headers.
+func (a Adapter) classApp(l *shed.Limiter) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p := a.Permit(r)
+		if p == nil {
+			w.Header().Set("X-Class", "none")
+		} else {
+			w.Header().Set("X-Class", l.ClassName(p.Class()))
+			w.Header().Set("X-Wait", p.Wait().String())
+			w.Header().Set("X-Cost", strconv.FormatInt(p.Cost(), 10))
+		}
+		io.WriteString(w, "ok")
+	})
+}
+
+// checkProblem checks a rejection response: status, Retry-After, the
+// no-retry header and a sanitized RFC 9457 body.
+func checkProblem(t *testing.T, resp *http.Response, body []byte, status int, retryAfter bool, forbidden ...string) {
+	t.Helper()
+	if resp.StatusCode != status {
+		t.Fatalf("status %d, want %d (body %q)", resp.StatusCode, status, body)
+	}
+	if ct := resp.Header.Get("Content-Type"); ct != shedhttp.ProblemContentType {
+		t.Errorf("Content-Type %q, want %q", ct, shedhttp.ProblemContentType)
+	}
+	ra := resp.Header.Get("Retry-After")
+	if retryAfter {
+		n, err := strconv.Atoi(ra)
+		if err != nil || n < 1 {
+			t.Errorf("Retry-After %q, want whole seconds >= 1", ra)
+		}
+	} else if ra != "" {
+		t.Errorf("Retry-After %q, want none", ra)
+	}
+	var p map[string]any
+	if err := json.Unmarshal(body, &p); err != nil {
+		t.Fatalf("body %q is not JSON: %v", body, err)
+	}
+	if len(p) != 4 || p["type"] != "about:blank" || p["title"] != http.StatusText(status) || p["status"] != float64(status) || p["detail"] == "" {
+		t.Errorf("problem body %q: want exactly type about:blank, title %q, status %d, detail", body, http.StatusText(status), status)
+	}
+	for _, f := range forbidden {
+		if strings.Contains(strings.ToLower(string(body)), strings.ToLower(f)) {
+			t.Errorf("body %q exposes %q", body, f)
+		}
+	}
+}
+
+const noRetryHeader, noRetryValue = "Shedkit-No-Retry", "overloaded"
+
+// Run runs every shared case against adapter a.
+func Run(t *testing.T, a Adapter) {
+	cases := []struct {
+		name string
+		run  func(t *testing.T, a Adapter)
+	}{
+		{"Table", testTable},
+		{"InteractiveBatch", testInteractiveBatch},
+		{"RateLimit", testRateLimit},
+		{"RateLimitDryRun", testRateLimitDryRun},
+		{"SpoofedClassHeader", testSpoofedClassHeader},
+		{"SpoofedKeyHeader", testSpoofedKeyHeader},
+		{"KeyFlood", testKeyFlood},
+		{"BodyLimit", testBodyLimit},
+		{"Panic", testPanic},
+		{"ClientDisconnect", testClientDisconnect},
+		{"DisconnectWhileQueued", testDisconnectWhileQueued},
+		{"Streaming", testStreaming},
+		{"Hijack", testHijack},
+		{"Outcomes", testOutcomes},
+		{"Reconcile", testReconcile},
+		{"Skip", testSkip},
+		{"CostTooLarge", testCostTooLarge},
+		{"Draining", testDraining},
+		{"Spans", testSpans},
+		{"Randomized", testRandomized},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) { c.run(t, a) })
+	}
+}
+
+// testTable: simple request/response cases on a limiter with free slots
+// or with every slot held.
+func testTable(t *testing.T, a Adapter) {
+	type row struct {
+		name       string
+		opts       func(o *Options)
+		held       int // permits taken before the request
+		method     string
+		path       string
+		header     http.Header
+		wantStatus int
+		wantClass  string // X-Class of an admitted request
+		wantHeader map[string]string
+		wantNoBody bool
+	}
+	rows := []row{
+		{name: "admitted default class", path: "/x", wantStatus: 200, wantClass: "batch"},
+		{name: "route prefix", path: "/api/users", opts: func(o *Options) { o.Routes = map[string]string{"/api/": "interactive", "/api/bulk/": "batch"} }, wantStatus: 200, wantClass: "interactive"},
+		{name: "longest prefix wins", path: "/api/bulk/1", opts: func(o *Options) { o.Routes = map[string]string{"/api/": "interactive", "/api/bulk/": "batch"} }, wantStatus: 200, wantClass: "batch"},
+		{name: "DefaultClass", path: "/x", opts: func(o *Options) { o.DefaultClass = "interactive" }, wantStatus: 200, wantClass: "interactive"},
+		{name: "limit reached 503", path: "/x", held: 4, wantStatus: 503, wantHeader: map[string]string{noRetryHeader: noRetryValue}},
+		{name: "limit reached HEAD has no body", method: http.MethodHead, path: "/x", held: 4, wantStatus: 503, wantNoBody: true},
+		{name: "no-retry header disabled", path: "/x", held: 4, opts: func(o *Options) { o.DisableNoRetryHeader = true }, wantStatus: 503, wantHeader: map[string]string{noRetryHeader: ""}},
+		{name: "skipped path bypasses a full limiter", path: "/healthz", held: 4, opts: func(o *Options) { o.SkipPaths = []string{"/healthz"} }, wantStatus: 200, wantClass: "none"},
+		{name: "skip is exact", path: "/healthz/x", held: 4, opts: func(o *Options) { o.SkipPaths = []string{"/healthz"} }, wantStatus: 503},
+	}
+	for _, rw := range rows {
+		t.Run(rw.name, func(t *testing.T) {
+			l := twoClasses(t, 4)
+			opts := Options{Limiter: l}
+			if rw.opts != nil {
+				rw.opts(&opts)
+			}
+			s := a.start(t, opts, a.classApp(l))
+			var held []shed.Permit
+			for range rw.held {
+				p, err := l.TryAcquire(shed.Request{Class: 0})
+				if err != nil {
+					t.Fatal(err)
+				}
+				held = append(held, p)
+			}
+			method := rw.method
+			if method == "" {
+				method = http.MethodGet
+			}
+			resp, body := s.do(method, rw.path, rw.header, nil)
+			if rw.wantStatus == 503 && method == http.MethodGet {
+				checkProblem(t, resp, body, 503, true, "interactive", "batch", "limit", "in-flight", "queue")
+			} else if resp.StatusCode != rw.wantStatus {
+				t.Fatalf("status %d, want %d", resp.StatusCode, rw.wantStatus)
+			}
+			if rw.wantClass != "" {
+				if got := resp.Header.Get("X-Class"); got != rw.wantClass {
+					t.Errorf("class %q, want %q", got, rw.wantClass)
+				}
+			}
+			for k, v := range rw.wantHeader {
+				if got := resp.Header.Get(k); got != v {
+					t.Errorf("%s: %q, want %q", k, got, v)
+				}
+			}
+			if rw.wantNoBody && len(body) != 0 {
+				t.Errorf("HEAD response has a body: %q", body)
+			}
+			for i := range held {
+				held[i].Release(shed.Ignored)
+			}
+			waitIdle(t, l)
+		})
+	}
+}
+
+// testInteractiveBatch is the scenario of the issue: all slots are held by
+// slow batch requests; an interactive request queues and is admitted as
+// soon as one frees, and new batch requests get 503 with Retry-After.
+func testInteractiveBatch(t *testing.T, a Adapter) {
+	l := twoClasses(t, 2)
+	started := make(chan string, 8)
+	release := map[string]chan struct{}{"b1": make(chan struct{}), "b2": make(chan struct{})}
+	app := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id := r.URL.Query().Get("id")
+		started <- id
+		if ch := release[id]; ch != nil {
+			<-ch
+		}
+		w.Header().Set("X-Wait", a.Permit(r).Wait().String())
+		io.WriteString(w, id)
+	})
+	s := a.start(t, Options{Limiter: l, Routes: map[string]string{"/interactive": "interactive", "/batch": "batch"}}, app)
+
+	type result struct {
+		status int
+		body   string
+		wait   string
+		err    error
+	}
+	async := func(path string) <-chan result {
+		ch := make(chan result, 1)
+		go func() {
+			resp, err := s.client.Get(s.url + path)
+			if err != nil {
+				ch <- result{err: err}
+				return
+			}
+			b, err := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			ch <- result{resp.StatusCode, string(b), resp.Header.Get("X-Wait"), err}
+		}()
+		return ch
+	}
+	b1, b2 := async("/batch?id=b1"), async("/batch?id=b2")
+	got := map[string]bool{<-started: true, <-started: true}
+	if !got["b1"] || !got["b2"] {
+		t.Fatalf("started %v, want b1 and b2", got)
+	}
+	// Both slots are held by batch work. The interactive request queues.
+	i1 := async("/interactive?id=i1")
+	waitFor(t, "the interactive request to queue", func() bool { return l.Snapshot().Classes[0].Queued == 1 })
+
+	resp, body := s.get("/batch?id=b3", nil)
+	checkProblem(t, resp, body, 503, true)
+	if resp.Header.Get(noRetryHeader) != noRetryValue {
+		t.Errorf("503 without %s", noRetryHeader)
+	}
+
+	// A batch request ends: its slot goes to the waiting interactive one.
+	close(release["b1"])
+	if r := <-b1; r.err != nil || r.status != 200 {
+		t.Fatalf("b1: %+v", r)
+	}
+	if id := <-started; id != "i1" {
+		t.Fatalf("admitted %q after b1 ended, want i1", id)
+	}
+	if r := <-i1; r.err != nil || r.status != 200 || r.body != "i1" {
+		t.Fatalf("i1: %+v", r)
+	} else if w, err := time.ParseDuration(r.wait); err != nil || w <= 0 {
+		t.Errorf("i1: the permit reports a queue wait of %q, want > 0", r.wait)
+	}
+	// The interactive class keeps its protected slot: batch stays out.
+	resp, body = s.get("/batch?id=b4", nil)
+	checkProblem(t, resp, body, 503, true)
+
+	close(release["b2"])
+	if r := <-b2; r.err != nil || r.status != 200 {
+		t.Fatalf("b2: %+v", r)
+	}
+	waitIdle(t, l)
+	snap := l.Snapshot()
+	if c := snap.Classes[0]; c.AdmittedAfterWait != 1 || c.Admitted != 1 {
+		t.Errorf("interactive: admitted %d (after wait %d), want 1 (1)", c.Admitted, c.AdmittedAfterWait)
+	}
+	if c := snap.Classes[1]; c.Admitted != 2 || c.Rejections() != 2 {
+		t.Errorf("batch: admitted %d, rejected %d, want 2 and 2", c.Admitted, c.Rejections())
+	}
+}
+
+func testRateLimit(t *testing.T, a Adapter) {
+	l := twoClasses(t, 100)
+	clock := NewFakeClock()
+	var mu sync.Mutex
+	var events []shed.Event
+	obs := shed.ObserverFunc(func(e shed.Event) {
+		mu.Lock()
+		events = append(events, e)
+		mu.Unlock()
+	})
+	s := a.start(t, Options{
+		Limiter:    l,
+		KeyHeader:  "X-Tenant",
+		RateLimits: map[string]shedhttp.RateLimit{"batch": {Rate: 0.5, Burst: 2}},
+		Routes:     map[string]string{"/i": "interactive"},
+		Clock:      clock.Now,
+		Observer:   obs,
+	}, a.classApp(l))
+	a1 := http.Header{"X-Tenant": {"a"}}
+	for i := range 2 {
+		if resp, _ := s.get("/b", a1); resp.StatusCode != 200 {
+			t.Fatalf("request %d: status %d, want 200", i, resp.StatusCode)
+		}
+	}
+	resp, body := s.get("/b", a1)
+	checkProblem(t, resp, body, 429, true, "batch", "tenant", "rate")
+	if ra := resp.Header.Get("Retry-After"); ra != "2" {
+		t.Errorf("Retry-After %q, want 2 (one token at 0.5/s)", ra)
+	}
+	if resp.Header.Get(noRetryHeader) != noRetryValue {
+		t.Errorf("429 without %s", noRetryHeader)
+	}
+	// Another key, and another class of the same key, are not affected.
+	if resp, _ := s.get("/b", http.Header{"X-Tenant": {"b"}}); resp.StatusCode != 200 {
+		t.Errorf("other key: status %d", resp.StatusCode)
+	}
+	if resp, _ := s.get("/i", a1); resp.StatusCode != 200 {
+		t.Errorf("unlimited class: status %d", resp.StatusCode)
+	}
+	clock.Advance(1500 * time.Millisecond)
+	resp, _ = s.get("/b", a1)
+	if resp.StatusCode != 429 || resp.Header.Get("Retry-After") != "1" {
+		t.Errorf("after 1.5 s: status %d Retry-After %q, want 429 and 1", resp.StatusCode, resp.Header.Get("Retry-After"))
+	}
+	clock.Advance(500 * time.Millisecond)
+	if resp, _ := s.get("/b", a1); resp.StatusCode != 200 {
+		t.Errorf("after 2 s: status %d, want 200", resp.StatusCode)
+	}
+	waitIdle(t, l)
+	mu.Lock()
+	defer mu.Unlock()
+	if len(events) != 2 || events[0].Kind != shed.EventRejected || events[0].Reason != shed.ReasonRateLimited || events[0].Class != 1 || events[0].DryRun {
+		t.Errorf("observer events %+v, want 2 rate_limited rejections of class 1", events)
+	}
+	if snap := l.Snapshot(); snap.Classes[1].Admitted != 4 {
+		t.Errorf("batch admitted %d, want 4 (rate-limited requests never reach the limiter)", snap.Classes[1].Admitted)
+	}
+}
+
+func testRateLimitDryRun(t *testing.T, a Adapter) {
+	l := twoClasses(t, 100)
+	var mu sync.Mutex
+	var events []shed.Event
+	s := a.start(t, Options{
+		Limiter:         l,
+		RateLimits:      map[string]shedhttp.RateLimit{"batch": {Rate: 1e-3, Burst: 1}},
+		RateLimitDryRun: true,
+		Clock:           NewFakeClock().Now,
+		Observer: shed.ObserverFunc(func(e shed.Event) {
+			mu.Lock()
+			events = append(events, e)
+			mu.Unlock()
+		}),
+	}, a.classApp(l))
+	for i := range 3 {
+		if resp, _ := s.get("/b", nil); resp.StatusCode != 200 {
+			t.Fatalf("request %d: status %d, want 200 in dry-run", i, resp.StatusCode)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(events) != 2 || !events[0].DryRun || events[0].Reason != shed.ReasonRateLimited {
+		t.Errorf("events %+v, want 2 dry-run rate_limited rejections", events)
+	}
+}
+
+// testSpoofedClassHeader: a client cannot pick its class with a header
+// unless the configuration trusts that header.
+func testSpoofedClassHeader(t *testing.T, a Adapter) {
+	routes := map[string]string{"/batch": "batch"}
+	spoof := http.Header{"X-Priority": {"interactive"}}
+	for _, tc := range []struct {
+		name    string
+		trusted string
+		header  http.Header
+		want    string
+	}{
+		{"untrusted", "", spoof, "batch"},
+		{"other header trusted", "X-Class", spoof, "batch"},
+		{"trusted", "X-Priority", spoof, "interactive"},
+		{"trusted, lower case name", "x-priority", spoof, "interactive"},
+		{"trusted, repeated", "X-Priority", http.Header{"X-Priority": {"interactive", "interactive"}}, "batch"},
+		{"trusted, unknown class", "X-Priority", http.Header{"X-Priority": {"admin"}}, "batch"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l := twoClasses(t, 4)
+			s := a.start(t, Options{Limiter: l, Routes: routes, ClassHeader: tc.trusted}, a.classApp(l))
+			resp, _ := s.get("/batch", tc.header)
+			if got := resp.Header.Get("X-Class"); resp.StatusCode != 200 || got != tc.want {
+				t.Errorf("status %d class %q, want 200 %q", resp.StatusCode, got, tc.want)
+			}
+		})
+	}
+}
+
+// testSpoofedKeyHeader: forwarding headers and tenant headers do not
+// choose the rate-limit key unless trusted.
+func testSpoofedKeyHeader(t *testing.T, a Adapter) {
+	for _, tc := range []struct {
+		name    string
+		trusted string
+		want429 bool // the second request (another claimed key) is limited
+	}{
+		{"untrusted", "", true},
+		{"trusted", "X-Tenant", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l := twoClasses(t, 4)
+			s := a.start(t, Options{
+				Limiter:    l,
+				KeyHeader:  tc.trusted,
+				RateLimits: map[string]shedhttp.RateLimit{"batch": {Rate: 1e-3, Burst: 1}},
+				Clock:      NewFakeClock().Now,
+			}, a.classApp(l))
+			h := func(v string) http.Header {
+				return http.Header{"X-Tenant": {v}, "X-Forwarded-For": {v}, "X-Real-Ip": {v}}
+			}
+			if resp, _ := s.get("/", h("10.0.0.1")); resp.StatusCode != 200 {
+				t.Fatalf("first: %d", resp.StatusCode)
+			}
+			resp, _ := s.get("/", h("10.0.0.2"))
+			if got := resp.StatusCode == 429; got != tc.want429 {
+				t.Errorf("second request from the same address claiming another key: status %d", resp.StatusCode)
+			}
+		})
+	}
+}
+
+// testKeyFlood: 100,000 distinct keys keep the store within its bound.
+// The requests go through the middleware in process (the network adds
+// nothing to what is tested and would take minutes).
+func testKeyFlood(t *testing.T, a Adapter) {
+	const keys, bound = 100_000, 1000
+	store, err := shedhttp.NewMemoryStore(shedhttp.MemoryStoreConfig{MaxKeys: bound})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := twoClasses(t, 4)
+	h := a.Handler(t, Options{
+		Limiter:    l,
+		KeyHeader:  "X-Tenant",
+		KeyStore:   store,
+		RateLimits: map[string]shedhttp.RateLimit{"batch": {Rate: 1, Burst: 1}},
+		Clock:      NewFakeClock().Now,
+	}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	req := httptest.NewRequest(http.MethodGet, "/", nil)
+	for i := range keys {
+		req.Header["X-Tenant"] = []string{"tenant-" + strconv.Itoa(i)}
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, req)
+		if w.Code != 200 {
+			t.Fatalf("key %d: status %d (a new key starts with a full bucket)", i, w.Code)
+		}
+		if i%10_000 == 0 && store.Stats().Keys > bound {
+			t.Fatalf("after %d keys the store holds %d buckets, bound %d", i+1, store.Stats().Keys, bound)
+		}
+	}
+	st := store.Stats()
+	if st.Keys > bound || st.Evicted < keys-bound {
+		t.Errorf("stats %+v: want at most %d keys and at least %d evictions", st, bound, keys-bound)
+	}
+	// A recent key is still limited: its bucket survived the flood.
+	req.Header["X-Tenant"] = []string{"tenant-" + strconv.Itoa(keys-1)}
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, req)
+	if w.Code != 429 {
+		t.Errorf("most recent key: status %d, want 429", w.Code)
+	}
+}
+
+func testBodyLimit(t *testing.T, a Adapter) {
+	l := twoClasses(t, 4)
+	var called, readErr sync.Map
+	app := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		called.Store(r.URL.Path, true)
+		_, err := io.ReadAll(r.Body)
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			readErr.Store(r.URL.Path, true)
+			w.WriteHeader(http.StatusRequestEntityTooLarge)
+			return
+		}
+		io.WriteString(w, "ok")
+	})
+	s := a.start(t, Options{Limiter: l, MaxBodyBytes: 10}, app)
+
+	resp, body := s.do(http.MethodPost, "/declared", nil, strings.NewReader(strings.Repeat("x", 11)))
+	checkProblem(t, resp, body, 413, false)
+	if _, ok := called.Load("/declared"); ok {
+		t.Error("handler called for a body declared too large")
+	}
+	if resp.Header.Get(noRetryHeader) != "" {
+		t.Error("413 carries the no-retry header; it is for shedding only")
+	}
+
+	// A chunked body has no Content-Length: the handler's read fails.
+	resp, _ = s.do(http.MethodPost, "/chunked", nil, io.MultiReader(strings.NewReader(strings.Repeat("x", 11))))
+	if resp.StatusCode != 413 {
+		t.Errorf("chunked: status %d, want 413 from the handler", resp.StatusCode)
+	}
+	if _, ok := readErr.Load("/chunked"); !ok {
+		t.Error("chunked: the handler read past the limit without an error")
+	}
+	resp, _ = s.do(http.MethodPost, "/small", nil, strings.NewReader("0123456789"))
+	if resp.StatusCode != 200 {
+		t.Errorf("body at the limit: status %d", resp.StatusCode)
+	}
+	waitIdle(t, l)
+}
+
+func testPanic(t *testing.T, a Adapter) {
+	l := twoClasses(t, 4)
+	app := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/abort" {
+			panic(http.ErrAbortHandler)
+		}
+		panic("handler bug")
+	})
+	s := a.start(t, Options{Limiter: l}, app)
+	for _, path := range []string{"/panic", "/abort"} {
+		resp, err := s.client.Get(s.url + path)
+		if err == nil {
+			resp.Body.Close()
+			t.Errorf("%s: got a response (%d); the server should abort the connection", path, resp.StatusCode)
+		}
+	}
+	waitIdle(t, l)
+	if _, _, ign := released(l); ign != 2 {
+		t.Errorf("ignored releases %d, want 2 (panics are not overload signals)", ign)
+	}
+}
+
+func testClientDisconnect(t *testing.T, a Adapter) {
+	l := twoClasses(t, 4)
+	started, sawCancel := make(chan struct{}), make(chan error, 1)
+	app := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		close(started)
+		<-r.Context().Done()
+		sawCancel <- r.Context().Err()
+	})
+	s := a.start(t, Options{Limiter: l}, app)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	errc := make(chan error, 1)
+	go func() {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, s.url+"/slow", nil)
+		resp, err := s.client.Do(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		errc <- err
+	}()
+	<-started
+	if n := l.InFlight(); n != 1 {
+		t.Errorf("in flight %d while the handler runs, want 1", n)
+	}
+	cancel()
+	if err := <-errc; err == nil {
+		t.Error("the cancelled client got a response")
+	}
+	if err := <-sawCancel; !errors.Is(err, context.Canceled) {
+		t.Errorf("handler context: %v, want context.Canceled", err)
+	}
+	waitIdle(t, l)
+	if s, d, i := released(l); s != 0 || d != 0 || i != 1 {
+		t.Errorf("released success %d dropped %d ignored %d, want one ignored", s, d, i)
+	}
+}
+
+// testDisconnectWhileQueued: a client that gives up while its request
+// waits for admission leaves nothing behind.
+func testDisconnectWhileQueued(t *testing.T, a Adapter) {
+	l := twoClasses(t, 2)
+	held := make([]shed.Permit, 2)
+	for i := range held {
+		held[i], _ = l.TryAcquire(shed.Request{Class: 1})
+	}
+	var calls sync.Map
+	app := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { calls.Store(r.URL.Path, true) })
+	s := a.start(t, Options{Limiter: l, DefaultClass: "interactive"}, app)
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, s.url+"/q", nil)
+		resp, err := s.client.Do(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		errc <- err
+	}()
+	waitFor(t, "the request to queue", func() bool { return l.Snapshot().Queued == 1 })
+	cancel()
+	if err := <-errc; err == nil {
+		t.Error("the cancelled client got a response")
+	}
+	waitFor(t, "the waiter to leave", func() bool { return l.Snapshot().Classes[0].Cancelled == 1 })
+	for i := range held {
+		held[i].Release(shed.Ignored)
+	}
+	waitIdle(t, l)
+	if _, ok := calls.Load("/q"); ok {
+		t.Error("the handler ran for a request whose client left while queued")
+	}
+}
+
+// testStreaming: a streaming response holds its permit until the handler
+// returns, and flushing works through the middleware.
+func testStreaming(t *testing.T, a Adapter) {
+	l := twoClasses(t, 4)
+	more := make(chan struct{})
+	app := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		f, ok := w.(http.Flusher)
+		if !ok {
+			http.Error(w, fmt.Sprintf("%T is not a Flusher", w), 500)
+			return
+		}
+		if _, ok := w.(http.Hijacker); !ok {
+			http.Error(w, fmt.Sprintf("%T is not a Hijacker", w), 500)
+			return
+		}
+		io.WriteString(w, "first\n")
+		f.Flush()
+		<-more
+		io.WriteString(w, "second\n")
+		if err := http.NewResponseController(w).Flush(); err != nil {
+			io.WriteString(w, "controller flush: "+err.Error())
+		}
+	})
+	s := a.start(t, Options{Limiter: l}, app)
+	resp, err := s.client.Get(s.url + "/stream")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	br := bufio.NewReader(resp.Body)
+	line, err := br.ReadString('\n')
+	if err != nil || line != "first\n" {
+		close(more)
+		t.Fatalf("first chunk %q, %v", line, err)
+	}
+	// The first chunk arrived while the handler is still running.
+	if n := l.InFlight(); n != 1 {
+		t.Errorf("in flight %d while streaming, want 1", n)
+	}
+	close(more)
+	rest, err := io.ReadAll(br)
+	if err != nil || string(rest) != "second\n" {
+		t.Errorf("rest %q, %v", rest, err)
+	}
+	waitIdle(t, l)
+	if s, _, _ := released(l); s != 1 {
+		t.Errorf("success releases %d, want 1", s)
+	}
+}
+
+// testHijack: a handler that hijacks the connection (a WebSocket-style
+// upgrade) releases its permit, as Ignored.
+func testHijack(t *testing.T, a Adapter) {
+	l := twoClasses(t, 4)
+	app := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		conn, rw, err := w.(http.Hijacker).Hijack()
+		if err != nil {
+			return
+		}
+		defer conn.Close()
+		rw.WriteString("HTTP/1.1 101 Switching Protocols\r\nUpgrade: test\r\nConnection: Upgrade\r\n\r\nhello")
+		rw.Flush()
+	})
+	s := a.start(t, Options{Limiter: l}, app)
+	conn, err := net.DialTimeout("tcp", strings.TrimPrefix(s.url, "http://"), 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(20 * time.Second))
+	io.WriteString(conn, "GET /ws HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: test\r\n\r\n")
+	b, err := io.ReadAll(conn)
+	if err != nil || !strings.HasPrefix(string(b), "HTTP/1.1 101") || !strings.HasSuffix(string(b), "hello") {
+		t.Fatalf("read %q, %v", b, err)
+	}
+	waitIdle(t, l)
+	if s, d, i := released(l); s != 0 || d != 0 || i != 1 {
+		t.Errorf("released success %d dropped %d ignored %d, want one ignored", s, d, i)
+	}
+}
+
+// testOutcomes: the response status decides the outcome.
+func testOutcomes(t *testing.T, a Adapter) {
+	l := twoClasses(t, 4)
+	app := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		code, _ := strconv.Atoi(strings.TrimPrefix(r.URL.Path, "/"))
+		if code == 0 {
+			return // nothing written: 200
+		}
+		w.WriteHeader(code)
+	})
+	s := a.start(t, Options{Limiter: l}, app)
+	for _, tc := range []struct {
+		path string
+		want shed.Outcome
+	}{
+		{"/", shed.Success}, {"/200", shed.Success}, {"/304", shed.Success},
+		{"/404", shed.Ignored}, {"/429", shed.Ignored}, {"/500", shed.Ignored},
+		{"/502", shed.Dropped}, {"/503", shed.Dropped}, {"/504", shed.Dropped},
+	} {
+		s0, d0, i0 := released(l)
+		resp, _ := s.get(tc.path, nil)
+		if tc.path != "/" && strconv.Itoa(resp.StatusCode) != tc.path[1:] {
+			t.Errorf("%s: status %d", tc.path, resp.StatusCode)
+		}
+		waitIdle(t, l)
+		s1, d1, i1 := released(l)
+		got := map[shed.Outcome]uint64{shed.Success: s1 - s0, shed.Dropped: d1 - d0, shed.Ignored: i1 - i0}
+		if got[tc.want] != 1 || s1+d1+i1 != s0+d0+i0+1 {
+			t.Errorf("%s: releases %v, want one %v", tc.path, got, tc.want)
+		}
+	}
+
+	// A custom mapping replaces the default.
+	l2 := twoClasses(t, 4)
+	s2 := a.start(t, Options{Limiter: l2, Outcome: func(r *http.Request, status int) shed.Outcome {
+		if status == 500 {
+			return shed.Dropped
+		}
+		return shedhttp.DefaultOutcome(r, status)
+	}}, app)
+	s2.get("/500", nil)
+	waitIdle(t, l2)
+	if _, d, _ := released(l2); d != 1 {
+		t.Errorf("custom outcome: %d drops, want 1", d)
+	}
+}
+
+// testReconcile: the handler sees its cost and can correct it.
+func testReconcile(t *testing.T, a Adapter) {
+	l := newLimiter(t, shed.Config{Limit: 10, MaxCost: 1000})
+	errs := make(chan error, 2)
+	app := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p := a.Permit(r)
+		if p == nil || p.Cost() != 300 {
+			errs <- fmt.Errorf("permit %+v, want cost 300", p)
+			return
+		}
+		errs <- a.Reconcile(r, 42)
+		w.Header().Set("X-In-Flight-Cost", strconv.FormatInt(l.Snapshot().InFlightCost, 10))
+	})
+	s := a.start(t, Options{Limiter: l, Classify: func(r *http.Request, def shedhttp.Classification) shedhttp.Classification {
+		def.Cost, _ = strconv.ParseInt(r.URL.Query().Get("tokens"), 10, 64)
+		return def
+	}}, app)
+	resp, _ := s.get("/?tokens=300", nil)
+	if err := <-errs; err != nil {
+		t.Fatal(err)
+	}
+	if got := resp.Header.Get("X-In-Flight-Cost"); got != "42" {
+		t.Errorf("in-flight cost after reconcile %s, want 42", got)
+	}
+	waitIdle(t, l)
+	if c := l.Snapshot().InFlightCost; c != 0 {
+		t.Errorf("in-flight cost %d after release", c)
+	}
+}
+
+// testSkip: skipped requests have no permit and never reach the limiter.
+func testSkip(t *testing.T, a Adapter) {
+	l := twoClasses(t, 4)
+	s := a.start(t, Options{Limiter: l, SkipPaths: []string{"/metrics", "/healthz"}, MaxBodyBytes: 1}, a.classApp(l))
+	resp, _ := s.do(http.MethodPost, "/metrics", nil, strings.NewReader("a larger body"))
+	if resp.StatusCode != 200 || resp.Header.Get("X-Class") != "none" {
+		t.Errorf("skipped: status %d class %q", resp.StatusCode, resp.Header.Get("X-Class"))
+	}
+	if snap := l.Snapshot(); snap.Classes[0].Admitted+snap.Classes[1].Admitted != 0 {
+		t.Error("a skipped request reached the limiter")
+	}
+}
+
+// testCostTooLarge: a request that could never be admitted gets 413, not
+// a 503 that invites a retry.
+func testCostTooLarge(t *testing.T, a Adapter) {
+	l := newLimiter(t, shed.Config{Limit: 10, MaxCost: 100})
+	s := a.start(t, Options{Limiter: l, Classify: func(r *http.Request, def shedhttp.Classification) shedhttp.Classification {
+		def.Cost = 101
+		return def
+	}}, a.classApp(l))
+	resp, body := s.get("/", nil)
+	checkProblem(t, resp, body, 413, false)
+}
+
+func testDraining(t *testing.T, a Adapter) {
+	l := twoClasses(t, 4)
+	s := a.start(t, Options{Limiter: l}, a.classApp(l))
+	l.DrainAt(time.Now())
+	resp, body := s.get("/", nil)
+	checkProblem(t, resp, body, 503, true, "drain")
+}
+
+// testSpans: the decision is recorded on the request's span.
+func testSpans(t *testing.T, a Adapter) {
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	defer tp.Shutdown(context.Background())
+	outer := func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			ctx, span := tp.Tracer("test").Start(r.Context(), r.URL.Path)
+			defer span.End()
+			next.ServeHTTP(w, r.WithContext(ctx))
+		})
+	}
+	attrs := func(name string) map[string]any {
+		t.Helper()
+		var found map[string]any
+		waitFor(t, "span "+name, func() bool {
+			for _, sp := range rec.Ended() {
+				if sp.Name() == name {
+					found = map[string]any{}
+					for _, kv := range sp.Attributes() {
+						found[string(kv.Key)] = kv.Value.AsInterface()
+					}
+					return true
+				}
+			}
+			return false
+		})
+		return found
+	}
+	check := func(name string, want map[string]any) {
+		t.Helper()
+		got := attrs(name)
+		if len(got) != len(want) {
+			t.Errorf("%s: attributes %v, want %v", name, got, want)
+			return
+		}
+		for k, v := range want {
+			if got[k] != v {
+				t.Errorf("%s: %s = %v (%T), want %v (%T)", name, k, got[k], got[k], v, v)
+			}
+		}
+	}
+
+	l := twoClasses(t, 1)
+	s := a.start(t, Options{
+		Limiter:    l,
+		Routes:     map[string]string{"/limited": "interactive"},
+		RateLimits: map[string]shedhttp.RateLimit{"interactive": {Rate: 1e-3, Burst: 1}},
+		Clock:      NewFakeClock().Now,
+		Outer:      outer,
+		Classify: func(r *http.Request, def shedhttp.Classification) shedhttp.Classification {
+			def.Cost = 7
+			return def
+		},
+	}, a.classApp(l))
+	s.get("/ok", nil)
+	check("/ok", map[string]any{
+		shedhttp.AttrDecision: shedhttp.DecisionAdmitted, shedhttp.AttrClass: "batch",
+		shedhttp.AttrQueueWait: 0.0, shedhttp.AttrCost: int64(7),
+	})
+	s.get("/limited", nil)
+	s.get("/limited/again", nil)
+	check("/limited/again", map[string]any{
+		shedhttp.AttrDecision: shedhttp.DecisionRejected, shedhttp.AttrReason: "rate_limited",
+		shedhttp.AttrClass: "interactive", shedhttp.AttrCost: int64(7),
+	})
+	p, _ := l.TryAcquire(shed.Request{})
+	s.get("/full", nil)
+	p.Release(shed.Ignored)
+	check("/full", map[string]any{
+		shedhttp.AttrDecision: shedhttp.DecisionRejected, shedhttp.AttrReason: "limit_exceeded",
+		shedhttp.AttrClass: "batch", shedhttp.AttrCost: int64(7),
+	})
+
+	dry := newLimiter(t, shed.Config{Limit: 1, DryRun: true})
+	s2 := a.start(t, Options{Limiter: dry, Outer: outer}, a.classApp(dry))
+	p, _ = dry.TryAcquire(shed.Request{})
+	s2.get("/dry", nil)
+	p.Release(shed.Ignored)
+	check("/dry", map[string]any{
+		shedhttp.AttrDecision: shedhttp.DecisionDryRun, shedhttp.AttrReason: "limit_exceeded",
+		shedhttp.AttrClass: "default", shedhttp.AttrQueueWait: 0.0, shedhttp.AttrCost: int64(1),
+	})
+	waitIdle(t, l)
+	waitIdle(t, dry)
+}
+
+// testRandomized drives the middleware in process with a seeded random mix
+// of handler behaviours (statuses, panics, cancellations, deadlines, early
+// releases, reconciles) from several goroutines, and checks that every
+// permit is released and no cost or waiter is left behind.
+func testRandomized(t *testing.T, a Adapter) {
+	l := newLimiter(t, shed.Config{
+		Limit:   4,
+		MaxCost: 40,
+		Classes: []shed.ClassConfig{
+			{Name: "interactive", Protected: 0.5, QueueDepth: 8, MaxWait: 20 * time.Millisecond},
+			{Name: "batch", QueueDepth: 4, MaxWait: 5 * time.Millisecond},
+		},
+	})
+	type ctxCancel struct{}
+	app := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		q := r.URL.Query()
+		if q.Get("reconcile") != "" {
+			n, _ := strconv.ParseInt(q.Get("reconcile"), 10, 64)
+			if err := a.Reconcile(r, n); err != nil {
+				panic(err)
+			}
+		}
+		switch q.Get("do") {
+		case "panic":
+			panic("boom")
+		case "cancel":
+			r.Context().Value(ctxCancel{}).(context.CancelFunc)()
+		case "release":
+			a.Permit(r).Release(shed.Success)
+		case "slow":
+			time.Sleep(time.Duration(rand.IntN(2000)) * time.Microsecond)
+		}
+		if code, _ := strconv.Atoi(q.Get("status")); code != 0 {
+			w.WriteHeader(code)
+		}
+	})
+	h := a.Handler(t, Options{
+		Limiter: l,
+		Routes:  map[string]string{"/i": "interactive"},
+		Classify: func(r *http.Request, def shedhttp.Classification) shedhttp.Classification {
+			def.Cost, _ = strconv.ParseInt(r.URL.Query().Get("cost"), 10, 64)
+			return def
+		},
+		RateLimits: map[string]shedhttp.RateLimit{"batch": {Rate: 1000, Burst: 50}},
+	}, app)
+	behaviours := []string{"ok", "ok", "slow", "slow", "panic", "cancel", "release", "deadline", "cancelled"}
+	statuses := []string{"", "200", "404", "500", "502", "503", "504"}
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(42, uint64(g)))
+			for range 150 {
+				do := behaviours[rng.IntN(len(behaviours))]
+				path := []string{"/i", "/b"}[rng.IntN(2)]
+				url := fmt.Sprintf("%s?do=%s&status=%s&cost=%d", path, do, statuses[rng.IntN(len(statuses))], rng.IntN(12))
+				if rng.IntN(4) == 0 {
+					url += fmt.Sprintf("&reconcile=%d", rng.IntN(20))
+				}
+				ctx, cancel := context.WithCancel(context.Background())
+				ctx = context.WithValue(ctx, ctxCancel{}, cancel)
+				switch do {
+				case "deadline":
+					ctx, cancel = context.WithTimeout(ctx, time.Duration(rng.IntN(3000))*time.Microsecond)
+				case "cancelled":
+					cancel()
+				}
+				r := httptest.NewRequest(http.MethodGet, url, nil).WithContext(ctx)
+				func() {
+					defer func() {
+						if p := recover(); p != nil && p != "boom" {
+							t.Errorf("%s: unexpected panic %v", url, p)
+						}
+					}()
+					h.ServeHTTP(httptest.NewRecorder(), r)
+				}()
+				cancel()
+			}
+		}()
+	}
+	wg.Wait()
+	waitIdle(t, l)
+	snap := l.Snapshot()
+	if snap.InFlight != 0 || snap.InFlightCost != 0 || snap.Queued != 0 {
+		t.Errorf("left behind: in flight %d, cost %d, queued %d", snap.InFlight, snap.InFlightCost, snap.Queued)
+	}
+	var admitted, rejected uint64
+	for _, c := range snap.Classes {
+		admitted += c.Admitted
+		rejected += c.Rejections()
+	}
+	if admitted == 0 || rejected == 0 {
+		t.Errorf("admitted %d, rejected %d: the mix should exercise both", admitted, rejected)
+	}
+}

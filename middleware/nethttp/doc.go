@@ -1,0 +1,46 @@
+// Package nethttp is shedkit's load-shedding middleware for net/http: one
+// line in front of a handler rate limits each client per priority class
+// (429), admits the rest through a shed.Limiter (503 when it is full), and
+// releases each permit exactly once when the handler is done.
+//
+//	gradient, _ := limits.NewGradient(limits.GradientConfig{})
+//	lim, _ := shed.New(shed.Config{Source: gradient, Classes: ...})
+//	mw, err := nethttp.New(nethttp.Config{Limiter: lim, Routes: map[string]string{"/api/": "interactive"}})
+//	if err != nil { ... }
+//	http.ListenAndServe(addr, mw(mux))
+//
+// The order of checks, the trust rules for headers, the responses and the
+// mapping from response status to permit outcome are shared with the Echo
+// middleware and documented in package shedhttp.
+//
+// # Permit lifecycle
+//
+// The permit is released when the handler returns, with the outcome of the
+// final response status (shedhttp.DefaultOutcome, or Config.Outcome); as
+// Ignored when the client went away (the request context was cancelled);
+// as Dropped when the request context's deadline passed; and as Ignored
+// when the handler panics, before the panic continues unchanged (the
+// middleware does not recover it, so its stack is kept). A streaming
+// response holds its permit until the handler returns; a hijacked
+// connection's permit is released when the handler returns, usually right
+// after the hijack.
+//
+// The handler's ResponseWriter is wrapped with github.com/felixge/httpsnoop
+// to see the status: it implements exactly the optional interfaces of the
+// server's writer (http.Flusher, http.Hijacker, io.ReaderFrom, ...) and
+// Unwrap, so http.ResponseController works through it.
+//
+// # Handler context
+//
+// The handler reaches its permit with Permit(r.Context()) (class, cost,
+// queue wait) and corrects its cost with Reconcile, for example with the
+// tokens an LLM call really used.
+//
+// # Cost
+//
+// An admitted request costs about 0.6 us and 6 allocations on top of the
+// handler (bench_test.go): the request state, which is also the handler's
+// context (1), the request copy that carries it (http.Request.WithContext,
+// 1), and the httpsnoop wrapper with its status hook (4). Rejections
+// allocate nothing. See the benchmarks for the current figures.
+package nethttp

@@ -1,0 +1,220 @@
+package nethttp
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"github.com/felixge/httpsnoop"
+
+	"github.com/shedkit/shedkit/middleware/internal/core"
+	"github.com/shedkit/shedkit/middleware/shedhttp"
+	"github.com/shedkit/shedkit/shed"
+)
+
+// Config configures the middleware. Only Limiter is required; zero fields
+// take the documented defaults.
+type Config struct {
+	// Limiter is the admission controller that every request that is not
+	// skipped must pass. Required.
+	Limiter *shed.Limiter
+
+	// Routes maps path prefixes (of Request.URL.Path) to class names; the
+	// longest matching prefix wins. Requests that match none, and every
+	// request when Routes is empty, get DefaultClass.
+	Routes map[string]string
+	// DefaultClass is the class of requests that nothing else classifies.
+	// Default: the limiter's last (lowest-priority) class, so that no
+	// request gets priority unless the configuration gives it one.
+	DefaultClass string
+	// ClassHeader names a trusted request header whose value is a class
+	// name; it overrides Routes when it holds exactly one known class
+	// name. Name a header only if a proxy in front of the service sets it
+	// and overwrites any value a client sent. Empty (the default): no
+	// header chooses a class.
+	ClassHeader string
+	// KeyHeader names a trusted request header (set by a proxy or an
+	// authentication layer: tenant, API key) whose value is the
+	// rate-limit key. Empty, absent or repeated: the key is the host of
+	// Request.RemoteAddr.
+	KeyHeader string
+	// Classify, when set, refines the default classification (computed
+	// from Routes, DefaultClass, ClassHeader and KeyHeader, passed as def):
+	// for example it sets the cost from the request, or the key from an
+	// authenticated identity. It runs on every request that is not
+	// skipped, before rate limiting, and must be fast and safe for
+	// concurrent use.
+	Classify func(r *http.Request, def shedhttp.Classification) shedhttp.Classification
+
+	// RateLimits maps class names to a per-key rate limit: each key may
+	// send Rate requests per second with bursts of Burst in that class.
+	// Classes without an entry are not rate limited. Over its rate a
+	// request gets 429 before it reaches the limiter.
+	RateLimits map[string]shedhttp.RateLimit
+	// KeyStore keeps the per-key rate-limit state. Default: a
+	// shedhttp.MemoryStore of shedhttp.DefaultMaxKeys buckets, created
+	// when RateLimits is not empty.
+	KeyStore shedhttp.KeyStore
+	// RateLimitDryRun reports rate-limit rejections (span attributes,
+	// Observer) but lets the requests through, to roll a rate limit out
+	// safely. The limiter's own dry run is shed.Config.DryRun.
+	RateLimitDryRun bool
+
+	// MaxBodyBytes, when > 0, bounds the request body: a request whose
+	// Content-Length exceeds it gets 413 at once, and the handler reads
+	// the body through http.MaxBytesReader, which fails past the bound.
+	MaxBodyBytes int64
+
+	// SkipPaths are request paths (exact Request.URL.Path values, such as
+	// "/healthz" or "/metrics") that bypass the middleware entirely.
+	SkipPaths []string
+	// Skip, when set, bypasses the middleware for the requests it returns
+	// true for, in addition to SkipPaths.
+	Skip func(r *http.Request) bool
+
+	// Outcome maps the final response status of an admitted request to
+	// its permit's outcome. Default shedhttp.DefaultOutcome. It is not
+	// called when the handler panicked or the request context ended; see
+	// the package documentation.
+	Outcome func(r *http.Request, status int) shed.Outcome
+	// Reject writes the response to a rejected request, after the
+	// middleware set Retry-After and the no-retry header. Default
+	// shedhttp.WriteProblem: an RFC 9457 problem body.
+	Reject shedhttp.RejectFunc
+	// DisableNoRetryHeader stops the middleware from setting the
+	// retrybudget no-retry header (Shedkit-No-Retry: overloaded) on its
+	// 429 and 503 responses.
+	DisableNoRetryHeader bool
+
+	// Observer, when set, is told about the rejections the middleware
+	// decides itself (rate limiting), as shed.EventRejected events with
+	// shed.ReasonRateLimited. Pass the limiter's observer to see every
+	// decision in one place.
+	Observer shed.Observer
+	// Clock replaces time.Now for rate limiting. For tests.
+	Clock func() time.Time
+}
+
+// New returns the middleware for cfg, or an error naming the invalid field
+// (wrapping shedhttp.ErrInvalidConfig).
+func New(cfg Config) (func(http.Handler) http.Handler, error) {
+	e, err := core.New(core.Config{
+		Limiter:              cfg.Limiter,
+		Routes:               cfg.Routes,
+		DefaultClass:         cfg.DefaultClass,
+		ClassHeader:          cfg.ClassHeader,
+		KeyHeader:            cfg.KeyHeader,
+		RateLimits:           cfg.RateLimits,
+		KeyStore:             cfg.KeyStore,
+		RateLimitDryRun:      cfg.RateLimitDryRun,
+		MaxBodyBytes:         cfg.MaxBodyBytes,
+		SkipPaths:            cfg.SkipPaths,
+		Outcome:              cfg.Outcome,
+		DisableNoRetryHeader: cfg.DisableNoRetryHeader,
+		Observer:             cfg.Observer,
+		Clock:                cfg.Clock,
+	})
+	if err != nil {
+		return nil, err
+	}
+	reject := cfg.Reject
+	if reject == nil {
+		reject = shedhttp.WriteProblem
+	}
+	return func(next http.Handler) http.Handler {
+		if next == nil {
+			next = http.NotFoundHandler()
+		}
+		return &handler{
+			e:        e,
+			next:     next,
+			classify: cfg.Classify,
+			skip:     cfg.Skip,
+			reject:   reject,
+			needKey:  e.NeedsKey() || cfg.Classify != nil,
+		}
+	}, nil
+}
+
+type handler struct {
+	e        *core.Engine
+	next     http.Handler
+	classify func(*http.Request, shedhttp.Classification) shedhttp.Classification
+	skip     func(*http.Request) bool
+	reject   shedhttp.RejectFunc
+	needKey  bool
+}
+
+func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	e := h.e
+	if e.Skip(r.URL.Path) || (h.skip != nil && h.skip(r)) {
+		h.next.ServeHTTP(w, r)
+		return
+	}
+	if rej, tooLarge := e.CheckBody(r); tooLarge {
+		h.rejectWith(w, r, rej)
+		return
+	}
+	cl := e.Classify(r, "")
+	if cl.Key == "" && h.needKey {
+		cl.Key = core.RemoteHost(r.RemoteAddr)
+	}
+	if h.classify != nil {
+		cl = h.classify(r, cl)
+	}
+	st, rej := e.Admit(r, cl)
+	if st == nil {
+		if rej.Status != 0 {
+			h.rejectWith(w, r, rej)
+		}
+		return
+	}
+
+	r2 := r.WithContext(st)
+	if n := e.MaxBody(); n > 0 && r.Body != nil && r.Body != http.NoBody {
+		r2.Body = http.MaxBytesReader(w, r.Body, n)
+	}
+	// httpsnoop keeps every optional interface of w (Flusher, Hijacker,
+	// ReaderFrom, ...) and Unwrap for http.ResponseController; the hook
+	// only records the final status.
+	ww := httpsnoop.Wrap(w, httpsnoop.Hooks{
+		WriteHeader: func(next httpsnoop.WriteHeaderFunc) httpsnoop.WriteHeaderFunc {
+			return func(code int) {
+				if st.Status == 0 && (code >= 200 || code == http.StatusSwitchingProtocols) {
+					st.Status = code
+				}
+				next(code)
+			}
+		},
+	})
+	// Release on every path. Without recover, a panic keeps its original
+	// stack: the deferred call releases the permit and the panic goes on.
+	returned := false
+	defer func() {
+		if !returned {
+			e.ReleasePanicked(st)
+		}
+	}()
+	h.next.ServeHTTP(ww, r2)
+	returned = true
+	e.Release(st, r, st.Status)
+}
+
+func (h *handler) rejectWith(w http.ResponseWriter, r *http.Request, rej shedhttp.Rejection) {
+	h.e.SetRejectHeaders(w.Header(), rej)
+	h.reject(w, r, rej)
+}
+
+// Permit returns the permit of the request that ctx belongs to, or nil
+// when the request was skipped or ctx is not a request's. The handler may
+// read its class, cost and queue wait, Reconcile its cost, or Release it
+// early (the middleware's own release then does nothing). Use it on the
+// handler's goroutine, or synchronize: the middleware releases the permit
+// when the handler returns.
+func Permit(ctx context.Context) *shed.Permit { return core.PermitFrom(ctx) }
+
+// Reconcile replaces the cost the request reserved with its actual cost
+// (for example the tokens an LLM call really used). It returns
+// shedhttp.ErrNoPermit when ctx carries no permit, shed.ErrReleased after
+// the permit was released.
+func Reconcile(ctx context.Context, actual int64) error { return core.Reconcile(ctx, actual) }

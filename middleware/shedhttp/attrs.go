@@ -1,0 +1,37 @@
+package shedhttp
+
+import "github.com/shedkit/shedkit/shed/shedotel"
+
+// Span attribute keys set by the middleware on the request's span. They are
+// the keys of shedkit's metrics (package shed/shedotel), so traces and
+// metrics share one vocabulary.
+const (
+	// AttrDecision is the admission decision: one of DecisionAdmitted,
+	// DecisionRejected, DecisionDryRun.
+	AttrDecision = string(shedotel.AttrDecision)
+	// AttrReason is the rejection reason, shed.Reason.String() (for
+	// example "queue_full", "rate_limited"), or "body_too_large" for a
+	// 413 on body size. Set only when the decision is rejected or dry_run.
+	AttrReason = string(shedotel.AttrReason)
+	// AttrClass is the name of the request's priority class.
+	AttrClass = string(shedotel.AttrClass)
+	// AttrQueueWait is the time the request waited for admission, in
+	// seconds (float64). Set only when admitted.
+	AttrQueueWait = string(shedotel.AttrQueueWait)
+	// AttrCost is the cost the request reserved (int).
+	AttrCost = string(shedotel.AttrCost)
+)
+
+// Values of AttrDecision.
+const (
+	DecisionAdmitted = "admitted"
+	DecisionRejected = "rejected"
+	// DecisionDryRun: a dry run (of the limiter, or of the rate limit)
+	// admitted a request it would have rejected; AttrReason says why.
+	DecisionDryRun = "dry_run"
+)
+
+// ReasonBodyTooLarge is the AttrReason of a request rejected (413) because
+// its body exceeds the configured maximum. It is not a shed.Reason: the
+// limiter never sees such requests.
+const ReasonBodyTooLarge = "body_too_large"

@@ -1,0 +1,63 @@
+package shedhttp
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/shedkit/shedkit/shed"
+)
+
+// Classification is what the middleware needs to know about a request
+// before it admits it.
+type Classification struct {
+	// Class is the request's priority class in the shed.Limiter.
+	Class shed.Class
+	// Cost is what the request reserves against the limiter's cost budget,
+	// for example its estimated tokens. Zero means 1. The handler may
+	// correct it once known (nethttp.Reconcile, echo.Reconcile).
+	Cost int64
+	// Key identifies who the request is rate limited as: a tenant, an API
+	// key, a client address. The default is the trusted KeyHeader when
+	// configured and present, else the client's address.
+	Key string
+	// Deadline, when set, is when the caller stops waiting; a request that
+	// would wait longer for admission is rejected at once. Zero means the
+	// request context's deadline, if any.
+	Deadline time.Time
+}
+
+// DefaultOutcome maps a finished request to the outcome of its permit; see
+// the package documentation for the mapping and why. It is the default of
+// the middleware's Outcome option, and custom mappings can fall back to it.
+func DefaultOutcome(r *http.Request, status int) shed.Outcome {
+	o := statusOutcome(status)
+	if o != shed.Dropped && isUpgrade(r) {
+		return shed.Ignored
+	}
+	return o
+}
+
+func statusOutcome(status int) shed.Outcome {
+	switch {
+	case status < 400:
+		return shed.Success
+	case status == http.StatusBadGateway, status == http.StatusServiceUnavailable, status == http.StatusGatewayTimeout:
+		return shed.Dropped
+	default:
+		return shed.Ignored
+	}
+}
+
+// isUpgrade reports whether r asks for a connection that outlives the
+// request: a protocol upgrade (WebSocket over HTTP/1.1) or CONNECT
+// (tunnels, WebSocket over HTTP/2).
+func isUpgrade(r *http.Request) bool {
+	if r == nil {
+		return false
+	}
+	if r.Method == http.MethodConnect {
+		return true
+	}
+	_, ok := r.Header["Upgrade"]
+	return ok
+}

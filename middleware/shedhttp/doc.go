@@ -1,0 +1,82 @@
+// Package shedhttp holds the framework-neutral pieces of shedkit's HTTP
+// middleware: what a request is classified as, the per-key rate limit and
+// its key store, how a response status becomes a permit outcome, the
+// sanitized rejection responses, and the span attribute names. The
+// middleware itself is in package nethttp (net/http) and package echo (Echo
+// v4); both are built on the same core, so they behave the same.
+//
+// # Order of checks
+//
+// For each request that is not skipped, the middleware
+//
+//  1. answers 413 at once when Content-Length exceeds the maximum body
+//     size (and caps the body at that size for the handler);
+//  2. classifies the request ([Classification]: class, cost, rate-limit key,
+//     deadline);
+//  3. rate limits per key and class ([KeyStore]): 429 when the key is over
+//     its rate;
+//  4. asks the shed.Limiter for admission: 503 when it rejects (413 when
+//     the request's cost exceeds the whole cost budget and could never be
+//     admitted);
+//  5. runs the handler with the permit in its context, and releases the
+//     permit exactly once when the handler returns, panics or its client
+//     goes away.
+//
+// The rate limit comes first because it is cheaper and because a client
+// that exceeds its own rate should not take a place in the admission queue.
+//
+// # Trust
+//
+// Client headers are untrusted. The class and the rate-limit key are read
+// from a header only when the configuration names that header (ClassHeader,
+// KeyHeader), which should be a header that a trusted proxy sets and
+// overwrites. Otherwise the class comes from the route, and the key is the
+// client's address (net/http: the host of Request.RemoteAddr; Echo:
+// Context.RealIP, which honours Echo's IPExtractor).
+//
+// # Responses
+//
+// Rejections are answered with a small RFC 9457 body
+// (application/problem+json: type, title, status, detail) that names no
+// internal state: no limit, in-flight count, class or reason. 429 and 503
+// carry Retry-After in whole seconds (rounded up, at least 1) and the
+// "overloaded, do not retry" header of package retrybudget
+// (Shedkit-No-Retry: overloaded), so that shedkit clients do not retry
+// them and their adaptive throttle counts them as the server shedding load.
+// The middleware sets those headers before it calls the rejection handler,
+// which may replace the body.
+//
+// # Outcomes
+//
+// The permit's outcome feeds the adaptive limit: Success gives a latency
+// sample, Dropped an overload signal, Ignored nothing. [DefaultOutcome]
+// maps the response status:
+//
+//   - 1xx, 2xx, 3xx: Success.
+//   - 502, 503, 504: Dropped. These are what an overloaded or timed-out
+//     upstream produces; they are the signal the limit must react to.
+//   - other 5xx: Ignored. A handler bug or a failed dependency that fails
+//     fast says nothing about capacity: as a Success its short latency would
+//     pull the limit up while requests fail; as a drop it would shrink the
+//     limit for a fault that less concurrency does not fix.
+//   - 4xx: Ignored: the client's fault, and often answered before any real
+//     work is done.
+//   - upgraded connections (an Upgrade header, or CONNECT): Ignored unless
+//     Dropped, because the handler's duration is the life of the
+//     connection, not the latency of a request.
+//
+// Independently of the status, a request whose client went away (its
+// context was cancelled) is released Ignored, one whose context deadline
+// passed is released Dropped (it did not finish in time), and one whose
+// handler panicked is released Ignored before the panic continues (a bug is
+// not an overload signal; it is neither a latency sample).
+//
+// # Spans
+//
+// When the request context carries a recording OpenTelemetry span, the
+// middleware sets [AttrDecision], [AttrReason], [AttrClass],
+// [AttrQueueWait] and [AttrCost] on it. Without a recording span this costs
+// one context lookup. Metrics come from the shed.Limiter's Observer; the
+// middleware reports its own rate-limit rejections to the Observer given in
+// its configuration, as shed.EventRejected with shed.ReasonRateLimited.
+package shedhttp
