@@ -19,8 +19,11 @@ const (
 // defaults.
 //
 // A breaker counts an attempt as a failure when it ends in a transport
-// error or a 5xx status, as a success otherwise; attempts cancelled by the
-// caller are not counted. An open breaker fails attempts fast, before
+// error or a 5xx status, as a success otherwise. It does not count attempts
+// the caller cancelled, attempts that timed out (AttemptTimeout, or a 504),
+// and responses that carry [NoRetryHeader]: those say the host is slow or
+// deliberately shedding, not down. Slowness is for an adaptive concurrency
+// limit to handle; an open circuit would turn a slowdown into an outage. An open breaker fails attempts fast, before
 // anything is sent; after OpenTimeout it lets HalfOpenRequests probes
 // through and closes once they all succeed.
 type BreakerConfig struct {

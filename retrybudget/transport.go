@@ -458,7 +458,11 @@ func (rt *roundTrip) run(now time.Time) (*http.Response, error) {
 
 		if done != nil {
 			switch {
-			case callerDone:
+			case callerDone, noRetry, status == http.StatusGatewayTimeout, errors.Is(err, ErrAttemptTimeout):
+				// Not a sign that the host is down: the caller gave up, the
+				// server is shedding on purpose (it said so), or the host is
+				// slow. Slowness is the concurrency limit's job; opening the
+				// circuit would turn a slowdown into an outage.
 				done(errAttemptExcluded)
 			case err != nil || status >= 500:
 				done(errAttemptFailed)

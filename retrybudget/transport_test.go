@@ -627,3 +627,43 @@ func TestTransportMisc(t *testing.T) {
 	}
 	resp.Body.Close()
 }
+
+// Slowness and deliberate shedding are not failures of the host: they must
+// not open the circuit, or a slowdown becomes an outage.
+func TestTransportBreakerIgnoresSlownessAndShedding(t *testing.T) {
+	cases := []struct {
+		name   string
+		answer func(int, http.ResponseWriter, *http.Request)
+		cfg    TransportConfig
+	}{
+		{"attempt timeout", func(_ int, w http.ResponseWriter, r *http.Request) {
+			select {
+			case <-r.Context().Done():
+			case <-time.After(time.Second):
+			}
+		}, TransportConfig{AttemptTimeout: 5 * time.Millisecond}},
+		{"504 from a proxy", statuses(504), TransportConfig{}},
+		{"503 with the no-retry header", func(_ int, w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set(NoRetryHeader, NoRetryValue)
+			w.WriteHeader(503)
+		}, TransportConfig{}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			up := newUpstream(t, tc.answer)
+			cfg := tc.cfg
+			cfg.MaxAttempts = 1
+			cfg.Breaker = BreakerConfig{ConsecutiveFailures: 3, OpenTimeout: time.Minute}
+			tr, _ := testTransport(t, cfg)
+			for i := 0; i < 6; i++ {
+				do(t, tr, get(t, up.url()))
+			}
+			if s, ok := tr.BreakerState(up.host()); !ok || s != gobreaker.StateClosed {
+				t.Fatalf("breaker %v after 6 such attempts, want closed", s)
+			}
+			if up.hits.Load() != 6 {
+				t.Fatalf("%d of 6 attempts reached the host", up.hits.Load())
+			}
+		})
+	}
+}
