@@ -5,7 +5,10 @@ GO      ?= go
 GOFILES := $(shell find . -name '*.go' -not -path './.cache/*' -not -path './out/*' -not -path './bench/*')
 STATICCHECK_VERSION ?= v0.8.2
 
-.PHONY: help test fmtcheck vet bench cover lint
+JAEGER_VERSION ?= v1.75.0
+JAEGER_BIN     := .cache/bin/jaeger-$(JAEGER_VERSION)
+
+.PHONY: help test fmtcheck vet bench cover lint demo jaeger jaeger-build demo-traces e2e
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -31,3 +34,23 @@ lint: fmtcheck vet ## gofmt, go vet and staticcheck (fetched from the module pro
 	@if $(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) -version >/dev/null 2>&1; then \
 		$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...; \
 	else echo "staticcheck $(STATICCHECK_VERSION) could not be fetched; skipped"; fi
+
+demo: ## run the demo: an upstream slowdown without and with shedkit (about a minute; report in out/demo)
+	$(GO) run ./cmd/demo $(DEMO_FLAGS)
+
+jaeger-build: $(JAEGER_BIN) ## build Jaeger from the Go module proxy into .cache/ (several minutes, once)
+
+$(JAEGER_BIN): tools/jaeger/go.mod tools/jaeger/go.sum
+	@mkdir -p $(dir $@)
+	@echo "building Jaeger $(JAEGER_VERSION) from the Go module proxy (several minutes on a cold cache)..."
+	cd tools/jaeger && $(GO) build -trimpath -ldflags='-s -w' -o $(CURDIR)/$@ github.com/jaegertracing/jaeger/cmd/jaeger
+
+jaeger: $(JAEGER_BIN) ## run Jaeger on 127.0.0.1 (API http://127.0.0.1:16686, OTLP :4317/:4318), in-memory
+	$(JAEGER_BIN) --config file:e2e/jaeger.yaml
+
+# Jaeger stores traces, not metrics: metrics stay on the demo's /metrics.
+demo-traces: ## run the demo exporting its traces to the Jaeger of `make jaeger`
+	OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:4318 OTEL_METRICS_EXPORTER=none $(GO) run ./cmd/demo $(DEMO_FLAGS)
+
+e2e: $(JAEGER_BIN) ## end-to-end: Jaeger + a short demo, then check the traces through Jaeger's API
+	JAEGER_BIN=$(CURDIR)/$(JAEGER_BIN) $(GO) test -tags e2e -count=1 -v -timeout 10m ./e2e/

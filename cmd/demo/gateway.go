@@ -1,0 +1,204 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
+	"go.opentelemetry.io/otel/metric"
+
+	"github.com/shedkit/shedkit/limits"
+	"github.com/shedkit/shedkit/middleware/nethttp"
+	"github.com/shedkit/shedkit/retrybudget"
+	"github.com/shedkit/shedkit/shed"
+	"github.com/shedkit/shedkit/shed/shedotel"
+)
+
+// gateway is the service under test: it answers the load generator by
+// calling the upstream. Protected, it runs behind shedkit's middleware with
+// an adaptive limit and calls the upstream through a retry budget.
+// Unprotected, it is what such services often look like: no limit, and a
+// hand-written loop that retries every failure three times.
+type gateway struct {
+	mode     string
+	lim      *shed.Limiter
+	reg      metric.Registration
+	client   *http.Client
+	upstream string
+	inflight atomic.Int64
+	srv      *http.Server
+	url      string
+}
+
+type gatewayConfig struct {
+	protected      bool
+	upstream       string
+	tel            *telemetry
+	initialLimit   int
+	latencyCeiling time.Duration
+	queueWait      time.Duration
+	attemptTimeout time.Duration
+}
+
+func startGateway(ctx context.Context, cfg gatewayConfig) (*gateway, error) {
+	g := &gateway{mode: "unprotected", upstream: cfg.upstream}
+	tp, err := cfg.tel.tracerProvider(ctx, serviceGateway)
+	if err != nil {
+		return nil, err
+	}
+	base := &http.Transport{MaxIdleConnsPerHost: 1024, IdleConnTimeout: 30 * time.Second}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/api/", g.serve)
+	var handler http.Handler = mux
+	if cfg.protected {
+		g.mode = "protected"
+		gradient, err := limits.NewGradient(limits.GradientConfig{
+			InitialLimit:   cfg.initialLimit,
+			LatencyCeiling: cfg.latencyCeiling,
+		})
+		if err != nil {
+			return nil, err
+		}
+		metrics, err := shedotel.New(shedotel.Config{MeterProvider: cfg.tel.meters, Name: "gateway"})
+		if err != nil {
+			return nil, err
+		}
+		g.lim, err = shed.New(shed.Config{
+			Source: gradient,
+			Classes: []shed.ClassConfig{
+				// Interactive keeps 80% of the limit and may wait briefly;
+				// batch borrows whatever interactive leaves idle.
+				{Name: "interactive", Protected: 0.8, QueueDepth: 200, MaxWait: cfg.queueWait},
+				{Name: "batch"},
+			},
+			Observer: metrics,
+		})
+		if err != nil {
+			return nil, err
+		}
+		if g.reg, err = metrics.Register(g.lim); err != nil {
+			return nil, err
+		}
+		mw, err := nethttp.New(nethttp.Config{
+			Limiter:   g.lim,
+			Routes:    map[string]string{classPaths[interactive]: "interactive", classPaths[batch]: "batch"},
+			SkipPaths: []string{"/healthz"},
+		})
+		if err != nil {
+			return nil, err
+		}
+		handler = mw(mux)
+		rt, err := retrybudget.NewTransport(retrybudget.TransportConfig{
+			Base:           base,
+			Name:           "gateway-upstream",
+			MaxAttempts:    3,
+			AttemptTimeout: cfg.attemptTimeout,
+			Budget:         mustBudget(),
+			TracerProvider: tp,
+			MeterProvider:  cfg.tel.meters,
+		})
+		if err != nil {
+			return nil, err
+		}
+		g.client = &http.Client{Transport: rt}
+	} else {
+		g.client = &http.Client{Transport: otelhttp.NewTransport(base, otelhttp.WithTracerProvider(tp))}
+	}
+	// The server span comes first, so the middleware can tag it.
+	handler = otelhttp.NewHandler(handler, "gateway",
+		otelhttp.WithTracerProvider(tp), otelhttp.WithMeterProvider(cfg.tel.meters),
+		otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string { return r.Method + " " + r.URL.Path }))
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	g.url = "http://" + ln.Addr().String()
+	g.srv = &http.Server{Handler: handler, ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = g.srv.Serve(ln) }()
+	return g, nil
+}
+
+// mustBudget is the gateway's retry budget: Finagle's defaults (retries
+// up to 20% of requests plus 10 per second, over 10 s).
+func mustBudget() *retrybudget.Budget {
+	b, err := retrybudget.NewBudget(retrybudget.BudgetConfig{Name: "gateway-upstream"})
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+// serve calls the upstream for one request.
+func (g *gateway) serve(w http.ResponseWriter, r *http.Request) {
+	g.inflight.Add(1)
+	defer g.inflight.Add(-1)
+	attempts := 1
+	if g.lim == nil {
+		attempts = 3 // the unprotected gateway's hand-written retry loop
+	}
+	status := http.StatusBadGateway
+	for i := 0; i < attempts; i++ {
+		ctx, cancel := r.Context(), context.CancelFunc(func() {})
+		if g.lim == nil {
+			ctx, cancel = context.WithTimeout(r.Context(), time.Second)
+		}
+		status = g.call(ctx, r.URL.Path)
+		cancel()
+		if status == http.StatusOK || r.Context().Err() != nil {
+			break
+		}
+	}
+	if status != http.StatusOK {
+		http.Error(w, http.StatusText(status), status)
+		return
+	}
+	_, _ = io.WriteString(w, "ok\n")
+}
+
+func (g *gateway) call(ctx context.Context, path string) int {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, g.upstream+path, nil)
+	if err != nil {
+		return http.StatusInternalServerError
+	}
+	resp, err := g.client.Do(req)
+	if err != nil {
+		if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, retrybudget.ErrAttemptTimeout) {
+			return http.StatusGatewayTimeout
+		}
+		return http.StatusBadGateway
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return resp.StatusCode
+	}
+	return http.StatusOK
+}
+
+// limitAndInFlight reports the gateway's limit (0 when it has none) and
+// the requests it is working on.
+func (g *gateway) limitAndInFlight() (int, int) {
+	if g.lim == nil {
+		return 0, int(g.inflight.Load())
+	}
+	s := g.lim.Snapshot()
+	return s.Limit, s.InFlight
+}
+
+func (g *gateway) close(ctx context.Context) error {
+	err := g.srv.Shutdown(ctx)
+	if g.reg != nil {
+		err = errors.Join(err, g.reg.Unregister())
+	}
+	g.client.CloseIdleConnections()
+	if err != nil {
+		return fmt.Errorf("gateway: %w", err)
+	}
+	return nil
+}

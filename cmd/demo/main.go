@@ -1,0 +1,270 @@
+// Command demo shows what shedkit does during an upstream slowdown. It
+// starts, on 127.0.0.1, an upstream whose latency follows a schedule
+// (healthy, then slower, then healthy), a gateway that calls it, and a load
+// generator with interactive and batch traffic. It runs the schedule once
+// with an unprotected gateway and once with shedkit (adaptive limit,
+// priority classes, retry budget), prints one progress line a second, and
+// ends with a side-by-side summary and a report (Markdown and PNG charts).
+//
+// While it runs, Prometheus metrics are served on -metrics-addr/metrics.
+// Traces and metrics are also exported by OTLP when the standard
+// OpenTelemetry variables ask for it (OTEL_EXPORTER_OTLP_ENDPOINT, ...).
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"time"
+
+	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
+)
+
+type options struct {
+	sched          schedule
+	rates          [numClasses]float64
+	deadlines      [numClasses]time.Duration
+	capacity       int
+	modes          []string
+	out            string
+	metricsAddr    string
+	seed           uint64
+	quiet          bool
+	initialLimit   int
+	latencyCeiling time.Duration
+	queueWait      time.Duration
+	attemptTimeout time.Duration
+}
+
+func parseFlags(args []string, stderr io.Writer) (*options, error) {
+	o := &options{}
+	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, `Usage: demo [flags]
+
+Runs the same load and the same upstream slowdown against an unprotected
+gateway and a gateway protected by shedkit, and compares them. Everything
+listens on 127.0.0.1. The report goes to -out (report.md and PNG charts).
+
+Traces and metrics are exported by OTLP when OTEL_EXPORTER_OTLP_ENDPOINT
+(or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT) is set, e.g. to a local Jaeger:
+  OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:4318 demo
+
+Flags:
+`)
+		fs.PrintDefaults()
+	}
+	fs.DurationVar(&o.sched.Duration, "duration", 30*time.Second, "length of each run")
+	fs.DurationVar(&o.sched.Healthy, "latency", 40*time.Millisecond, "upstream median latency when healthy")
+	fs.Float64Var(&o.sched.Factor, "slow-factor", 10, "how many times slower the upstream gets")
+	fs.DurationVar(&o.sched.SlowStart, "slow-start", 8*time.Second, "when the slowdown starts, from the start of a run")
+	fs.DurationVar(&o.sched.SlowFor, "slow-for", 12*time.Second, "how long the slowdown lasts")
+	fs.IntVar(&o.capacity, "capacity", 40, "requests the upstream serves at once before it slows further (processor sharing)")
+	fs.Float64Var(&o.rates[interactive], "interactive-rate", 120, "interactive requests per second (Poisson)")
+	fs.Float64Var(&o.rates[batch], "batch-rate", 120, "batch requests per second (Poisson)")
+	fs.DurationVar(&o.deadlines[interactive], "interactive-deadline", time.Second, "deadline of an interactive request")
+	fs.DurationVar(&o.deadlines[batch], "batch-deadline", 3*time.Second, "deadline of a batch request")
+	mode := fs.String("mode", "both", "which runs: both, protected or unprotected")
+	fs.StringVar(&o.out, "out", "out/demo", "directory for report.md and the charts (empty: no report)")
+	fs.StringVar(&o.metricsAddr, "metrics-addr", "127.0.0.1:9464", "where to serve Prometheus metrics (empty: nowhere)")
+	fs.Uint64Var(&o.seed, "seed", 1, "seed of the arrival and latency randomness")
+	fs.BoolVar(&o.quiet, "quiet", false, "no progress lines")
+	fs.IntVar(&o.initialLimit, "initial-limit", 20, "shedkit: initial concurrency limit of the gateway")
+	fs.DurationVar(&o.latencyCeiling, "latency-ceiling", 0, "shedkit: latency above which the limit is cut (0: none)")
+	fs.DurationVar(&o.queueWait, "queue-wait", 250*time.Millisecond, "shedkit: longest an interactive request waits for admission")
+	fs.DurationVar(&o.attemptTimeout, "attempt-timeout", 800*time.Millisecond, "shedkit: timeout of one attempt to the upstream")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected arguments: %v", fs.Args())
+	}
+	switch *mode {
+	case "both":
+		o.modes = []string{"unprotected", "protected"}
+	case "protected", "unprotected":
+		o.modes = []string{*mode}
+	default:
+		return nil, fmt.Errorf("-mode must be both, protected or unprotected, got %q", *mode)
+	}
+	if err := o.sched.validate(); err != nil {
+		return nil, err
+	}
+	for c := 0; c < numClasses; c++ {
+		if o.rates[c] < 0 || o.deadlines[c] <= 0 {
+			return nil, fmt.Errorf("rates must be >= 0 and deadlines > 0")
+		}
+	}
+	if o.capacity < 1 || o.initialLimit < 1 || o.queueWait <= 0 || o.attemptTimeout <= 0 {
+		return nil, fmt.Errorf("-capacity, -initial-limit, -queue-wait and -attempt-timeout must be > 0")
+	}
+	return o, nil
+}
+
+func main() {
+	o, err := parseFlags(os.Args[1:], os.Stderr)
+	if err == flag.ErrHelp {
+		os.Exit(0)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "demo:", err)
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	if err := run(ctx, o, os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "demo:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, o *options, stdout io.Writer) error {
+	tel, err := setupTelemetry(ctx, o.metricsAddr)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := tel.shutdown(sctx); err != nil {
+			fmt.Fprintln(os.Stderr, "demo: telemetry shutdown:", err)
+		}
+	}()
+	fmt.Fprintf(stdout, "shedkit demo: upstream %v median, %gx slower from %v for %v; capacity %d in flight\n",
+		o.sched.Healthy, o.sched.Factor, o.sched.SlowStart, o.sched.SlowFor, o.capacity)
+	fmt.Fprintf(stdout, "load: interactive %.0f/s (deadline %v), batch %.0f/s (deadline %v); runs of %v: %s\n",
+		o.rates[interactive], o.deadlines[interactive], o.rates[batch], o.deadlines[batch], o.sched.Duration, strings.Join(o.modes, ", "))
+	if tel.addr != "" {
+		fmt.Fprintf(stdout, "metrics: http://%s/metrics\n", tel.addr)
+	}
+	if tel.otlp {
+		fmt.Fprintln(stdout, "traces: exported by OTLP")
+	}
+
+	var results []*runResult
+	for _, mode := range o.modes {
+		if ctx.Err() != nil {
+			break
+		}
+		r, err := runOnce(ctx, o, mode, tel, stdout)
+		if err != nil {
+			return err
+		}
+		results = append(results, r)
+	}
+	if len(results) == 0 {
+		return ctx.Err()
+	}
+	fmt.Fprintln(stdout)
+	fmt.Fprint(stdout, table(results))
+	if o.out != "" {
+		if err := writeReport(o.out, results, describe(o)); err != nil {
+			return fmt.Errorf("report: %w", err)
+		}
+		fmt.Fprintf(stdout, "\nreport: %s/report.md (charts: goodput, latency, inflight, amplification .png)\n", o.out)
+	}
+	return nil
+}
+
+func describe(o *options) string {
+	return fmt.Sprintf("upstream: %v median latency, x%g from %v for %v, capacity %d\n"+
+		"interactive: %.0f/s, deadline %v; batch: %.0f/s, deadline %v; seed %d\n"+
+		"shedkit: Gradient limit (initial %d), interactive protects 80%% and queues up to %v, retry budget 20%% + 10/s, attempt timeout %v",
+		o.sched.Healthy, o.sched.Factor, o.sched.SlowStart, o.sched.SlowFor, o.capacity,
+		o.rates[interactive], o.deadlines[interactive], o.rates[batch], o.deadlines[batch], o.seed,
+		o.initialLimit, o.queueWait, o.attemptTimeout)
+}
+
+// runOnce runs the schedule against one gateway.
+func runOnce(ctx context.Context, o *options, mode string, tel *telemetry, stdout io.Writer) (*runResult, error) {
+	// A fresh upstream for every run: the work an overloaded run leaves
+	// behind must not slow the next one.
+	up := newUpstream(o.sched, o.capacity, o.seed)
+	upTP, err := tel.tracerProvider(ctx, serviceUpstream)
+	if err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	upSrv := &http.Server{
+		Handler:           otelhttp.NewHandler(up, "upstream", otelhttp.WithTracerProvider(upTP), otelhttp.WithMeterProvider(tel.meters)),
+		ReadHeaderTimeout: 5 * time.Second,
+	}
+	go func() { _ = upSrv.Serve(ln) }()
+	defer upSrv.Close()
+
+	gw, err := startGateway(ctx, gatewayConfig{
+		protected:      mode == "protected",
+		upstream:       "http://" + ln.Addr().String(),
+		tel:            tel,
+		initialLimit:   o.initialLimit,
+		latencyCeiling: o.latencyCeiling,
+		queueWait:      o.queueWait,
+		attemptTimeout: o.attemptTimeout,
+	})
+	if err != nil {
+		return nil, err
+	}
+	defer gw.close(context.Background())
+
+	start := time.Now()
+	up.reset(start)
+	rec := newRecorder(start, o.sched.Duration+10*time.Second)
+	lg := &loadgen{base: gw.url, rates: o.rates, deadlines: o.deadlines, rec: rec,
+		client: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1024}}}
+	if mode == "unprotected" {
+		lg.naive = 2 // clients retry every failure twice, each with a full timeout
+	}
+	fmt.Fprintf(stdout, "\n== %s run ==\n", mode)
+	runCtx, cancel := context.WithTimeout(ctx, o.sched.Duration)
+	defer cancel()
+	done := make(chan struct{})
+	go func() {
+		lg.run(runCtx, o.seed)
+		close(done)
+	}()
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	lastAttempts := int64(0)
+	for i := 0; ; i++ {
+		select {
+		case <-done:
+			// Count the attempts of the stragglers into the last second.
+			n := min(i, len(rec.secs)-1)
+			limit, inflight := gw.limitAndInFlight()
+			rec.setGauges(n, limit, inflight, int(up.served.Load()-lastAttempts))
+			return &runResult{mode: mode, sched: o.sched, secs: rec.secs[:max(n, int(o.sched.Duration/time.Second))+1],
+				logical: lg.logical.Load(), attempt: up.served.Load()}, nil
+		case <-tick.C:
+			served := up.served.Load()
+			limit, inflight := gw.limitAndInFlight()
+			rec.setGauges(i, limit, inflight, int(served-lastAttempts))
+			lastAttempts = served
+			if !o.quiet {
+				fmt.Fprintln(stdout, progressLine(mode, i, o.sched, rec.snapshot(i)))
+			}
+		}
+	}
+}
+
+func progressLine(mode string, i int, sched schedule, s second) string {
+	offered := s.offered[interactive] + s.offered[batch]
+	shed := s.shed[interactive] + s.shed[batch]
+	limit := "-"
+	if s.limit > 0 {
+		limit = fmt.Sprint(s.limit)
+	}
+	return fmt.Sprintf("%-11s t=%2ds %-9s offered %3d/s  good %3d/s (int %3d, batch %3d)  shed %3d/s  p99 int %5s batch %5s  limit %4s  in flight %4d  attempts/req %.2f",
+		mode, i+1, sched.phaseAt(time.Duration(i)*time.Second), offered, s.good[interactive]+s.good[batch],
+		s.good[interactive], s.good[batch], shed, ms(s.p99(interactive)), ms(s.p99(batch)), limit, s.inflight,
+		ratio(s.attempts, offered))
+}

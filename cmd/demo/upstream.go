@@ -1,0 +1,66 @@
+package main
+
+import (
+	"math"
+	"math/rand/v2"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// upstream is the dependency the gateway calls. Its service time follows
+// the schedule, with lognormal noise, and grows once more than capacity
+// requests are in flight (processor sharing: each request gets
+// capacity/inflight of a worker). Work continues when the caller has gone
+// away, as it does in real services: that is the wasted work overload
+// creates.
+type upstream struct {
+	sched    schedule
+	capacity int
+	// maxInFlight bounds the requests it holds (its worker pool and accept
+	// queue); beyond that it answers 503 at once, like most servers.
+	maxInFlight int64
+	start       atomic.Int64 // UnixNano of the run's start
+
+	inflight atomic.Int64
+	served   atomic.Int64 // requests that reached the handler (attempts on the wire)
+
+	mu  sync.Mutex
+	rng *rand.Rand
+}
+
+func newUpstream(s schedule, capacity int, seed uint64) *upstream {
+	return &upstream{sched: s, capacity: capacity, maxInFlight: int64(25 * capacity), rng: rand.New(rand.NewPCG(seed, 7))}
+}
+
+func (u *upstream) reset(now time.Time) {
+	u.start.Store(now.UnixNano())
+	u.served.Store(0)
+}
+
+// serviceTime draws the time one request takes at offset t with n in flight.
+func (u *upstream) serviceTime(t time.Duration, n int64) time.Duration {
+	u.mu.Lock()
+	noise := math.Exp(0.25 * u.rng.NormFloat64())
+	u.mu.Unlock()
+	d := float64(u.sched.Healthy) * u.sched.factorAt(t) * noise
+	if over := float64(n) / float64(u.capacity); over > 1 {
+		d *= over
+	}
+	return time.Duration(d)
+}
+
+func (u *upstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	u.served.Add(1)
+	n := u.inflight.Add(1)
+	defer u.inflight.Add(-1)
+	if n > u.maxInFlight {
+		http.Error(w, "overloaded", http.StatusServiceUnavailable)
+		return
+	}
+	t := time.Duration(time.Now().UnixNano() - u.start.Load())
+	time.Sleep(u.serviceTime(t, n)) // not cut short by r.Context(): the work is done anyway
+	w.Header().Set("Content-Type", "text/plain")
+	_, _ = w.Write([]byte("ok\n"))
+}

@@ -1,0 +1,305 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+const (
+	jaegerQuery = "http://127.0.0.1:16686"
+	otlpHTTP    = "http://127.0.0.1:4318"
+	gatewaySvc  = "shedkit-demo-gateway"
+	upstreamSvc = "shedkit-demo-upstream"
+)
+
+func repoRoot(t *testing.T) string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Dir(filepath.Dir(file))
+}
+
+// startJaeger starts Jaeger with in-memory storage on 127.0.0.1 and stops
+// it when the test ends.
+func startJaeger(t *testing.T, root string) {
+	bin := os.Getenv("JAEGER_BIN")
+	if bin == "" {
+		t.Fatal("JAEGER_BIN is not set: run the end-to-end test with `make e2e`")
+	}
+	if c, err := http.Get(jaegerQuery + "/api/services"); err == nil {
+		c.Body.Close()
+		t.Fatal("something already listens on 127.0.0.1:16686; stop it first")
+	}
+	log, err := os.Create(filepath.Join(t.TempDir(), "jaeger.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "--config", "file:"+filepath.Join(root, "e2e", "jaeger.yaml"))
+	cmd.Stdout, cmd.Stderr = log, log
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
+		done := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			<-done
+		}
+		if t.Failed() {
+			b, _ := os.ReadFile(log.Name())
+			t.Logf("jaeger log:\n%s", b)
+		}
+	})
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		resp, err := http.Get(jaegerQuery + "/api/services")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("Jaeger did not answer on %s within 60 s: %v", jaegerQuery, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// runDemo runs a short protected demo that exports its traces to Jaeger.
+// The attempt timeout is below the slowed upstream's latency, so that the
+// retrying client makes several attempts per logical request.
+func runDemo(t *testing.T, root string) {
+	bin := filepath.Join(t.TempDir(), "demo")
+	build := exec.Command("go", "build", "-o", bin, "./cmd/demo")
+	build.Dir = root
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building the demo: %v\n%s", err, out)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin,
+		"-mode", "protected", "-duration", "8s", "-slow-start", "2s", "-slow-for", "4s",
+		"-attempt-timeout", "300ms", "-out", "", "-metrics-addr", "", "-quiet")
+	// Jaeger stores traces only: metrics are not exported by OTLP.
+	cmd.Env = append(os.Environ(), "OTEL_EXPORTER_OTLP_ENDPOINT="+otlpHTTP, "OTEL_METRICS_EXPORTER=none")
+	out, err := cmd.CombinedOutput()
+	t.Logf("demo output:\n%s", out)
+	if err != nil {
+		t.Fatalf("demo: %v", err)
+	}
+}
+
+// Jaeger's HTTP query API (v1 JSON).
+type jaegerTraces struct {
+	Data []jaegerTrace `json:"data"`
+}
+
+type jaegerTrace struct {
+	TraceID   string                   `json:"traceID"`
+	Spans     []jaegerSpan             `json:"spans"`
+	Processes map[string]jaegerProcess `json:"processes"`
+}
+
+type jaegerSpan struct {
+	TraceID       string      `json:"traceID"`
+	SpanID        string      `json:"spanID"`
+	OperationName string      `json:"operationName"`
+	References    []jaegerRef `json:"references"`
+	StartTime     int64       `json:"startTime"`
+	Tags          []jaegerTag `json:"tags"`
+	ProcessID     string      `json:"processID"`
+}
+
+type jaegerRef struct {
+	RefType string `json:"refType"`
+	SpanID  string `json:"spanID"`
+}
+
+type jaegerTag struct {
+	Key   string `json:"key"`
+	Value any    `json:"value"`
+}
+
+type jaegerProcess struct {
+	ServiceName string `json:"serviceName"`
+}
+
+func (s *jaegerSpan) tag(key string) (string, bool) {
+	for _, t := range s.Tags {
+		if t.Key == key {
+			return fmt.Sprint(t.Value), true
+		}
+	}
+	return "", false
+}
+
+func (s *jaegerSpan) parent() string {
+	for _, r := range s.References {
+		if r.RefType == "CHILD_OF" {
+			return r.SpanID
+		}
+	}
+	return ""
+}
+
+func query(t *testing.T, path string, v any) {
+	t.Helper()
+	resp, err := http.Get(jaegerQuery + path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("GET %s: %s", path, resp.Status)
+	}
+	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
+		t.Fatalf("GET %s: %v", path, err)
+	}
+}
+
+func TestTracesInJaeger(t *testing.T) {
+	root := repoRoot(t)
+	startJaeger(t, root)
+	runDemo(t, root)
+
+	// The exporters flushed at exit; give the collector's batch a moment.
+	var services struct {
+		Data []string `json:"data"`
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		query(t, "/api/services", &services)
+		if strings.Contains(strings.Join(services.Data, ","), gatewaySvc) || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	for _, want := range []string{gatewaySvc, upstreamSvc} {
+		if !strings.Contains(strings.Join(services.Data, ","), want) {
+			t.Fatalf("services %v, want %s", services.Data, want)
+		}
+	}
+
+	var traces jaegerTraces
+	query(t, "/api/traces?service="+gatewaySvc+"&limit=100000&lookback=1h", &traces)
+	t.Logf("%d gateway traces", len(traces.Data))
+
+	var (
+		admitted, rejected int
+		reasons            = map[string]int{}
+		logical            int
+		attemptsHist       = map[int]int{}
+		upstreamChildren   int
+	)
+	for _, tr := range traces.Data {
+		byID := map[string]*jaegerSpan{}
+		children := map[string][]*jaegerSpan{}
+		for i := range tr.Spans {
+			s := &tr.Spans[i]
+			byID[s.SpanID] = s
+			children[s.parent()] = append(children[s.parent()], s)
+		}
+		for i := range tr.Spans {
+			s := &tr.Spans[i]
+			svc := tr.Processes[s.ProcessID].ServiceName
+			kind, _ := s.tag("span.kind")
+			switch {
+			case svc == gatewaySvc && kind == "server":
+				decision, _ := s.tag("shedkit.decision")
+				class, hasClass := s.tag("shedkit.class")
+				switch decision {
+				case "admitted":
+					admitted++
+					if !hasClass || (class != "interactive" && class != "batch") {
+						t.Errorf("admitted server span %s has class %q", s.SpanID, class)
+					}
+					if _, ok := s.tag("shedkit.queue.wait"); !ok {
+						t.Errorf("admitted server span %s has no shedkit.queue.wait", s.SpanID)
+					}
+				case "rejected":
+					rejected++
+					reason, ok := s.tag("shedkit.reason")
+					if !ok || reason == "" {
+						t.Errorf("rejected server span %s has no shedkit.reason", s.SpanID)
+					}
+					reasons[reason]++
+				default:
+					t.Errorf("gateway server span %s has shedkit.decision %q", s.SpanID, decision)
+				}
+			case svc == gatewaySvc && kind == "internal":
+				// The logical request of the retrying client: one CLIENT
+				// child per attempt, resend count absent on the first and
+				// 1, 2, ... on the next ones.
+				var attempts []*jaegerSpan
+				for _, c := range children[s.SpanID] {
+					if k, _ := c.tag("span.kind"); k == "client" {
+						attempts = append(attempts, c)
+					}
+				}
+				if len(attempts) == 0 {
+					continue // denied before any attempt (e.g. the deadline)
+				}
+				logical++
+				attemptsHist[len(attempts)]++
+				sort.Slice(attempts, func(i, j int) bool { return attempts[i].StartTime < attempts[j].StartTime })
+				for i, a := range attempts {
+					rc, ok := a.tag("http.request.resend_count")
+					switch {
+					case i == 0 && ok:
+						t.Errorf("first attempt %s carries http.request.resend_count=%s", a.SpanID, rc)
+					case i > 0 && rc != fmt.Sprint(i):
+						t.Errorf("attempt %d (%s) has http.request.resend_count=%q, want %d", i+1, a.SpanID, rc, i)
+					}
+					if _, ok := a.tag("http.request.method"); !ok {
+						t.Errorf("attempt span %s has no http.request.method", a.SpanID)
+					}
+					for _, up := range children[a.SpanID] {
+						if tr.Processes[up.ProcessID].ServiceName == upstreamSvc {
+							upstreamChildren++
+						}
+					}
+				}
+				if p := byID[s.parent()]; p == nil || tr.Processes[p.ProcessID].ServiceName != gatewaySvc {
+					t.Errorf("logical span %s is not a child of a gateway span", s.SpanID)
+				}
+			}
+		}
+	}
+	t.Logf("server spans: %d admitted, %d rejected %v; logical spans by attempts %v; upstream spans under attempts %d",
+		admitted, rejected, reasons, attemptsHist, upstreamChildren)
+	if admitted == 0 || rejected == 0 {
+		t.Errorf("want both admitted and rejected gateway server spans, got %d and %d", admitted, rejected)
+	}
+	if logical == 0 {
+		t.Fatal("no logical INTERNAL span with CLIENT attempts")
+	}
+	retried := 0
+	for n, c := range attemptsHist {
+		if n > 1 {
+			retried += c
+		}
+	}
+	if retried == 0 {
+		t.Errorf("no logical request was retried (attempts per logical span %v): resend counts untested", attemptsHist)
+	}
+	if upstreamChildren == 0 {
+		t.Error("no upstream server span is a child of an attempt: trace context was not propagated")
+	}
+}
