@@ -24,14 +24,13 @@ type runResult struct {
 
 // summary condenses a run into the figures of the side-by-side table.
 type summary struct {
-	goodput, goodputSlow       [numClasses]float64 // good / offered
-	p99Healthy, p99Slow        [numClasses]time.Duration
-	shed                       [numClasses]int
-	amplification              float64 // upstream attempts / logical requests
-	amplificationSlow          float64
-	recovery                   time.Duration // -1: not recovered before the end
-	healthyRate, slowRate      float64       // good responses per second
-	offeredRate, upstreamLimit float64
+	goodput, goodputSlow  [numClasses]float64 // good / offered
+	p99Healthy, p99Slow   [numClasses]time.Duration
+	shed                  [numClasses]int
+	amplification         float64 // upstream attempts / logical requests
+	amplificationSlow     float64
+	recovery              time.Duration // -1: not recovered before the end
+	healthyRate, slowRate float64       // good responses per second
 }
 
 func (r *runResult) summarize() summary {

@@ -13,8 +13,6 @@ const (
 	numClasses
 )
 
-var classNames = [numClasses]string{"interactive", "batch"}
-
 // second aggregates what happened during one second of a run, by class.
 type second struct {
 	offered [numClasses]int // logical requests started
@@ -106,28 +104,9 @@ func (r *recorder) setGauges(i, limit, inflight, attempts int) {
 	r.mu.Unlock()
 }
 
-// totals sums seconds [from, to).
+// totals are the sums of some seconds of a run (see sum).
 type totals struct {
 	offered, ok, good, shed, failed [numClasses]int
 	attempts                        int
 	lat                             [numClasses][]time.Duration
-}
-
-func (r *recorder) totals(from, to int) totals {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	var t totals
-	for i := max(from, 0); i < min(to, len(r.secs)); i++ {
-		s := &r.secs[i]
-		for c := 0; c < numClasses; c++ {
-			t.offered[c] += s.offered[c]
-			t.ok[c] += s.ok[c]
-			t.good[c] += s.good[c]
-			t.shed[c] += s.shed[c]
-			t.failed[c] += s.failed[c]
-			t.lat[c] = append(t.lat[c], s.lat[c]...)
-		}
-		t.attempts += s.attempts
-	}
-	return t
 }
