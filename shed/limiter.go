@@ -66,6 +66,9 @@ type Limiter struct {
 	maxCost    int64
 	costBudget bool
 	multi      bool
+	// classCost: several classes and a cost budget, so protected shares
+	// apply to cost too and each class's cost is tracked.
+	classCost  bool
 	strict     bool
 	dryRun     bool
 	demandHold time.Duration
@@ -76,6 +79,8 @@ type Limiter struct {
 	onLeak     func(Leak)
 	trackLeaks bool
 	maxSamples float64
+	// quiet: no observer, so an untimed success needs no event.
+	quiet bool
 
 	cfg         []ClassConfig
 	names       []string
@@ -126,6 +131,8 @@ func New(cfg Config) (*Limiter, error) {
 		counts:     make([]classCounters, len(cfg.Classes)),
 	}
 	l.epoch = l.clock()
+	l.quiet = cfg.Observer == nil
+	l.classCost = l.multi && l.costBudget
 	if !l.costBudget {
 		l.maxCost = MaxTotalCost
 	}
@@ -235,33 +242,56 @@ var (
 // rejection, errQueued when w was queued (mayQueue), or errNeedWaiter when
 // the request would queue and w is nil.
 func (l *Limiter) acquire(now time.Time, hasNow bool, req Request, w *Waiter, mayQueue bool) (Permit, error) {
-	cost, err := l.check(req)
-	if err != nil {
-		return Permit{}, err
+	cost := req.Cost
+	if cost == 0 {
+		cost = 1
 	}
-	if cost > l.maxCost {
-		return Permit{}, l.reject(now, req.Class, cost, ReasonCostTooLarge, l.rej.max, false)
+	if cost < 0 || int(req.Class) >= len(l.cfg) || cost > l.maxCost {
+		return l.acquireOdd(now, req, cost)
 	}
 	limit := l.limit()
-	for {
-		s := l.state.Load()
-		if s&slowFlag != 0 {
-			break
-		}
-		n := inFlightOf(s)
-		if uint64(n) >= limit || costOf(s)+cost > l.maxCost {
-			if l.dryRun || l.marksDemand[req.Class] || (mayQueue && l.cfg[req.Class].QueueDepth > 0) {
-				break
-			}
-			return Permit{}, l.reject(now, req.Class, cost, ReasonLimit, l.hint(0, limit), false)
-		}
-		if l.state.CompareAndSwap(s, s+delta(cost)) {
-			p := l.newPermit(now, hasNow, req.Class, cost, n+1, 0, ReasonNone)
-			if l.observer != nil {
-				l.noteAdmitted(p, false)
-			}
-			return p, nil
-		}
+	if s := l.state.Load(); s&slowFlag != 0 || uint64(inFlightOf(s)) >= limit || costOf(s)+cost > l.maxCost {
+		return l.acquireShort(now, hasNow, req, cost, w, mayQueue, limit)
+	}
+	// Optimistic: add, then check. One atomic add instead of a CAS loop
+	// that retries under contention; the rare loser takes its add back.
+	s := l.state.Add(delta(cost))
+	if s&slowFlag != 0 || uint64(inFlightOf(s)) > limit || costOf(s) > l.maxCost {
+		l.giveBack(now, hasNow, cost)
+		return l.acquireShort(now, hasNow, req, cost, w, mayQueue, limit)
+	}
+	p := l.newPermit(now, hasNow, req.Class, cost, inFlightOf(s), 0, ReasonNone)
+	if l.observer != nil {
+		l.noteAdmitted(p, false)
+	}
+	return p, nil
+}
+
+// giveBack returns capacity to the state word (an optimistic admission that
+// lost, or a release). If the slow flag is up, waiters may have queued on
+// the capacity just returned: hand it to them.
+func (l *Limiter) giveBack(now time.Time, hasNow bool, cost int64) {
+	if s := l.state.Add(-delta(cost)); s&slowFlag != 0 {
+		l.kick(now, hasNow)
+	}
+}
+
+// acquireOdd handles the requests the fast path does not: malformed ones
+// and those costing more than the whole budget.
+func (l *Limiter) acquireOdd(now time.Time, req Request, cost int64) (Permit, error) {
+	if _, err := l.check(req); err != nil {
+		return Permit{}, err
+	}
+	return Permit{}, l.reject(now, req.Class, cost, ReasonCostTooLarge, l.rej.max, false)
+}
+
+// acquireShort handles admission when the lock-free path cannot decide: the
+// limit is reached, or waiters, protected demand or draining need the lock.
+// A plain rejection at the limit is still decided without the lock.
+func (l *Limiter) acquireShort(now time.Time, hasNow bool, req Request, cost int64, w *Waiter, mayQueue bool, limit uint64) (Permit, error) {
+	if s := l.state.Load(); s&slowFlag == 0 && !l.dryRun && !l.marksDemand[req.Class] && (!mayQueue || l.cfg[req.Class].QueueDepth == 0) &&
+		(uint64(inFlightOf(s)) >= limit || costOf(s)+cost > l.maxCost) {
+		return Permit{}, l.reject(now, req.Class, cost, ReasonLimit, l.hint(0, limit), false)
 	}
 	return l.acquireSlow(now, hasNow, req, cost, w, mayQueue)
 }

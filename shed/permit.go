@@ -66,7 +66,7 @@ func (p *Permit) limiter() *Limiter {
 func (l *Limiter) newPermit(now time.Time, hasNow bool, c Class, cost int64, inflight int64, wait time.Duration, shadow Reason) Permit {
 	cc := l.hot(c)
 	n := cc.admitted.Add(1)
-	if l.multi {
+	if l.classCost {
 		cc.costIn.Add(cost)
 	}
 	meta := uint64(inflight)&metaInflightMask | uint64(c)<<metaClassShift | uint64(shadow)<<metaShadowShift
@@ -114,6 +114,15 @@ func (p *Permit) release(now time.Time, hasNow bool, o Outcome) {
 	if p.ref == nil {
 		return
 	}
+	// The commonest release at high rates: an untimed, untracked success
+	// with nobody observing. It needs no clock, no sample and no event.
+	if p.meta&(metaTimed|metaTracked) == 0 && o == Success {
+		if l := (*Limiter)(p.ref); l.quiet {
+			p.ref = nil
+			l.releaseQuick(p)
+			return
+		}
+	}
 	l := p.limiter()
 	if p.meta&metaTracked != 0 && !(*tracker)(p.ref).done() {
 		p.ref = nil
@@ -149,17 +158,8 @@ func (l *Limiter) finish(now time.Time, hasNow bool, o Outcome, p *Permit, leake
 	if l.source != nil && (timed || o == Dropped) {
 		l.source.Observe(Sample{Now: now, Latency: lat, Timed: timed, InFlight: int(p.inflight()), Dropped: o == Dropped})
 	}
-	for {
-		s := l.state.Load()
-		if s&slowFlag != 0 {
-			l.releaseSlow(now, hasNow, p, o, leaked)
-			break
-		}
-		if l.state.CompareAndSwap(s, s-delta(p.cost)) {
-			l.countRelease(p, o, leaked)
-			break
-		}
-	}
+	l.countRelease(p, o, leaked)
+	l.giveBack(now, hasNow, p.cost)
 	if ob := l.observer; ob != nil {
 		kind := EventReleased
 		if leaked {
@@ -173,10 +173,20 @@ func (l *Limiter) finish(now time.Time, hasNow bool, o Outcome, p *Permit, leake
 	}
 }
 
+// releaseQuick returns the capacity of an untimed success when no observer
+// listens: one CAS on the state word, and with several classes the class's
+// counters.
+func (l *Limiter) releaseQuick(p *Permit) {
+	if l.multi {
+		l.countRelease(p, Success, false)
+	}
+	l.giveBack(time.Time{}, false, p.cost)
+}
+
 // countRelease moves the release into the class counters.
 func (l *Limiter) countRelease(p *Permit, o Outcome, leaked bool) {
 	cc := l.hot(p.class())
-	if l.multi {
+	if l.classCost {
 		cc.costOut.Add(p.cost)
 	}
 	switch {
@@ -217,48 +227,20 @@ func (p *Permit) reconcile(now time.Time, hasNow bool, actual int64) error {
 	if d == 0 {
 		return nil
 	}
-	for {
-		s := l.state.Load()
-		if s&slowFlag != 0 {
-			if !hasNow {
-				now = l.clock()
-			}
-			var done waiterList
-			l.mu.Lock()
-			l.freezeLocked()
-			err := l.moveCost(l.state.Load(), p, actual, d)
-			if err == nil && d < 0 {
-				l.grantLocked(now, &done)
-			}
-			l.thawLocked()
-			l.mu.Unlock()
-			l.notify(&done)
-			return err
-		}
-		if err := l.moveCost(s, p, actual, d); err != errRetry {
-			return err
-		}
-	}
-}
-
-var errRetry = errors.New("retry")
-
-// moveCost moves the in-flight cost of p by d with a CAS from state s. It
-// returns errRetry when the state changed under it.
-func (l *Limiter) moveCost(s uint64, p *Permit, actual, d int64) error {
-	if nc := costOf(s) + d; nc < 0 || nc > MaxTotalCost {
+	if nc := costOf(l.state.Load()) + d; nc < 0 || nc > MaxTotalCost {
 		return fmt.Errorf("%w: in-flight cost would leave [0, %d]", ErrInvalidRequest, int64(MaxTotalCost))
 	}
 	// Two's complement: adding a negative d shifted left subtracts.
-	if !l.state.CompareAndSwap(s, s+uint64(d)<<costShift) {
-		return errRetry
-	}
+	s := l.state.Add(uint64(d) << costShift)
 	p.cost = actual
 	if p.meta&metaTracked != 0 {
 		(*tracker)(p.ref).s.cost.Store(actual)
 	}
-	if l.multi {
+	if l.classCost {
 		l.hot(p.class()).costIn.Add(d)
+	}
+	if d < 0 && s&slowFlag != 0 {
+		l.kick(now, hasNow) // the cost given back may admit waiters
 	}
 	return nil
 }

@@ -174,17 +174,15 @@ func (l *Limiter) notify(d *waiterList) {
 	}
 }
 
-// releaseSlow returns the capacity of p under the lock and hands it to
-// waiters.
-func (l *Limiter) releaseSlow(now time.Time, hasNow bool, p *Permit, o Outcome, leaked bool) {
+// kick hands capacity that was just returned to the state word to waiters,
+// and completes a drain when nothing is left in flight.
+func (l *Limiter) kick(now time.Time, hasNow bool) {
 	if !hasNow {
 		now = l.clock()
 	}
 	var done waiterList
 	l.mu.Lock()
 	l.freezeLocked()
-	l.state.Add(-delta(p.cost))
-	l.countRelease(p, o, leaked)
 	l.grantLocked(now, &done)
 	if l.draining && l.drained != nil && inFlightOf(l.state.Load()) == 0 {
 		close(l.drained)

@@ -22,7 +22,10 @@ type Snapshot struct {
 // ClassSnapshot is the part of a Snapshot about one class.
 type ClassSnapshot struct {
 	Name string
-	// InFlight and InFlightCost are the class's work in flight.
+	// InFlight and InFlightCost are the class's work in flight. The cost
+	// of each class is tracked when there is one class or a cost budget
+	// (Config.MaxCost); otherwise InFlightCost is 0 and only the limiter's
+	// total (Snapshot.InFlightCost) is known.
 	InFlight     int
 	InFlightCost int64
 	// Protected is the part of the current limit reserved for the class.
@@ -82,7 +85,9 @@ func (l *Limiter) Snapshot() Snapshot {
 		cs.Name = l.names[i]
 		if l.multi {
 			cs.InFlight = int(hc.inflight())
-			cs.InFlightCost = hc.cost()
+			if l.classCost {
+				cs.InFlightCost = hc.cost()
+			}
 		} else {
 			cs.InFlight, cs.InFlightCost = snap.InFlight, snap.InFlightCost
 		}
