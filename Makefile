@@ -8,7 +8,7 @@ STATICCHECK_VERSION ?= v0.8.2
 JAEGER_VERSION ?= v1.75.0
 JAEGER_BIN     := .cache/bin/jaeger-$(JAEGER_VERSION)
 
-.PHONY: help test fmtcheck vet bench cover lint demo jaeger jaeger-build demo-traces e2e
+.PHONY: help test fmtcheck vet bench cover lint demo jaeger jaeger-build demo-traces e2e sim sim-check
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -34,6 +34,12 @@ lint: fmtcheck vet ## gofmt, go vet and staticcheck (fetched from the module pro
 	@if $(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) -version >/dev/null 2>&1; then \
 		$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...; \
 	else echo "staticcheck $(STATICCHECK_VERSION) could not be fetched; skipped"; fi
+
+sim: ## simulate the built-in suite over every policy: table on stdout, CSV, JSON and charts under out/sim
+	$(GO) run ./cmd/shedsim -suite
+
+sim-check: ## the simulation suite against the ranges its scenarios expect (a few minutes)
+	$(GO) run ./cmd/shedsim -suite -check -quiet -charts=false -out ''
 
 demo: ## run the demo: an upstream slowdown without and with shedkit (about a minute; report in out/demo)
 	$(GO) run ./cmd/demo $(DEMO_FLAGS)

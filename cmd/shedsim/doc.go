@@ -1,0 +1,19 @@
+// Command shedsim simulates shedkit's admission control in virtual time
+// and compares policies side by side: a comparison table on stdout, CSV
+// and JSON series and SVG and PNG charts under -out, and a sweep mode that
+// ranks the configurations of a parameter grid. Run shedsim -h for the
+// flags, the policies, the metrics and the output files; the scenario
+// format is documented in package sim.
+//
+// Examples:
+//
+//	shedsim -suite                          # every built-in scenario x policy
+//	shedsim -scenario slowdown -policies 'static:limit=80;shedkit-gradient'
+//	shedsim -scenario my.yaml -check        # exit 1 if an expected range fails
+//	shedsim -scenario slowdown,spike -policies shedkit-gradient \
+//	        -sweep 'tolerance=1.2,1.5,2 smoothing=0.2,0.5' \
+//	        -objective 'max:goodput,trigger_p99<=2s'
+//
+// The command is package github.com/shedkit/shedkit/sim/cli, so that a
+// program registering more policies can offer the same interface.
+package main

@@ -1,0 +1,158 @@
+// Package sim is shedkit's deterministic simulator: it runs the real
+// shed.Limiter, the limits of package limits (and of go-concurrency-limits
+// through limits/gcl) and retrybudget in virtual time, against modelled
+// clients, a gateway, service replicas and their upstream, so that
+// admission policies can be compared and tuned before production.
+// Command shedsim (package cli) is its front end.
+//
+// # Engine
+//
+// A discrete-event simulation: an event heap ordered by time, then by a
+// scheduling sequence number, so that simultaneous events always run in
+// the same order. Timers of a constant duration (attempt timeouts, queue
+// deadlines) go to FIFO lanes of which only the head sits in the heap.
+// Every random draw comes from a PCG stream (math/rand/v2) seeded with the
+// run's seed and the name of the model component that draws from it
+// (arrivals of each class, costs, each upstream's service times and
+// errors, retry jitter, the balancer), so that adding a component does not
+// shift the draws of the others. Nothing iterates over a map, nothing reads
+// the clock and a run starts no goroutine: the same scenario, policy and
+// seed give the same bytes in every output. Requests are pooled; a run
+// allocates little beyond its time series. [RunBatch] runs independent
+// runs in parallel, with results independent of the number of workers.
+//
+// The limiters are driven through their explicit-time API: EnqueueAt
+// admits, rejects or queues (a queued request is woken by the waiter's
+// notify, and its queue deadline is enforced by ExpireAt at
+// Waiter.Deadline), ReleaseAt ends the work (Success, or Dropped for an
+// error, a timeout, or an answer after the request's deadline),
+// ReconcileAt replaces the reserved cost by the actual one. Each
+// limiter's epoch is [Epoch].
+//
+// # Model
+//
+// Logical requests of each class arrive as a Poisson process whose rate
+// follows a piecewise-linear schedule (steps, ramps, spikes), or from
+// closed-loop users who think between requests. A request carries a cost
+// (for example estimated tokens), a deadline and the class's retry policy.
+// It goes from the client through an optional gateway to a service
+// replica picked by the balancer (round robin, least in flight, power of
+// two choices); each of these layers may time out its attempt and retry
+// with full-jitter exponential backoff, optionally asking a
+// retrybudget.Budget (shared by the layer) and a retrybudget.Throttle,
+// and optionally honouring a shedding service's "do not retry" and
+// Retry-After. Deadlines propagate: each layer tells the next when its
+// caller stops waiting, and the limiter rejects a request whose deadline
+// is shorter than its expected queue wait.
+//
+// The replica admits the request through its limiter (built by the
+// [Policy]), calls the upstream (retrying per its own policy) and releases
+// the permit when the upstream answers. The upstream is Capacity servers
+// with a FIFO queue: service times drawn from a distribution (log-normal,
+// exponential, constant, uniform), scaled by the request's actual cost
+// when CostScaling is set, by slowdown events, and by Degradation when
+// jobs wait (congestion collapse); error bursts fail jobs. A job whose
+// caller gave up is finished anyway: that is wasted work, as in real
+// systems. With Degradation 0 and no events the upstream is an M/G/c
+// queue; the tests check M/M/1 and M/M/c against theory and Little's law.
+//
+// # Measures
+//
+// Each run has a time series (one [Row] per Interval) and a [Summary]:
+// goodput (logical requests answered successfully within their client's
+// deadline) against the ideal (see Summary.Ideal: what the upstream could
+// serve at its current speed within the clients' deadlines, cheapest
+// classes first), the same during the trigger, recovery time (from the
+// trigger's end to the first Sustain of intervals at 90% of the healthy
+// throughput), client latencies of successes per class, the latency of
+// admitted work (healthy and during the trigger), amplification (attempts
+// at the service per logical request), wasted upstream time, rejections.
+// [Summary.Metric] names them for objectives and expectations.
+//
+// # Scenario files
+//
+// A scenario is YAML; unknown fields, duplicate keys, wrong types and
+// invalid values are errors that name the file, line, column and field.
+// Durations are Go durations (250ms, 1.5s, 2m). A distribution is a
+// constant (50ms, or 1000 for a cost) or a mapping with dist (constant:
+// value; exponential: mean; lognormal: median or mean, and sigma;
+// uniform: min, max) and optional clamp_min and clamp_max. Every field:
+//
+//	name: slowdown               # required
+//	description: text
+//	duration: 180s               # required
+//	interval: 1s                 # one row of the series (default 1s)
+//	warmup: 10s                  # left out of the summary (default 10s)
+//	sustain: 5s                  # recovery must last this long (default 5s)
+//	trigger: {at: 60s, for: 60s} # default: the span of the upstream events
+//	classes:                     # highest priority first
+//	  - name: interactive
+//	    rate: 1200               # Poisson arrivals per second, or:
+//	    users: 0                 # closed-loop users...
+//	    think: {dist: exponential, mean: 1s}   # ...and their think time
+//	    schedule:                # rate changes, in order, not overlapping
+//	      - {at: 60s, factor: 3, for: 30s}     # spike: x3 for 30 s
+//	      - {at: 120s, rate: 500, ramp: 10s}   # ramp to 500/s over 10 s
+//	      - {at: 150s, rate: 800}              # step
+//	    cost: {dist: lognormal, median: 1500, sigma: 0.6}  # reserved cost (default 1)
+//	    actual: {dist: uniform, min: 0.3, max: 1}          # actual / reserved
+//	    timeout: 1s              # client deadline, retries included (default 1s)
+//	    attempt_timeout: 300ms   # per client attempt (default timeout)
+//	    retry:                   # also under gateway: and service:
+//	      max_attempts: 4        # 1 (default): no retry
+//	      backoff: 20ms          # full jitter, doubling (default 10ms)
+//	      max_backoff: 1s
+//	      honor_no_retry: false  # a shedding service's rejection is final
+//	      honor_retry_after: false
+//	      budget: {ratio: 0.2, min_per_second: 10, ttl: 10s}  # retrybudget.Budget; {} = defaults
+//	      throttle: {k: 2, window: 2m}                        # retrybudget.Throttle
+//	    protected: 0.5           # shed.ClassConfig of the class
+//	    queue: 50
+//	    max_wait: 100ms
+//	    lifo: false
+//	gateway:                     # optional proxy layer
+//	  timeout: 500ms             # per attempt
+//	  retry: {max_attempts: 2}
+//	service:
+//	  replicas: 1
+//	  balancer: round_robin      # least_in_flight, power_of_two
+//	  max_cost: 0                # cost budget of each limiter (not under "none")
+//	  static_limit: 0            # limit of the static policy (default: upstream capacity)
+//	  strict: false              # shed.Config Strict, MaxQueue, DemandHold
+//	  max_queue: 0
+//	  demand_hold: 1s
+//	  timeout: 0                 # per upstream call (default: wait for the answer)
+//	  retry: {max_attempts: 1}
+//	upstream:
+//	  capacity: 100              # servers: the concurrency where latency starts to grow
+//	  service_time: {dist: lognormal, median: 50ms, sigma: 0.5}
+//	  degradation: 0.5           # a job starting while q wait is 1 + 0.5 q/capacity times slower...
+//	  max_degradation: 10        # ...at most this much
+//	  cost_scaling: 0            # service time x (actual cost / cost_ref)^cost_scaling
+//	  cost_ref: 1
+//	  shared: false              # one upstream for all replicas, else one each
+//	  events:
+//	    - {at: 60s, for: 60s, slowdown: 10}          # service time x10
+//	    - {at: 200s, for: 10s, errors: 0.5}          # half the jobs fail
+//	    - {at: 250s, for: 30s, capacity: 0.5, replicas: 10}  # half the servers, first 10 replicas
+//	policies: [none, static, shedkit-gradient]       # default list for this scenario
+//	expect:                                          # ranges checked by tests and shedsim -check
+//	  - {policy: shedkit-gradient, metric: goodput, min: 0.8, max: 1.05}
+//	  - {policy: none, metric: recovery, min: 60s}
+//
+// The built-in suite ([Suite], shedsim -suite, shedsim -print NAME) covers
+// steady load, a 10x upstream slowdown, a 3x spike, a retry storm that turns
+// metastable without budgets and the same with budgets, interactive and
+// batch traffic at 3x overload, an LLM token-cost mix and a fleet of 100
+// replicas. Each file states its expectations: the ranges that hold today.
+//
+// # Policies
+//
+// A [Policy] builds each replica's limiter. The built-in ones
+// ([DefaultPolicies]): none, static, shedkit-gradient, shedkit-aimd,
+// gcl-gradient2, gcl-vegas and gcl-aimd, with parameters
+// ("shedkit-gradient:tolerance=2,smoothing=0.3"); [RegisterPolicy] adds
+// others. gcl-vegas runs with the library's probe disabled: the probe
+// draws from math/rand's global source, which no seed controls.
+// [Grid], [Objective] and [Rank] implement sweeps.
+package sim

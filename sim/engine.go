@@ -1,0 +1,714 @@
+package sim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"time"
+
+	"github.com/shedkit/shedkit/retrybudget"
+	"github.com/shedkit/shedkit/shed"
+)
+
+// Epoch is the virtual time at which every run starts. Any fixed instant
+// would do; a fixed one keeps limiter and budget epochs identical across
+// runs.
+var Epoch = time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// layer says which layer a task belongs to.
+type layer uint8
+
+const (
+	layerClient  layer = iota // a logical request at the client
+	layerGateway              // a request at the gateway
+	layerService              // a request at a service replica
+	layerJob                  // a job at the upstream
+)
+
+// result is the answer to an attempt.
+type result uint8
+
+const (
+	resOK        result = iota
+	resError            // the upstream failed
+	resShed             // a limiter rejected the request
+	resTimeout          // the caller's attempt timer fired
+	resThrottled        // the caller's own throttle refused to send
+)
+
+// Task states.
+const (
+	stActive  uint8 = iota // an attempt is out (or being made)
+	stBackoff              // waiting to retry
+	stQueued               // a service request waiting in its limiter's queue
+	stDone
+)
+
+// task is a request at one layer. Tasks live in slots and are reused.
+// Each slot has a generation (engine.gens), bumped whenever the task
+// starts or ends an attempt and when it is freed: an event or a child
+// that carries the generation it saw is current exactly when the slot
+// still has it. A caller is waiting for a child's answer exactly when its
+// generation is the one the child was sent with. The generations live in
+// a dense array so that the many stale timers are recognized without
+// touching the tasks they point to.
+type task struct {
+	// Hot fields first: a job's completion and its parent's answer touch
+	// only the first cache line.
+	slot     int32
+	kind     layer
+	class    uint8
+	state    uint8
+	res      result
+	nanc     int8
+	fail     bool // upstream jobs: the job fails
+	replica  int32
+	attempts int32
+	// anc are the callers above the task (parent first) with the
+	// generation each was at when it sent the request below it.
+	anc      [3]ref
+	arrival  int64 // when the task reached its layer
+	deadline int64 // the request's deadline, 0 for none
+
+	work       int64 // upstream jobs: service time
+	user       int32 // closed-loop user, -1 for open-loop arrivals
+	cost       int64
+	actual     int64
+	retryAfter int64 // the last rejection's hint
+
+	// service requests
+	permit shed.Permit
+	waiter *shed.Waiter
+}
+
+// ref names a task slot at a generation.
+type ref struct {
+	slot int32
+	gen  uint32
+}
+
+// caller holds what one calling layer needs: its retry policy, budget,
+// throttle and random stream. The client has one per class, the gateway
+// one, the service one per replica (its budget is per replica).
+type caller struct {
+	retry          Retry
+	attemptTimeout int64
+	budget         *retrybudget.Budget
+	throttle       *retrybudget.Throttle
+	rng            *rand.Rand
+	timers         int16 // lane of attempt timeouts
+}
+
+// replica is one service replica.
+type replica struct {
+	lim      *shed.Limiter
+	src      shed.LimitSource
+	active   int // requests in progress (the balancer's view)
+	inFlight int // permits held
+	call     *caller
+	up       *upstream
+}
+
+// classRT is the runtime state of a class.
+type classRT struct {
+	cfg      *Class
+	arr      arrivals
+	rate     rateFunc
+	arrRng   *rand.Rand
+	costRng  *rand.Rand
+	thinkRng *rand.Rand
+	call     *caller
+	expiries int16 // lane of queue deadlines in the limiters
+}
+
+type engine struct {
+	sc   *Scenario
+	now  int64
+	nowT time.Time
+	h    eventHeap
+	end  int64
+
+	classes  []classRT
+	gateway  *caller
+	replicas []replica
+	ups      []*upstream
+	lbRng    *rand.Rand
+	rr       int
+
+	tasks   []*task  // by slot
+	gens    []uint32 // by slot
+	free    []int32  // free slots
+	nowLane int16    // events at the current instant
+
+	rec recorder
+
+	ctx    context.Context
+	onTick func()
+	err    error
+}
+
+// Options tune a run.
+type Options struct {
+	// Seed seeds every random stream of the run. The same scenario,
+	// policy and seed give the same result, byte for byte.
+	Seed uint64
+	// Context, when set, is checked at every interval: once it is done
+	// the run stops and returns its error.
+	Context context.Context
+	// OnTick, when set, is called at the end of every interval (for
+	// progress bars).
+	OnTick func()
+}
+
+// Run simulates sc under policy p and returns its time series and
+// summary. It drives the real shed.Limiter, the policy's LimitSource and
+// retrybudget in virtual time; it starts no goroutines.
+func Run(sc *Scenario, p Policy, opt Options) (*Result, error) {
+	if sc == nil || p == nil {
+		return nil, errors.New("sim: Run needs a scenario and a policy")
+	}
+	n, err := sc.normalize()
+	if err != nil {
+		return nil, err
+	}
+	e, err := newEngine(n, p, opt.Seed)
+	if err != nil {
+		return nil, err
+	}
+	e.ctx, e.onTick = opt.Context, opt.OnTick
+	if err := e.run(); err != nil {
+		return nil, err
+	}
+	return e.result(p.Name(), opt.Seed), nil
+}
+
+func newEngine(sc *Scenario, p Policy, seed uint64) (*engine, error) {
+	e := &engine{sc: sc, end: int64(sc.Duration), nowT: Epoch}
+	e.rec.init(sc)
+	e.lbRng = newStream(seed, "balancer")
+	e.nowLane = e.h.newLane()
+	newCaller := func(r Retry, timeout time.Duration, name string) (*caller, error) {
+		c := &caller{retry: r, attemptTimeout: int64(timeout), rng: newStream(seed, "retry/"+name), timers: e.h.newLane()}
+		if b := r.Budget; b != nil {
+			var err error
+			c.budget, err = retrybudget.NewBudget(retrybudget.BudgetConfig{Name: name, TTL: b.TTL, RetryRatio: b.Ratio, MinRetriesPerSecond: b.MinPerSecond})
+			if err != nil {
+				return nil, fmt.Errorf("%s budget: %w", name, err)
+			}
+		}
+		if t := r.Throttle; t != nil {
+			var err error
+			c.throttle, err = retrybudget.NewThrottle(retrybudget.ThrottleConfig{K: t.K, Window: t.Window})
+			if err != nil {
+				return nil, fmt.Errorf("%s throttle: %w", name, err)
+			}
+		}
+		return c, nil
+	}
+	e.classes = make([]classRT, len(sc.Classes))
+	shedClasses := make([]shed.ClassConfig, len(sc.Classes))
+	for i := range sc.Classes {
+		cl := &sc.Classes[i]
+		rt := &e.classes[i]
+		rt.cfg = cl
+		rt.rate, _ = buildRate(cl.Rate, cl.Schedule, "")
+		rt.arr = arrivals{f: &rt.rate}
+		rt.arrRng = newStream(seed, "arrivals/"+cl.Name)
+		rt.costRng = newStream(seed, "cost/"+cl.Name)
+		rt.thinkRng = newStream(seed, "think/"+cl.Name)
+		rt.expiries = e.h.newLane()
+		var err error
+		if rt.call, err = newCaller(cl.Retry, cl.AttemptTimeout, "client/"+cl.Name); err != nil {
+			return nil, err
+		}
+		shedClasses[i] = shed.ClassConfig{Name: cl.Name, Protected: cl.Protected, QueueDepth: cl.Queue, MaxWait: cl.MaxWait, LIFO: cl.LIFO}
+	}
+	if g := sc.Gateway; g != nil {
+		var err error
+		if e.gateway, err = newCaller(g.Retry, g.Timeout, "gateway"); err != nil {
+			return nil, err
+		}
+	}
+	nUp := sc.Service.Replicas
+	if sc.Upstream.Shared {
+		nUp = 1
+	}
+	e.ups = make([]*upstream, nUp)
+	for i := range e.ups {
+		e.ups[i] = newUpstream(&sc.Upstream, i, seed)
+	}
+	e.replicas = make([]replica, sc.Service.Replicas)
+	epoch := Epoch
+	for i := range e.replicas {
+		r := &e.replicas[i]
+		cfg := shed.Config{
+			Classes:    shedClasses,
+			MaxCost:    sc.Service.MaxCost,
+			Strict:     sc.Service.Strict,
+			MaxQueue:   sc.Service.MaxQueue,
+			DemandHold: sc.Service.DemandHold,
+			Clock:      func() time.Time { return epoch },
+		}
+		lim, src, err := p.NewLimiter(PolicyEnv{Scenario: sc, Replica: i, Config: cfg, Seed: seed ^ uint64(i+1)*0x9e3779b97f4a7c15})
+		if err != nil {
+			return nil, fmt.Errorf("policy %s: replica %d: %w", p.Name(), i, err)
+		}
+		if lim == nil {
+			return nil, fmt.Errorf("policy %s: replica %d: nil limiter", p.Name(), i)
+		}
+		r.lim, r.src = lim, src
+		if r.call, err = newCaller(sc.Service.Retry, sc.Service.Timeout, fmt.Sprintf("service/%d", i)); err != nil {
+			return nil, err
+		}
+		r.up = e.ups[0]
+		if !sc.Upstream.Shared {
+			r.up = e.ups[i]
+		}
+	}
+	return e, nil
+}
+
+func (e *engine) schedule(at int64, kind evKind, t *task, arg int32) {
+	ev := event{at: at, kind: kind, slot: -1, arg: arg}
+	if t != nil {
+		ev.slot, ev.gen = t.slot, e.gens[t.slot]
+	}
+	e.h.push(ev)
+}
+
+// scheduleLane schedules an event of a constant delay (or at the current
+// instant) in lane l.
+func (e *engine) scheduleLane(l int16, at int64, kind evKind, t *task) {
+	e.h.pushLane(l, event{at: at, kind: kind, slot: t.slot, gen: e.gens[t.slot]})
+}
+
+func (e *engine) run() error {
+	sc := e.sc
+	for k := int64(1); k*int64(sc.Interval) <= e.end; k++ {
+		e.schedule(k*int64(sc.Interval), evTick, nil, 0)
+	}
+	for _, at := range e.rec.phaseTimes() {
+		e.schedule(at, evPhase, nil, 0)
+	}
+	e.rec.phase(0)
+	for i, u := range e.ups {
+		for _, at := range u.boundaries() {
+			e.schedule(at, evUpstream, nil, int32(i))
+		}
+	}
+	for i := range e.classes {
+		c := &e.classes[i]
+		if c.cfg.Users > 0 {
+			for u := 0; u < c.cfg.Users; u++ {
+				e.schedule(int64(c.cfg.Think.sample(c.thinkRng)), evThink, nil, int32(i)|int32(u)<<8)
+			}
+		} else {
+			e.nextArrival(i)
+		}
+	}
+	for e.h.len() > 0 {
+		ev := e.h.next()
+		if ev.at > e.end {
+			break
+		}
+		if ev.at != e.now {
+			e.rec.advance(e, ev.at)
+			e.now = ev.at
+			e.nowT = Epoch.Add(time.Duration(ev.at))
+		}
+		e.dispatch(&ev)
+		if e.err != nil {
+			return e.err
+		}
+	}
+	return nil
+}
+
+func (e *engine) dispatch(ev *event) {
+	var t *task
+	if ev.slot >= 0 {
+		if e.gens[ev.slot] != ev.gen {
+			return // a stale timer: the attempt ended, or the task is gone
+		}
+		t = e.tasks[ev.slot]
+	}
+	switch ev.kind {
+	case evArrival:
+		c := int(ev.arg)
+		e.arrive(c, -1)
+		e.nextArrival(c)
+	case evThink:
+		e.arrive(int(ev.arg&0xff), ev.arg>>8)
+	case evAttempt:
+		e.send(t)
+	case evTimeout:
+		e.gens[t.slot]++
+		e.retryOrFinish(t, resTimeout, 0)
+	case evGranted:
+		if t.state == stQueued {
+			p, err := t.waiter.Result()
+			if err != nil {
+				e.rejected(t, err)
+			} else {
+				e.admit(t, p)
+			}
+		}
+	case evExpire:
+		if t.state == stQueued {
+			e.replicas[t.replica].lim.ExpireAt(e.nowT)
+		}
+	case evJobDone:
+		e.jobDone(t)
+	case evTick:
+		e.rec.tick(e)
+		if e.onTick != nil {
+			e.onTick()
+		}
+		if e.ctx != nil {
+			e.err = e.ctx.Err()
+		}
+	case evPhase:
+		e.rec.phase(e.now)
+	case evUpstream:
+		u := e.ups[ev.arg]
+		u.refresh(e.now)
+		u.fill(e)
+	}
+}
+
+func (e *engine) nextArrival(c int) {
+	rt := &e.classes[c]
+	at := rt.arr.next(rt.arrRng.ExpFloat64())
+	if at*1e9 <= float64(e.end) {
+		e.schedule(int64(at*1e9), evArrival, nil, int32(c))
+	}
+}
+
+func (e *engine) newTask(kind layer) *task {
+	var t *task
+	if n := len(e.free); n > 0 {
+		slot := e.free[n-1]
+		e.free = e.free[:n-1]
+		t = e.tasks[slot]
+		w := t.waiter
+		*t = task{slot: slot, kind: kind, waiter: w, user: -1}
+		return t
+	}
+	t = &task{slot: int32(len(e.tasks)), kind: kind, user: -1}
+	e.tasks = append(e.tasks, t)
+	e.gens = append(e.gens, 0)
+	return t
+}
+
+func (e *engine) freeTask(t *task) {
+	e.gens[t.slot]++
+	e.free = append(e.free, t.slot)
+}
+
+// parent returns t's caller if it still waits for t's answer.
+func (e *engine) parent(t *task) *task {
+	if t.nanc == 0 || e.gens[t.anc[0].slot] != t.anc[0].gen {
+		return nil
+	}
+	return e.tasks[t.anc[0].slot]
+}
+
+// waited reports whether every caller above t still waits for it.
+func (e *engine) waited(t *task) bool {
+	for _, a := range t.anc[:t.nanc] {
+		if e.gens[a.slot] != a.gen {
+			return false
+		}
+	}
+	return true
+}
+
+// arrive creates a logical request of class c.
+func (e *engine) arrive(c int, user int32) {
+	rt := &e.classes[c]
+	t := e.newTask(layerClient)
+	t.class = uint8(c)
+	t.user = user
+	t.arrival = e.now
+	t.deadline = e.now + int64(rt.cfg.Timeout)
+	t.cost = max(int64(math.Round(rt.cfg.Cost.sample(rt.costRng))), 1)
+	t.actual = t.cost
+	if !rt.cfg.Actual.IsZero() {
+		t.actual = max(int64(math.Round(float64(t.cost)*rt.cfg.Actual.sample(rt.costRng))), 1)
+	}
+	e.rec.offered(e, c)
+	if b := rt.call.budget; b != nil {
+		b.DepositAt(e.nowT)
+	}
+	e.send(t)
+}
+
+// callerOf returns the caller configuration of t's layer.
+func (e *engine) callerOf(t *task) *caller {
+	switch t.kind {
+	case layerClient:
+		return e.classes[t.class].call
+	case layerGateway:
+		return e.gateway
+	default:
+		return e.replicas[t.replica].call
+	}
+}
+
+// send makes t's next attempt.
+func (e *engine) send(t *task) {
+	c := e.callerOf(t)
+	if c.throttle != nil && !c.throttle.AllowAt(e.nowT, c.rng.Float64()) {
+		e.finish(t, resThrottled)
+		return
+	}
+	t.state = stActive
+	t.attempts++
+	if t.attempts > 1 {
+		e.rec.retry(t.kind)
+	}
+	e.gens[t.slot]++
+	gen := e.gens[t.slot]
+	deadline := int64(0)
+	if c.attemptTimeout > 0 {
+		deadline = e.now + c.attemptTimeout
+	}
+	if t.kind != layerService && t.deadline > 0 && (deadline == 0 || t.deadline < deadline) {
+		// Clients and the gateway stop waiting at the request's deadline;
+		// a replica waits for the upstream unless its own timeout fires.
+		deadline = t.deadline
+	}
+	if deadline > 0 {
+		e.scheduleLane(c.timers, deadline, evTimeout, t)
+	}
+	var child *task
+	switch {
+	case t.kind == layerClient && e.gateway != nil:
+		child = e.newTask(layerGateway)
+	case t.kind == layerService:
+		child = e.newTask(layerJob)
+	default:
+		child = e.newTask(layerService)
+	}
+	child.anc[0] = ref{t.slot, gen}
+	copy(child.anc[1:], t.anc[:t.nanc])
+	child.nanc = min(t.nanc+1, int8(len(child.anc)))
+	child.class, child.cost, child.actual, child.arrival = t.class, t.cost, t.actual, e.now
+	child.deadline = t.deadline
+	if deadline > 0 && t.kind != layerService {
+		child.deadline = deadline // propagated: the callee knows when its caller stops waiting
+	}
+	switch child.kind {
+	case layerGateway:
+		if b := e.gateway.budget; b != nil {
+			b.DepositAt(e.nowT)
+		}
+		e.send(child)
+	case layerService:
+		e.serviceArrive(child)
+	case layerJob:
+		child.replica = t.replica
+		e.replicas[t.replica].up.arrive(e, child)
+	}
+}
+
+// pick chooses a replica for a service request.
+func (e *engine) pick() int {
+	n := len(e.replicas)
+	if n == 1 {
+		return 0
+	}
+	switch e.sc.Service.Balancer {
+	case LeastInFlight:
+		best := 0
+		for i := 1; i < n; i++ {
+			if e.replicas[i].active < e.replicas[best].active {
+				best = i
+			}
+		}
+		return best
+	case PowerOfTwo:
+		a := e.lbRng.IntN(n)
+		b := e.lbRng.IntN(n - 1)
+		if b >= a {
+			b++
+		}
+		if e.replicas[b].active < e.replicas[a].active {
+			return b
+		}
+		return a
+	default:
+		i := e.rr
+		e.rr = (e.rr + 1) % n
+		return i
+	}
+}
+
+func (e *engine) serviceArrive(t *task) {
+	ri := e.pick()
+	r := &e.replicas[ri]
+	t.replica = int32(ri)
+	r.active++
+	e.rec.attempt(e)
+	var dl time.Time
+	if t.deadline > 0 {
+		dl = Epoch.Add(time.Duration(t.deadline))
+	}
+	req := shed.Request{Class: shed.Class(t.class), Cost: t.cost, Deadline: dl}
+	var p shed.Permit
+	var queued bool
+	var err error
+	if e.classes[t.class].cfg.Queue == 0 {
+		// The class never waits: no waiter needed.
+		p, err = r.lim.TryAcquireAt(e.nowT, req)
+	} else {
+		if t.waiter == nil {
+			t.waiter = shed.NewWaiter(func(*shed.Waiter) {
+				// Called from inside the limiter: defer the work to an
+				// event at the same instant, in a deterministic order.
+				e.scheduleLane(e.nowLane, e.now, evGranted, t)
+			})
+		}
+		p, queued, err = r.lim.EnqueueAt(e.nowT, req, t.waiter)
+	}
+	switch {
+	case err != nil:
+		e.rejected(t, err)
+	case queued:
+		t.state = stQueued
+		e.scheduleLane(e.classes[t.class].expiries, int64(t.waiter.Deadline().Sub(Epoch)), evExpire, t)
+	default:
+		e.admit(t, p)
+	}
+}
+
+// asRejection returns the *shed.Rejection in err. The type assertion
+// covers what shed returns without the allocation of errors.As.
+func asRejection(err error) (*shed.Rejection, bool) {
+	if r, ok := err.(*shed.Rejection); ok {
+		return r, true
+	}
+	var r *shed.Rejection
+	ok := errors.As(err, &r)
+	return r, ok
+}
+
+func (e *engine) rejected(t *task, err error) {
+	rej, ok := asRejection(err)
+	if !ok {
+		// Not a rejection: the limiter refused the request itself (a
+		// policy whose limiter lacks the scenario's classes). Stop the run.
+		if e.err == nil {
+			e.err = fmt.Errorf("sim: replica %d: limiter: %w", t.replica, err)
+		}
+	} else {
+		e.rec.reject(e, rej.Reason)
+		t.retryAfter = int64(rej.RetryAfter)
+	}
+	e.finish(t, resShed)
+}
+
+func (e *engine) admit(t *task, p shed.Permit) {
+	t.permit = p
+	r := &e.replicas[t.replica]
+	r.inFlight++
+	e.rec.admit(e, r)
+	if b := r.call.budget; b != nil {
+		b.DepositAt(e.nowT)
+	}
+	e.send(t)
+}
+
+// respond delivers child's result to its parent, if the parent still
+// waits for it.
+func (e *engine) respond(child *task, res result, retryAfter int64) {
+	p := e.parent(child)
+	if p == nil {
+		return
+	}
+	e.gens[p.slot]++ // the attempt is over
+	if c := e.callerOf(p); c.throttle != nil && res != resShed {
+		// The callee answered without signalling overload (an error
+		// answer counts: the backend took the request).
+		c.throttle.AcceptAt(e.nowT)
+	}
+	if res == resOK {
+		e.finish(p, resOK)
+		return
+	}
+	e.retryOrFinish(p, res, retryAfter)
+}
+
+func (e *engine) retryOrFinish(t *task, res result, retryAfter int64) {
+	c := e.callerOf(t)
+	r := &c.retry
+	if int(t.attempts) >= r.MaxAttempts || (res == resShed && r.HonorNoRetry) {
+		e.finish(t, res)
+		return
+	}
+	n := t.attempts // the retry to come is attempt n+1
+	ceil := r.Backoff << min(n-1, 30)
+	if ceil > r.MaxBackoff || ceil <= 0 {
+		ceil = r.MaxBackoff
+	}
+	wait := int64(c.rng.Float64() * float64(ceil))
+	if res == resShed && r.HonorRetryAfter {
+		wait = max(wait, retryAfter)
+	}
+	if t.deadline > 0 && e.now+wait >= t.deadline {
+		e.finish(t, res)
+		return
+	}
+	if c.budget != nil && !c.budget.TryWithdrawAt(e.nowT) {
+		e.finish(t, res)
+		return
+	}
+	t.state = stBackoff
+	t.res = res
+	e.schedule(e.now+wait, evAttempt, t, 0)
+}
+
+// finish ends t with res and tells its caller.
+func (e *engine) finish(t *task, res result) {
+	t.state = stDone
+	t.res = res
+	switch t.kind {
+	case layerClient:
+		e.rec.logical(e, t, res)
+		if t.user >= 0 {
+			rt := &e.classes[t.class]
+			e.schedule(e.now+int64(rt.cfg.Think.sample(rt.thinkRng)), evThink, nil, int32(t.class)|t.user<<8)
+		}
+	case layerService:
+		r := &e.replicas[t.replica]
+		r.active--
+		if t.permit.Valid() {
+			o := shed.Success
+			if res != resOK || (t.deadline > 0 && e.now > t.deadline) {
+				o = shed.Dropped
+			}
+			t.permit.ReleaseAt(e.nowT, o)
+			r.inFlight--
+			e.rec.release(e, t, res)
+		}
+		e.respond(t, res, t.retryAfter)
+	default:
+		e.respond(t, res, t.retryAfter)
+	}
+	e.freeTask(t)
+}
+
+func (e *engine) jobDone(j *task) {
+	u := e.replicas[j.replica].up
+	u.done(e, j)
+	res := resOK
+	if j.fail {
+		res = resError
+	}
+	e.rec.job(e, j, !e.waited(j))
+	e.respond(j, res, 0)
+	e.freeTask(j)
+	u.fill(e)
+}

@@ -1,0 +1,133 @@
+package sim_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/shedkit/shedkit/limits"
+	"github.com/shedkit/shedkit/shed"
+	"github.com/shedkit/shedkit/sim"
+)
+
+// A scenario in Go: an upstream of 50 servers slows down five-fold for 10 s
+// while clients keep sending 600 requests per second.
+func ExampleRun() {
+	sc := &sim.Scenario{
+		Name:     "brownout",
+		Duration: 40 * time.Second,
+		Classes:  []sim.Class{{Name: "api", Rate: 600, Timeout: time.Second}},
+		Upstream: sim.Upstream{
+			Capacity:    50,
+			ServiceTime: sim.LogNorm(float64(40*time.Millisecond), 0.5),
+			Degradation: 0.5,
+			Events:      []sim.UpstreamEvent{{At: 15 * time.Second, For: 10 * time.Second, Slowdown: 5}},
+		},
+	}
+	for _, name := range []string{"none", "static:limit=50"} {
+		p, err := sim.ParsePolicy(name)
+		if err != nil {
+			panic(err)
+		}
+		r, err := sim.Run(sc, p, sim.Options{Seed: 1})
+		if err != nil {
+			panic(err)
+		}
+		s := r.Summary
+		fmt.Printf("%-16s goodput %.0f%% of ideal, during the slowdown %.0f%%, recovered: %v\n",
+			s.Policy, 100*s.GoodputRatio, 100*s.TriggerGoodputRatio, s.Recovery < 5)
+	}
+	// Output:
+	// none             goodput 22% of ideal, during the slowdown 7%, recovered: false
+	// static:limit=50  goodput 100% of ideal, during the slowdown 100%, recovered: true
+}
+
+// Scenarios are usually YAML files; errors name the line and the field.
+func ExampleParseScenario() {
+	_, err := sim.ParseScenario("my.yaml", []byte(`name: x
+duration: 60s
+classes:
+  - name: a
+    rate: 100
+    timout: 1s
+`))
+	fmt.Println(err)
+	// Output:
+	// my.yaml:6:5: classes[0].timout: unknown field "timout" (known: actual, attempt_timeout, cost, lifo, max_wait, name, protected, queue, rate, retry, schedule, think, timeout, users)
+}
+
+// A policy of one's own: here shedkit's Gradient with a latency ceiling.
+// RegisterPolicy would make it known to ParsePolicy and shedsim.
+func ExamplePolicyFunc() {
+	p := sim.PolicyFunc("gradient-ceiling", func(env sim.PolicyEnv) (*shed.Limiter, shed.LimitSource, error) {
+		g, err := limits.NewGradient(limits.GradientConfig{LatencyCeiling: 300 * time.Millisecond})
+		if err != nil {
+			return nil, nil, err
+		}
+		cfg := env.Config
+		cfg.Source = g
+		l, err := shed.New(cfg)
+		return l, g, err
+	})
+	sc, err := sim.Builtin("steady")
+	if err != nil {
+		panic(err)
+	}
+	sc.Duration = 30 * time.Second
+	r, err := sim.Run(sc, p, sim.Options{Seed: 1})
+	if err != nil {
+		panic(err)
+	}
+	fmt.Printf("%s: %.1f%% of the ideal goodput\n", r.Policy, 100*r.Summary.GoodputRatio)
+	// Output:
+	// gradient-ceiling: 100.0% of the ideal goodput
+}
+
+// Compare policies on built-in scenarios and print the table.
+func ExampleRunBatch() {
+	sc, err := sim.Builtin("spike")
+	if err != nil {
+		panic(err)
+	}
+	var jobs []sim.Job
+	for _, name := range []string{"none", "static", "shedkit-aimd"} {
+		p, _ := sim.ParsePolicy(name)
+		jobs = append(jobs, sim.Job{Scenario: sc, Policy: p, Seed: 1})
+	}
+	results, err := sim.RunBatch(context.Background(), jobs, 0, nil)
+	if err != nil {
+		panic(err)
+	}
+	var sums []*sim.Summary
+	for _, r := range results {
+		sums = append(sums, &r.Summary)
+	}
+	sim.WriteTable(os.Stdout, sums)
+}
+
+// Rank the configurations of a grid by an objective.
+func ExampleRank() {
+	sc, _ := sim.Builtin("spike")
+	sc.Duration = 50 * time.Second
+	sc.Trigger = &sim.Span{At: 20 * time.Second, For: 20 * time.Second}
+	sc.Classes[0].Schedule = []sim.RateChange{{At: 20 * time.Second, Factor: 3, For: 20 * time.Second}}
+	grid, _ := sim.ParseGrid("limit=50,100,200")
+	configs, _ := grid.Expand([]string{"static"})
+	obj, _ := sim.ParseObjective("max:trigger_goodput,trigger_p99<=200ms")
+	var byConfig [][]*sim.Result
+	for _, p := range configs {
+		r, err := sim.Run(sc, p, sim.Options{Seed: 1})
+		if err != nil {
+			panic(err)
+		}
+		byConfig = append(byConfig, []*sim.Result{r})
+	}
+	for i, rk := range sim.Rank(byConfig, obj) {
+		fmt.Printf("%d. %-16s trigger goodput %.2f feasible=%v\n", i+1, rk.Policy, rk.Score, rk.Feasible)
+	}
+	// Output:
+	// 1. static:limit=100 trigger goodput 0.99 feasible=true
+	// 2. static:limit=50  trigger goodput 0.50 feasible=true
+	// 3. static:limit=200 trigger goodput 0.68 feasible=false
+}

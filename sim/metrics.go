@@ -1,0 +1,463 @@
+package sim
+
+import (
+	"math"
+	"strings"
+
+	"github.com/shedkit/shedkit/shed"
+)
+
+// Row is one interval of a run's time series. Counts are events in the
+// interval; InFlight and UpstreamInFlight are time averages; Limit is
+// sampled at the interval's end; latencies are in seconds (NaN when the
+// interval has no sample).
+type Row struct {
+	// Time is the end of the interval, in seconds from the start.
+	Time float64
+	// Offered counts new logical requests (first attempts of clients).
+	Offered int64
+	// Attempts counts requests reaching the service (limiter decisions);
+	// Admitted those admitted; Rejected those rejected, by shed.Reason.
+	Attempts int64
+	Admitted int64
+	Rejected [shed.NumReasons]int64
+	// Completed counts admitted requests that finished (permit released).
+	Completed int64
+	// Goodput counts logical requests answered successfully within
+	// their client's deadline; Timeouts those that hit their deadline;
+	// Failed those that ended with an error or a rejection.
+	Goodput  int64
+	Timeouts int64
+	Failed   int64
+	// Retries counts retry attempts at every layer.
+	Retries int64
+	// Jobs counts upstream jobs finished, Wasted those whose caller had
+	// given up.
+	Jobs   int64
+	Wasted int64
+	// InFlight is the mean number of permits held (all replicas);
+	// UpstreamInFlight the mean number of jobs at the upstream, waiting
+	// or running; Limit the sum of the replicas' limits (NaN for no
+	// limit).
+	InFlight         float64
+	UpstreamInFlight float64
+	Limit            float64
+	// Ideal is the goodput the upstream could have delivered (see
+	// Summary.Ideal).
+	Ideal float64
+	// AdmittedP99 is the 99th percentile of the time admitted requests
+	// spent in the service (queue wait included).
+	AdmittedP99 float64
+	// Classes holds the per-class figures, in scenario order.
+	Classes []ClassRow
+}
+
+// ClassRow is the part of a Row about one class. P50 and P99 are the
+// client-side latencies of logical requests that succeeded, retries
+// included, in seconds.
+type ClassRow struct {
+	Offered, Goodput, Timeouts, Failed int64
+	P50, P99                           float64
+}
+
+// acc accumulates the figures of one interval or one summary window.
+type acc struct {
+	offered, goodput, timeouts, failed []int64
+	attempts, admitted, completed      int64
+	rejected                           [shed.NumReasons]int64
+	retries                            [4]int64 // by layer
+	jobs, wasted                       int64
+	busy, wastedBusy                   float64 // upstream ns
+	sojourn                            float64 // upstream ns, summed
+	inFlightArea, upArea               float64 // ns x count
+	limitSum                           float64
+	limitTicks                         int64
+	lat                                []hist // client latency of successes, per class
+	all                                hist   // the same, all classes
+	adm                                hist   // time admitted requests spent in the service
+}
+
+func newAcc(classes int) *acc {
+	return &acc{
+		offered: make([]int64, classes), goodput: make([]int64, classes),
+		timeouts: make([]int64, classes), failed: make([]int64, classes),
+		lat: make([]hist, classes),
+	}
+}
+
+func (a *acc) reset() {
+	lat := a.lat
+	for i := range lat {
+		lat[i].reset()
+	}
+	clear(a.offered)
+	clear(a.goodput)
+	clear(a.timeouts)
+	clear(a.failed)
+	a.all.reset()
+	a.adm.reset()
+	*a = acc{offered: a.offered, goodput: a.goodput, timeouts: a.timeouts, failed: a.failed, lat: lat, all: a.all, adm: a.adm}
+}
+
+// recorder gathers a run's measures: the current interval and the summary
+// windows (measure: after warmup; healthy: warmup to trigger; trigger).
+type recorder struct {
+	sc        *Scenario
+	cur       *acc
+	measure   *acc
+	healthy   *acc
+	trigger   *acc
+	act       []*acc // the accumulators that the current instant belongs to
+	rows      []Row
+	upPresent int
+	inFlight  int
+}
+
+func (r *recorder) init(sc *Scenario) {
+	n := len(sc.Classes)
+	r.sc = sc
+	r.cur, r.measure, r.healthy, r.trigger = newAcc(n), newAcc(n), newAcc(n), newAcc(n)
+	r.act = []*acc{r.cur}
+	r.rows = make([]Row, 0, int(sc.Duration/sc.Interval))
+}
+
+// phase recomputes the windows the instant now belongs to.
+func (r *recorder) phase(now int64) {
+	sc := r.sc
+	r.act = r.act[:1]
+	if now >= int64(sc.Warmup) {
+		r.act = append(r.act, r.measure)
+		if t := sc.Trigger; t != nil {
+			switch {
+			case now < int64(t.At):
+				r.act = append(r.act, r.healthy)
+			case now < int64(t.End()):
+				r.act = append(r.act, r.trigger)
+			}
+		}
+	}
+}
+
+// phaseTimes returns the instants at which the windows change.
+func (r *recorder) phaseTimes() []int64 {
+	t := []int64{int64(r.sc.Warmup)}
+	if tr := r.sc.Trigger; tr != nil {
+		t = append(t, int64(tr.At), int64(tr.End()))
+	}
+	return t
+}
+
+// advance integrates the time-weighted measures up to at.
+func (r *recorder) advance(e *engine, at int64) {
+	dt := float64(at - e.now)
+	fi, fu := float64(r.inFlight)*dt, float64(r.upPresent)*dt
+	for _, a := range r.act {
+		a.inFlightArea += fi
+		a.upArea += fu
+	}
+}
+
+func (r *recorder) offered(e *engine, c int) {
+	for _, a := range r.act {
+		a.offered[c]++
+	}
+}
+
+func (r *recorder) attempt(e *engine) {
+	for _, a := range r.act {
+		a.attempts++
+	}
+}
+
+func (r *recorder) reject(e *engine, reason shed.Reason) {
+	for _, a := range r.act {
+		a.rejected[reason]++
+	}
+}
+
+func (r *recorder) admit(e *engine, rep *replica) {
+	r.inFlight++
+	for _, a := range r.act {
+		a.admitted++
+	}
+}
+
+func (r *recorder) retry(l layer) {
+	for _, a := range r.act {
+		a.retries[l]++
+	}
+}
+
+func (r *recorder) release(e *engine, t *task, res result) {
+	r.inFlight--
+	d := e.now - t.arrival
+	for _, a := range r.act {
+		a.completed++
+		a.adm.add(d)
+	}
+}
+
+func (r *recorder) logical(e *engine, t *task, res result) {
+	c := t.class
+	switch res {
+	case resOK:
+		d := e.now - t.arrival
+		for _, a := range r.act {
+			a.goodput[c]++
+			a.lat[c].add(d)
+			a.all.add(d)
+		}
+	case resTimeout:
+		for _, a := range r.act {
+			a.timeouts[c]++
+		}
+	default:
+		for _, a := range r.act {
+			a.failed[c]++
+		}
+	}
+}
+
+func (r *recorder) job(e *engine, j *task, wasted bool) {
+	w := float64(j.work)
+	s := float64(e.now - j.arrival)
+	for _, a := range r.act {
+		a.jobs++
+		a.busy += w
+		a.sojourn += s
+		if wasted {
+			a.wasted++
+			a.wastedBusy += w
+		}
+	}
+}
+
+// tick closes the current interval.
+func (r *recorder) tick(e *engine) {
+	a := r.cur
+	limit := 0.0
+	for i := range e.replicas {
+		n := e.replicas[i].lim.Limit()
+		if n >= shed.MaxLimit {
+			limit = math.NaN()
+			break
+		}
+		limit += float64(n)
+	}
+	for _, w := range r.act[1:] {
+		if !math.IsNaN(limit) {
+			w.limitSum += limit
+			w.limitTicks++
+		}
+	}
+	iv := float64(r.sc.Interval)
+	row := Row{
+		Time:             float64(e.now) / 1e9,
+		Attempts:         a.attempts,
+		Admitted:         a.admitted,
+		Rejected:         a.rejected,
+		Completed:        a.completed,
+		Retries:          a.retries[0] + a.retries[1] + a.retries[2],
+		Jobs:             a.jobs,
+		Wasted:           a.wasted,
+		InFlight:         a.inFlightArea / iv,
+		UpstreamInFlight: a.upArea / iv,
+		Limit:            limit,
+		AdmittedP99:      a.adm.quantile(0.99) / 1e9,
+		Classes:          make([]ClassRow, len(a.offered)),
+	}
+	for c := range a.offered {
+		row.Offered += a.offered[c]
+		row.Goodput += a.goodput[c]
+		row.Timeouts += a.timeouts[c]
+		row.Failed += a.failed[c]
+		row.Classes[c] = ClassRow{
+			Offered: a.offered[c], Goodput: a.goodput[c], Timeouts: a.timeouts[c], Failed: a.failed[c],
+			P50: a.lat[c].quantile(0.5) / 1e9, P99: a.lat[c].quantile(0.99) / 1e9,
+		}
+	}
+	r.rows = append(r.rows, row)
+	a.reset()
+}
+
+// Summary is what a run comes to. Counts and latencies cover the measure
+// window (after Warmup); latencies are in seconds.
+type Summary struct {
+	Scenario string
+	Policy   string
+	Seed     uint64
+
+	// Logical requests offered, and how they ended.
+	Logical, Goodput, Timeouts, Failed int64
+	// Attempts reaching the service, admitted and rejected by limiters.
+	Attempts, Admitted, Rejected int64
+	// Retries made by clients, the gateway and the replicas.
+	ClientRetries, GatewayRetries, ServiceRetries int64
+	// Jobs finished by the upstream.
+	Jobs int64
+
+	// Ideal is the goodput the upstream could have delivered: in each
+	// interval, the logical requests offered, as many as the upstream's
+	// servers can serve at their current speed (cheapest classes first
+	// when the offered work exceeds it: that maximizes the count), each
+	// counted with the probability that its service time at that speed
+	// fits within its client's deadline and that it does not fail (error
+	// bursts). It ignores queueing, degradation and the cost of failed
+	// attempts, and counts requests in the interval they arrive while
+	// goodput counts them when they finish, so a run can exceed it by a
+	// little, in a window shorter than a few latencies by more.
+	Ideal float64
+	// GoodputRatio is Goodput / Ideal over the measure window;
+	// TriggerGoodputRatio the same during the trigger.
+	GoodputRatio        float64
+	TriggerGoodputRatio float64
+
+	// Throughput is the goodput per second over the measure window;
+	// HealthyThroughput over the healthy window (warmup to trigger).
+	Throughput        float64
+	HealthyThroughput float64
+	// Recovery is the time from the trigger's end to the first interval
+	// that starts Sustain of intervals with goodput >= 90% of the healthy
+	// throughput, in seconds: +Inf if that never happens, NaN without a
+	// trigger.
+	Recovery float64
+
+	// P50 and P99: client latency of successful logical requests.
+	P50, P99 float64
+	// AdmittedP50 and AdmittedP99: time admitted requests spent in the
+	// service (queue wait + upstream), measure window; HealthyP99 and
+	// TriggerP99: AdmittedP99 before and during the trigger.
+	AdmittedP50, AdmittedP99 float64
+	HealthyP99, TriggerP99   float64
+
+	// Amplification is attempts at the service per logical request;
+	// UpstreamAmplification upstream jobs per logical request.
+	Amplification         float64
+	UpstreamAmplification float64
+	// Wasted is the share of the upstream's busy time spent on jobs whose
+	// caller had given up (timed out, or answered by another attempt).
+	Wasted float64
+	// RejectedShare is Rejected / Attempts.
+	RejectedShare float64
+	// MeanLimit and MeanInFlight are time averages over the measure
+	// window (sum over replicas; MeanLimit NaN for no limit).
+	MeanLimit, MeanInFlight float64
+
+	// Upstream queueing figures, for checks against theory: the mean
+	// number of jobs present (waiting or served), jobs finished per
+	// second and the mean time a job spends at the upstream (s).
+	UpstreamMeanJobs, UpstreamThroughput, UpstreamSojourn float64
+
+	Classes []ClassSummary
+}
+
+// ClassSummary is the part of a Summary about one class.
+type ClassSummary struct {
+	Name                               string
+	Offered, Goodput, Timeouts, Failed int64
+	// GoodputShare is Goodput / Offered; TriggerGoodputShare the same
+	// during the trigger (NaN without one).
+	GoodputShare        float64
+	TriggerGoodputShare float64
+	P50, P99            float64
+}
+
+// metricHelp lists the metric names for errors and -h.
+const metricHelp = "goodput, trigger_goodput, throughput, healthy_throughput, recovery, p50, p99, admitted_p50, admitted_p99, healthy_p99, trigger_p99, p99_ratio, amplification, upstream_amplification, wasted, rejected, mean_limit, mean_in_flight, class.NAME.goodput, class.NAME.trigger_goodput, class.NAME.p50, class.NAME.p99"
+
+// MetricNames returns the names accepted by Summary.Metric (class
+// metrics as class.NAME.goodput, class.NAME.trigger_goodput,
+// class.NAME.p50, class.NAME.p99).
+func MetricNames() []string { return strings.Split(metricHelp, ", ") }
+
+func knownMetric(name string, sc *Scenario) bool {
+	if rest, ok := strings.CutPrefix(name, "class."); ok {
+		i := strings.LastIndexByte(rest, '.')
+		if i < 0 {
+			return false
+		}
+		cl, m := rest[:i], rest[i+1:]
+		for _, c := range sc.Classes {
+			if c.Name == cl {
+				return m == "goodput" || m == "trigger_goodput" || m == "p50" || m == "p99"
+			}
+		}
+		return false
+	}
+	var s Summary
+	_, ok := s.Metric(name)
+	return ok
+}
+
+// Metric returns a summary figure by name (see MetricNames): ratios as
+// fractions, times in seconds. p99_ratio is TriggerP99 / HealthyP99.
+func (s *Summary) Metric(name string) (float64, bool) {
+	switch name {
+	case "goodput":
+		return s.GoodputRatio, true
+	case "trigger_goodput":
+		return s.TriggerGoodputRatio, true
+	case "throughput":
+		return s.Throughput, true
+	case "healthy_throughput":
+		return s.HealthyThroughput, true
+	case "recovery":
+		return s.Recovery, true
+	case "p50":
+		return s.P50, true
+	case "p99":
+		return s.P99, true
+	case "admitted_p50":
+		return s.AdmittedP50, true
+	case "admitted_p99":
+		return s.AdmittedP99, true
+	case "healthy_p99":
+		return s.HealthyP99, true
+	case "trigger_p99":
+		return s.TriggerP99, true
+	case "p99_ratio":
+		return s.TriggerP99 / s.HealthyP99, true
+	case "amplification":
+		return s.Amplification, true
+	case "upstream_amplification":
+		return s.UpstreamAmplification, true
+	case "wasted":
+		return s.Wasted, true
+	case "rejected":
+		return s.RejectedShare, true
+	case "mean_limit":
+		return s.MeanLimit, true
+	case "mean_in_flight":
+		return s.MeanInFlight, true
+	}
+	if rest, ok := strings.CutPrefix(name, "class."); ok {
+		i := strings.LastIndexByte(rest, '.')
+		if i < 0 {
+			return 0, false
+		}
+		cl, m := rest[:i], rest[i+1:]
+		for _, c := range s.Classes {
+			if c.Name != cl {
+				continue
+			}
+			switch m {
+			case "goodput":
+				return c.GoodputShare, true
+			case "trigger_goodput":
+				return c.TriggerGoodputShare, true
+			case "p50":
+				return c.P50, true
+			case "p99":
+				return c.P99, true
+			}
+		}
+	}
+	return 0, false
+}
+
+func ratio(a, b float64) float64 {
+	if b == 0 {
+		return math.NaN()
+	}
+	return a / b
+}

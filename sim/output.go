@@ -1,0 +1,417 @@
+package sim
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"math"
+	"strconv"
+	"strings"
+
+	"github.com/shedkit/shedkit/shed"
+)
+
+// Output formats are deterministic: fixed column order, floats with 6
+// significant digits, NaN and infinities as empty CSV cells and JSON
+// nulls (with "recovered": false next to an infinite recovery).
+
+func fmtFloat(b []byte, v float64) []byte {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return b
+	}
+	return strconv.AppendFloat(b, v, 'g', 6, 64)
+}
+
+func jsonFloat(b []byte, v float64) []byte {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return append(b, "null"...)
+	}
+	return strconv.AppendFloat(b, v, 'g', 6, 64)
+}
+
+// SeriesColumns returns the column names of the series of sc, in the
+// order of WriteSeriesCSV (after the policy column).
+func SeriesColumns(sc *Scenario) []string {
+	cols := []string{"time", "offered", "attempts", "admitted"}
+	for r := shed.Reason(1); r < shed.NumReasons; r++ {
+		if r == shed.ReasonRateLimited {
+			continue
+		}
+		cols = append(cols, "rejected_"+r.String())
+	}
+	cols = append(cols, "completed", "goodput", "ideal", "timeouts", "failed", "retries", "jobs", "wasted",
+		"in_flight", "upstream_in_flight", "limit", "admitted_p99")
+	for _, c := range sc.Classes {
+		for _, m := range []string{"offered", "goodput", "timeouts", "failed", "p50", "p99"} {
+			cols = append(cols, c.Name+"_"+m)
+		}
+	}
+	return cols
+}
+
+// appendRow appends row's cells in SeriesColumns order, with cell
+// formatting f for floats and a separator.
+func appendRow(b []byte, row *Row, sep byte, f func([]byte, float64) []byte) []byte {
+	i := func(v int64) { b = append(b, sep); b = strconv.AppendInt(b, v, 10) }
+	x := func(v float64) { b = append(b, sep); b = f(b, v) }
+	b = f(b, row.Time)
+	i(row.Offered)
+	i(row.Attempts)
+	i(row.Admitted)
+	for r := shed.Reason(1); r < shed.NumReasons; r++ {
+		if r != shed.ReasonRateLimited {
+			i(row.Rejected[r])
+		}
+	}
+	i(row.Completed)
+	i(row.Goodput)
+	x(row.Ideal)
+	i(row.Timeouts)
+	i(row.Failed)
+	i(row.Retries)
+	i(row.Jobs)
+	i(row.Wasted)
+	x(row.InFlight)
+	x(row.UpstreamInFlight)
+	x(row.Limit)
+	x(row.AdmittedP99)
+	for _, c := range row.Classes {
+		i(c.Offered)
+		i(c.Goodput)
+		i(c.Timeouts)
+		i(c.Failed)
+		x(c.P50)
+		x(c.P99)
+	}
+	return b
+}
+
+// WriteSeriesCSV writes the series of results (runs of one scenario) as
+// one CSV table with a leading policy column.
+func WriteSeriesCSV(w io.Writer, results []*Result) error {
+	if len(results) == 0 {
+		return nil
+	}
+	bw := bufio.NewWriter(w)
+	bw.WriteString("policy," + strings.Join(SeriesColumns(results[0].Scenario), ",") + "\n")
+	var b []byte
+	for _, r := range results {
+		for k := range r.Series {
+			b = append(b[:0], csvField(r.Policy)...)
+			b = append(b, ',')
+			b = appendRow(b, &r.Series[k], ',', fmtFloat)
+			b = append(b, '\n')
+			bw.Write(b)
+		}
+	}
+	return bw.Flush()
+}
+
+func csvField(s string) string {
+	if strings.ContainsAny(s, ",\"\n") {
+		return `"` + strings.ReplaceAll(s, `"`, `""`) + `"`
+	}
+	return s
+}
+
+// WriteSeriesJSON writes the series of results as
+// {"scenario": ..., "seed": ..., "columns": [...], "policies": [{"policy": ..., "rows": [[...], ...]}]}.
+func WriteSeriesJSON(w io.Writer, results []*Result) error {
+	if len(results) == 0 {
+		return nil
+	}
+	bw := bufio.NewWriter(w)
+	sc := results[0].Scenario
+	fmt.Fprintf(bw, "{\"scenario\":%s,\"seed\":%d,\"interval_s\":%s,\"columns\":[", strconv.Quote(sc.Name), results[0].Seed, strconv.FormatFloat(sc.Interval.Seconds(), 'g', -1, 64))
+	for i, c := range SeriesColumns(sc) {
+		if i > 0 {
+			bw.WriteByte(',')
+		}
+		bw.WriteString(strconv.Quote(c))
+	}
+	bw.WriteString("],\"policies\":[")
+	var b []byte
+	for i, r := range results {
+		if i > 0 {
+			bw.WriteByte(',')
+		}
+		fmt.Fprintf(bw, "\n{\"policy\":%s,\"rows\":[", strconv.Quote(r.Policy))
+		for k := range r.Series {
+			b = b[:0]
+			if k > 0 {
+				b = append(b, ',')
+			}
+			b = append(b, "\n["...)
+			b = appendRow(b, &r.Series[k], ',', jsonFloat)
+			b = append(b, ']')
+			bw.Write(b)
+		}
+		bw.WriteString("]}")
+	}
+	bw.WriteString("]}\n")
+	return bw.Flush()
+}
+
+// summaryField is one figure of a Summary in the order of the CSV and
+// JSON outputs.
+type summaryField struct {
+	name string
+	f    float64
+	i    int64
+	isF  bool
+}
+
+func (s *Summary) fields() []summaryField {
+	F := func(n string, v float64) summaryField { return summaryField{name: n, f: v, isF: true} }
+	I := func(n string, v int64) summaryField { return summaryField{name: n, i: v} }
+	out := []summaryField{
+		I("logical", s.Logical), I("goodput", s.Goodput), I("timeouts", s.Timeouts), I("failed", s.Failed),
+		I("attempts", s.Attempts), I("admitted", s.Admitted), I("rejected", s.Rejected),
+		I("client_retries", s.ClientRetries), I("gateway_retries", s.GatewayRetries), I("service_retries", s.ServiceRetries),
+		I("jobs", s.Jobs),
+		F("ideal", s.Ideal), F("goodput_ratio", s.GoodputRatio), F("trigger_goodput_ratio", s.TriggerGoodputRatio),
+		F("throughput", s.Throughput), F("healthy_throughput", s.HealthyThroughput), F("recovery_s", s.Recovery),
+		F("p50_s", s.P50), F("p99_s", s.P99), F("admitted_p50_s", s.AdmittedP50), F("admitted_p99_s", s.AdmittedP99),
+		F("healthy_p99_s", s.HealthyP99), F("trigger_p99_s", s.TriggerP99),
+		F("amplification", s.Amplification), F("upstream_amplification", s.UpstreamAmplification),
+		F("wasted", s.Wasted), F("rejected_share", s.RejectedShare), F("mean_limit", s.MeanLimit), F("mean_in_flight", s.MeanInFlight),
+		F("upstream_mean_jobs", s.UpstreamMeanJobs), F("upstream_throughput", s.UpstreamThroughput), F("upstream_sojourn_s", s.UpstreamSojourn),
+	}
+	return out
+}
+
+// WriteSummaryCSV writes one line per summary. When all summaries have
+// the same classes, per-class columns follow the common ones
+// (NAME_offered, NAME_goodput, NAME_goodput_share,
+// NAME_trigger_goodput_share, NAME_p50_s, NAME_p99_s);
+// otherwise they are left out.
+func WriteSummaryCSV(w io.Writer, sums []*Summary) error {
+	if len(sums) == 0 {
+		return nil
+	}
+	bw := bufio.NewWriter(w)
+	bw.WriteString("scenario,policy,seed")
+	for _, f := range sums[0].fields() {
+		bw.WriteString("," + f.name)
+	}
+	classes := sums[0].Classes
+	for _, s := range sums[1:] {
+		if !sameClasses(s.Classes, classes) {
+			classes = nil
+			break
+		}
+	}
+	for _, c := range classes {
+		for _, m := range []string{"offered", "goodput", "goodput_share", "trigger_goodput_share", "p50_s", "p99_s"} {
+			bw.WriteString("," + c.Name + "_" + m)
+		}
+	}
+	bw.WriteByte('\n')
+	var b []byte
+	for _, s := range sums {
+		b = append(b[:0], csvField(s.Scenario)...)
+		b = append(b, ',')
+		b = append(b, csvField(s.Policy)...)
+		b = append(b, ',')
+		b = strconv.AppendUint(b, s.Seed, 10)
+		for _, f := range s.fields() {
+			b = append(b, ',')
+			if f.isF {
+				b = fmtFloat(b, f.f)
+			} else {
+				b = strconv.AppendInt(b, f.i, 10)
+			}
+		}
+		for i := range classes {
+			c := &s.Classes[i]
+			b = append(b, ',')
+			b = strconv.AppendInt(b, c.Offered, 10)
+			b = append(b, ',')
+			b = strconv.AppendInt(b, c.Goodput, 10)
+			for _, v := range []float64{c.GoodputShare, c.TriggerGoodputShare, c.P50, c.P99} {
+				b = append(b, ',')
+				b = fmtFloat(b, v)
+			}
+		}
+		b = append(b, '\n')
+		bw.Write(b)
+	}
+	return bw.Flush()
+}
+
+func sameClasses(a, b []ClassSummary) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i].Name != b[i].Name {
+			return false
+		}
+	}
+	return true
+}
+
+// AppendSummaryJSON appends s as one JSON object.
+func AppendSummaryJSON(b []byte, s *Summary) []byte {
+	b = append(b, "{\"scenario\":"...)
+	b = strconv.AppendQuote(b, s.Scenario)
+	b = append(b, ",\"policy\":"...)
+	b = strconv.AppendQuote(b, s.Policy)
+	b = append(b, ",\"seed\":"...)
+	b = strconv.AppendUint(b, s.Seed, 10)
+	for _, f := range s.fields() {
+		b = append(b, ",\""...)
+		b = append(b, f.name...)
+		b = append(b, "\":"...)
+		if f.isF {
+			b = jsonFloat(b, f.f)
+		} else {
+			b = strconv.AppendInt(b, f.i, 10)
+		}
+	}
+	if !math.IsNaN(s.Recovery) {
+		b = append(b, ",\"recovered\":"...)
+		b = strconv.AppendBool(b, !math.IsInf(s.Recovery, 0))
+	}
+	b = append(b, ",\"classes\":["...)
+	for i := range s.Classes {
+		c := &s.Classes[i]
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, "{\"name\":"...)
+		b = strconv.AppendQuote(b, c.Name)
+		b = append(b, ",\"offered\":"...)
+		b = strconv.AppendInt(b, c.Offered, 10)
+		b = append(b, ",\"goodput\":"...)
+		b = strconv.AppendInt(b, c.Goodput, 10)
+		b = append(b, ",\"timeouts\":"...)
+		b = strconv.AppendInt(b, c.Timeouts, 10)
+		b = append(b, ",\"failed\":"...)
+		b = strconv.AppendInt(b, c.Failed, 10)
+		b = append(b, ",\"goodput_share\":"...)
+		b = jsonFloat(b, c.GoodputShare)
+		b = append(b, ",\"trigger_goodput_share\":"...)
+		b = jsonFloat(b, c.TriggerGoodputShare)
+		b = append(b, ",\"p50_s\":"...)
+		b = jsonFloat(b, c.P50)
+		b = append(b, ",\"p99_s\":"...)
+		b = jsonFloat(b, c.P99)
+		b = append(b, '}')
+	}
+	return append(b, "]}"...)
+}
+
+// WriteSummaryJSON writes the summaries as a JSON array, one per line.
+func WriteSummaryJSON(w io.Writer, sums []*Summary) error {
+	b := []byte{'['}
+	for i, s := range sums {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, '\n')
+		b = AppendSummaryJSON(b, s)
+	}
+	b = append(b, "\n]\n"...)
+	_, err := w.Write(b)
+	return err
+}
+
+// WriteTable writes the comparison table of summaries, grouped by
+// scenario in the order given. Goodput is against the ideal; "trigger"
+// columns cover the trigger window; per-class goodput is against the
+// class's offered requests.
+func WriteTable(w io.Writer, sums []*Summary) error {
+	header := []string{"scenario", "policy", "goodput", "trigger", "recovery", "p50", "p99", "adm p99", "trig p99", "amp", "wasted", "rejected", "limit", "classes (goodput/offered)"}
+	var rows [][]string
+	for _, s := range sums {
+		var cls []string
+		if len(s.Classes) > 1 {
+			for _, c := range s.Classes {
+				cls = append(cls, c.Name+" "+pct(c.GoodputShare))
+			}
+		}
+		rows = append(rows, []string{
+			s.Scenario, s.Policy, pct(s.GoodputRatio), pct(s.TriggerGoodputRatio), secs(s.Recovery),
+			dur(s.P50), dur(s.P99), dur(s.AdmittedP99), dur(s.TriggerP99),
+			num(s.Amplification, 2), pct(s.Wasted), pct(s.RejectedShare), num(s.MeanLimit, 0), strings.Join(cls, " "),
+		})
+	}
+	width := make([]int, len(header))
+	for i, h := range header {
+		width[i] = len(h)
+	}
+	for _, r := range rows {
+		for i, c := range r {
+			width[i] = max(width[i], len(c))
+		}
+	}
+	bw := bufio.NewWriter(w)
+	line := func(cells []string) {
+		var b strings.Builder
+		for i, c := range cells {
+			if i > 0 {
+				b.WriteString("  ")
+			}
+			switch {
+			case i == len(cells)-1:
+				b.WriteString(c)
+			case i < 2:
+				b.WriteString(c + strings.Repeat(" ", width[i]-len(c)))
+			default:
+				b.WriteString(strings.Repeat(" ", width[i]-len(c)) + c)
+			}
+		}
+		bw.WriteString(strings.TrimRight(b.String(), " "))
+		bw.WriteByte('\n')
+	}
+	line(header)
+	prev := ""
+	for i, r := range rows {
+		if i > 0 && r[0] != prev {
+			bw.WriteByte('\n')
+		}
+		prev = r[0]
+		line(r)
+	}
+	return bw.Flush()
+}
+
+func pct(v float64) string {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return "-"
+	}
+	return strconv.FormatFloat(100*v, 'f', 1, 64) + "%"
+}
+
+func num(v float64, prec int) string {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return "-"
+	}
+	return strconv.FormatFloat(v, 'f', prec, 64)
+}
+
+func secs(v float64) string {
+	switch {
+	case math.IsNaN(v):
+		return "-"
+	case math.IsInf(v, 1):
+		return "never"
+	}
+	return strconv.FormatFloat(v, 'f', 0, 64) + "s"
+}
+
+// dur formats seconds compactly: 12ms, 1.25s.
+func dur(v float64) string {
+	switch {
+	case math.IsNaN(v) || math.IsInf(v, 0):
+		return "-"
+	case v < 1e-3:
+		return strconv.FormatFloat(v*1e6, 'f', 0, 64) + "us"
+	case v < 1:
+		return strconv.FormatFloat(v*1e3, 'f', 0, 64) + "ms"
+	case v < 100:
+		return strconv.FormatFloat(v, 'f', 2, 64) + "s"
+	}
+	return strconv.FormatFloat(v, 'f', 0, 64) + "s"
+}

@@ -1,0 +1,350 @@
+package sim
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/platinummonkey/go-concurrency-limits/limit"
+
+	"github.com/shedkit/shedkit/limits"
+	"github.com/shedkit/shedkit/limits/gcl"
+	"github.com/shedkit/shedkit/shed"
+)
+
+// Policy builds the admission control of one replica: a shed.Limiter and
+// the LimitSource that drives it. Implement it to compare another
+// algorithm (for example failsafe-go's adaptive limiter, from a separate
+// module) with the built-in ones; [RegisterPolicy] makes it known to
+// [ParsePolicy] and shedsim.
+type Policy interface {
+	// Name identifies the policy in tables, series and file names.
+	Name() string
+	// NewLimiter builds the limiter of one replica from env.Config, which
+	// carries the scenario's classes, queues, cost budget and the virtual
+	// clock: set its Limit or Source and keep the rest. The source is
+	// returned for reporting; it may be nil (a static limit).
+	NewLimiter(env PolicyEnv) (*shed.Limiter, shed.LimitSource, error)
+}
+
+// PolicyEnv is what a Policy gets to build one replica's limiter.
+type PolicyEnv struct {
+	// Scenario is the normalized scenario (defaults filled in). Read only.
+	Scenario *Scenario
+	// Replica is the replica's index.
+	Replica int
+	// Config is the limiter configuration derived from the scenario,
+	// without Limit or Source. Config.Clock returns the virtual start
+	// time, so that limiter epochs are the same in every run.
+	Config shed.Config
+	// Seed is a seed for a policy that needs randomness, derived from the
+	// run's seed and the replica, stable across runs.
+	Seed uint64
+}
+
+// PolicyFunc adapts a function to a Policy.
+func PolicyFunc(name string, f func(env PolicyEnv) (*shed.Limiter, shed.LimitSource, error)) Policy {
+	return funcPolicy{name, f}
+}
+
+type funcPolicy struct {
+	name string
+	f    func(env PolicyEnv) (*shed.Limiter, shed.LimitSource, error)
+}
+
+func (p funcPolicy) Name() string { return p.name }
+func (p funcPolicy) NewLimiter(env PolicyEnv) (*shed.Limiter, shed.LimitSource, error) {
+	return p.f(env)
+}
+
+// PolicyFactory builds a policy from the parameters of a spec such as
+// "shedkit-gradient:tolerance=2,smoothing=0.3" (nil for none).
+type PolicyFactory func(params map[string]string) (Policy, error)
+
+type registered struct {
+	factory PolicyFactory
+	doc     string
+	params  []string
+}
+
+var (
+	registryMu sync.RWMutex
+	registry   = map[string]registered{}
+	order      []string
+)
+
+// RegisterPolicy makes a policy known to ParsePolicy and shedsim under
+// name. doc is one line for -h; params lists the parameter names the
+// factory accepts. Registering a name twice replaces it.
+func RegisterPolicy(name, doc string, params []string, f PolicyFactory) {
+	registryMu.Lock()
+	defer registryMu.Unlock()
+	if _, ok := registry[name]; !ok {
+		order = append(order, name)
+	}
+	registry[name] = registered{f, doc, params}
+}
+
+// PolicyNames returns the registered policy names in registration order:
+// the built-in ones first.
+func PolicyNames() []string {
+	registryMu.RLock()
+	defer registryMu.RUnlock()
+	return slices.Clone(order)
+}
+
+// PolicyDoc returns the one-line description and parameter names of a
+// registered policy.
+func PolicyDoc(name string) (doc string, params []string, ok bool) {
+	registryMu.RLock()
+	defer registryMu.RUnlock()
+	r, ok := registry[name]
+	return r.doc, r.params, ok
+}
+
+// DefaultPolicies is the set compared when nothing else is asked: no
+// limit, a static limit at the upstream's capacity, shedkit's Gradient
+// and AIMD, and go-concurrency-limits' Gradient2, Vegas and AIMD.
+var DefaultPolicies = []string{"none", "static", "shedkit-gradient", "shedkit-aimd", "gcl-gradient2", "gcl-vegas", "gcl-aimd"}
+
+// ParsePolicy builds a policy from a spec: a registered name, optionally
+// followed by ":" and comma-separated key=value parameters. The policy's
+// Name is the canonical spec: parameters sorted by key.
+func ParsePolicy(spec string) (Policy, error) {
+	name, rest, _ := strings.Cut(strings.TrimSpace(spec), ":")
+	registryMu.RLock()
+	r, ok := registry[name]
+	registryMu.RUnlock()
+	if !ok {
+		return nil, fmt.Errorf("unknown policy %q (known: %s)", name, strings.Join(PolicyNames(), ", "))
+	}
+	params := map[string]string{}
+	if rest != "" {
+		for _, kv := range strings.Split(rest, ",") {
+			k, v, ok := strings.Cut(kv, "=")
+			k, v = strings.TrimSpace(k), strings.TrimSpace(v)
+			if !ok || k == "" || v == "" {
+				return nil, fmt.Errorf("policy %s: parameter %q is not key=value", name, kv)
+			}
+			if !slices.Contains(r.params, k) {
+				return nil, fmt.Errorf("policy %s: unknown parameter %q (known: %s)", name, k, strings.Join(r.params, ", "))
+			}
+			if _, dup := params[k]; dup {
+				return nil, fmt.Errorf("policy %s: parameter %q given twice", name, k)
+			}
+			params[k] = v
+		}
+	}
+	return r.factory(params)
+}
+
+// canonical returns name:k=v,... with keys sorted.
+func canonical(name string, params map[string]string) string {
+	if len(params) == 0 {
+		return name
+	}
+	keys := make([]string, 0, len(params))
+	for k := range params {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	var b strings.Builder
+	b.WriteString(name)
+	for i, k := range keys {
+		if i == 0 {
+			b.WriteByte(':')
+		} else {
+			b.WriteByte(',')
+		}
+		b.WriteString(k + "=" + params[k])
+	}
+	return b.String()
+}
+
+// paramReader parses typed policy parameters and remembers the first error.
+type paramReader struct {
+	policy string
+	p      map[string]string
+	err    error
+}
+
+func (r *paramReader) fail(k string, err error) {
+	if r.err == nil {
+		r.err = fmt.Errorf("policy %s: parameter %s: %v", r.policy, k, err)
+	}
+}
+
+func (r *paramReader) int(k string, dst *int) {
+	if v, ok := r.p[k]; ok {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			r.fail(k, fmt.Errorf("%q is not an integer", v))
+		}
+		*dst = n
+	}
+}
+
+func (r *paramReader) float(k string, dst *float64) {
+	if v, ok := r.p[k]; ok {
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
+			r.fail(k, fmt.Errorf("%q is not a finite number", v))
+		}
+		*dst = f
+	}
+}
+
+func (r *paramReader) duration(k string, dst *time.Duration) {
+	if v, ok := r.p[k]; ok {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			r.fail(k, fmt.Errorf("%q is not a duration (e.g. 500ms)", v))
+		}
+		*dst = d
+	}
+}
+
+func (r *paramReader) window(w *limits.WindowConfig) {
+	r.duration("window", &w.MinDuration)
+	r.int("min_samples", &w.MinSamples)
+	r.float("quantile", &w.Quantile)
+}
+
+var windowParams = []string{"window", "min_samples", "quantile"}
+
+func init() {
+	RegisterPolicy("none", "no admission control: every request is admitted (a limiter with shed.MaxLimit and no cost budget)", nil,
+		func(map[string]string) (Policy, error) {
+			return PolicyFunc("none", func(env PolicyEnv) (*shed.Limiter, shed.LimitSource, error) {
+				cfg := env.Config
+				cfg.Limit, cfg.MaxCost = shed.MaxLimit, 0
+				l, err := shed.New(cfg)
+				return l, nil, err
+			}), nil
+		})
+	RegisterPolicy("static", "a fixed limit per replica: limit=N, default service.static_limit or the upstream's capacity", []string{"limit"},
+		func(p map[string]string) (Policy, error) {
+			r := paramReader{policy: "static", p: p}
+			n := 0
+			r.int("limit", &n)
+			if r.err != nil {
+				return nil, r.err
+			}
+			if n < 0 || n > shed.MaxLimit {
+				return nil, fmt.Errorf("policy static: limit must be in [1, %d], got %d", shed.MaxLimit, n)
+			}
+			return PolicyFunc(canonical("static", p), func(env PolicyEnv) (*shed.Limiter, shed.LimitSource, error) {
+				cfg := env.Config
+				cfg.Limit = n
+				if n == 0 {
+					cfg.Limit = env.Scenario.Service.StaticLimit
+					if cfg.Limit == 0 {
+						cfg.Limit = env.Scenario.Upstream.Capacity
+					}
+				}
+				l, err := shed.New(cfg)
+				return l, nil, err
+			}), nil
+		})
+	RegisterPolicy("shedkit-gradient", "shedkit limits.Gradient (defaults of limits.GradientConfig)",
+		append([]string{"initial", "min", "max", "tolerance", "smoothing", "growth", "backoff", "ceiling", "drop_tolerance", "min_utilization", "relearn", "baseline"}, windowParams...),
+		func(p map[string]string) (Policy, error) {
+			r := paramReader{policy: "shedkit-gradient", p: p}
+			var c limits.GradientConfig
+			r.int("initial", &c.InitialLimit)
+			r.int("min", &c.MinLimit)
+			r.int("max", &c.MaxLimit)
+			r.float("tolerance", &c.Tolerance)
+			r.float("smoothing", &c.Smoothing)
+			r.float("growth", &c.Growth)
+			r.float("backoff", &c.Backoff)
+			r.duration("ceiling", &c.LatencyCeiling)
+			r.float("drop_tolerance", &c.DropTolerance)
+			r.float("min_utilization", &c.MinUtilization)
+			r.int("relearn", &c.RelearnWindows)
+			r.int("baseline", &c.BaselineWindows)
+			r.window(&c.Window)
+			if r.err != nil {
+				return nil, r.err
+			}
+			if _, err := limits.NewGradient(c); err != nil {
+				return nil, fmt.Errorf("policy shedkit-gradient: %w", err)
+			}
+			return sourcePolicy(canonical("shedkit-gradient", p), func() (shed.LimitSource, error) { return limits.NewGradient(c) }), nil
+		})
+	RegisterPolicy("shedkit-aimd", "shedkit limits.AIMD (defaults of limits.AIMDConfig: drops only, no latency threshold)",
+		append([]string{"initial", "min", "max", "increase", "backoff", "threshold", "drop_tolerance", "min_utilization"}, windowParams...),
+		func(p map[string]string) (Policy, error) {
+			r := paramReader{policy: "shedkit-aimd", p: p}
+			var c limits.AIMDConfig
+			r.int("initial", &c.InitialLimit)
+			r.int("min", &c.MinLimit)
+			r.int("max", &c.MaxLimit)
+			r.int("increase", &c.Increase)
+			r.float("backoff", &c.Backoff)
+			r.duration("threshold", &c.LatencyThreshold)
+			r.float("drop_tolerance", &c.DropTolerance)
+			r.float("min_utilization", &c.MinUtilization)
+			r.window(&c.Window)
+			if r.err != nil {
+				return nil, r.err
+			}
+			if _, err := limits.NewAIMD(c); err != nil {
+				return nil, fmt.Errorf("policy shedkit-aimd: %w", err)
+			}
+			return sourcePolicy(canonical("shedkit-aimd", p), func() (shed.LimitSource, error) { return limits.NewAIMD(c) }), nil
+		})
+	gclPolicy := func(name, doc string, build func(gcl.Config) (*gcl.Source, error)) {
+		RegisterPolicy(name, doc, append([]string{"rtt"}, windowParams...), func(p map[string]string) (Policy, error) {
+			r := paramReader{policy: name, p: p}
+			var c gcl.Config
+			r.window(&c.Window)
+			switch p["rtt"] {
+			case "", "min":
+			case "window":
+				c.RTT = gcl.RTTWindow
+			default:
+				r.fail("rtt", fmt.Errorf("%q is not min or window", p["rtt"]))
+			}
+			if r.err != nil {
+				return nil, r.err
+			}
+			if _, err := build(c); err != nil {
+				return nil, fmt.Errorf("policy %s: %w", name, err)
+			}
+			return sourcePolicy(canonical(name, p), func() (shed.LimitSource, error) { return build(c) }), nil
+		})
+	}
+	gclPolicy("gcl-gradient2", "go-concurrency-limits Gradient2, default tuning, through limits/gcl (1 s windows of >= 100 samples, min rtt)", gcl.NewGradient2)
+	gclPolicy("gcl-vegas", "go-concurrency-limits Vegas, default tuning except that its probe (drawn from math/rand's global source) is off, so runs are reproducible", newVegas)
+	gclPolicy("gcl-aimd", "go-concurrency-limits AIMD, default tuning, through limits/gcl", gcl.NewAIMD)
+}
+
+// newVegas builds go-concurrency-limits' Vegas with its default tuning,
+// except the probe multiplier: the library re-bases its no-load latency
+// every jitter x 30 x limit samples with the jitter drawn from math/rand's
+// global source, which would make runs irreproducible (and its
+// ProbeDisabled value is mapped back to 30 by the constructor). A huge
+// multiplier leaves the probe out of any finite run.
+func newVegas(c gcl.Config) (*gcl.Source, error) {
+	v := limit.NewVegasLimitWithRegistry(gcl.Name, 20, nil, 1000, 1.0, nil, nil, nil, nil, nil, math.MaxInt32, nil, nil)
+	return gcl.FromCore(v, c)
+}
+
+// sourcePolicy builds a limiter around a fresh LimitSource per replica.
+func sourcePolicy(name string, newSource func() (shed.LimitSource, error)) Policy {
+	return PolicyFunc(name, func(env PolicyEnv) (*shed.Limiter, shed.LimitSource, error) {
+		src, err := newSource()
+		if err != nil {
+			return nil, nil, err
+		}
+		cfg := env.Config
+		cfg.Source = src
+		l, err := shed.New(cfg)
+		return l, src, err
+	})
+}

@@ -1,0 +1,640 @@
+package sim
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"time"
+)
+
+// Scenario describes one simulated system and its load: classes of
+// clients, an optional gateway, the service (replicas, each with its own
+// limiter) and the upstream it depends on. Zero fields take the defaults
+// documented on each field; [Scenario.Validate] names the first invalid
+// field. Scenarios come from YAML files ([LoadScenario], [ParseScenario]),
+// the built-in suite ([Suite]) or Go code.
+type Scenario struct {
+	Name        string
+	Description string
+	// Duration of the simulated run. Required.
+	Duration time.Duration
+	// Interval is the length of one row of the time series. Default 1s.
+	Interval time.Duration
+	// Warmup is excluded from every summary figure (adaptive limits start
+	// from their initial limit). Default 10s, at most half the Duration.
+	Warmup time.Duration
+	// Trigger is the span of the disturbance that recovery is measured
+	// from. Default: from the first upstream event's start to the last
+	// one's end, or none.
+	Trigger *Span
+	// Sustain is how long throughput must stay at 90% of the healthy
+	// throughput for the system to count as recovered. Default 5s.
+	Sustain time.Duration
+
+	Classes  []Class
+	Gateway  *Gateway
+	Service  Service
+	Upstream Upstream
+
+	// Policies lists the policies this scenario is meant to compare;
+	// empty means the built-in set. Overridden by shedsim -policies.
+	Policies []string
+	// Expect holds the ranges the scenario's figures must fall in, per
+	// policy, in the way Vector tests its adaptive concurrency: a
+	// regression test reads them (see [Result.Check]).
+	Expect []Expect
+}
+
+// Span is an interval of simulated time.
+type Span struct{ At, For time.Duration }
+
+// End returns At + For.
+func (s Span) End() time.Duration { return s.At + s.For }
+
+// Class is a class of logical requests: its arrivals, cost, deadline and
+// retry policy on the client, and its admission settings in the service's
+// limiter (a shed class of the same name, in the order of Classes:
+// the first class has the highest priority).
+type Class struct {
+	Name string
+	// Rate is the open-loop Poisson arrival rate in requests per second,
+	// changed over time by Schedule. Exactly one of Rate and Users.
+	Rate     float64
+	Schedule []RateChange
+	// Users is the number of closed-loop users: each sends a request,
+	// waits for its outcome, thinks for a draw of Think, and repeats.
+	Users int
+	// Think is the think time in nanoseconds. Default exponential 1s.
+	Think Dist
+	// Cost is the cost a request reserves (for example estimated tokens).
+	// Default constant 1. Draws are rounded to integers of at least 1.
+	Cost Dist
+	// Actual is the actual cost as a multiple of the reserved cost, for
+	// example uniform [0.2, 1] when a request reserves its maximum output.
+	// The service reconciles its permit when the upstream starts the
+	// work. Zero: the actual cost is the reserved cost.
+	Actual Dist
+	// Timeout is the client's deadline for the logical request, retries
+	// included. Default 1s.
+	Timeout time.Duration
+	// AttemptTimeout bounds each client attempt. Default Timeout.
+	AttemptTimeout time.Duration
+	// Retry is the client's retry policy. Default: no retries.
+	Retry Retry
+
+	// Protected, Queue, MaxWait and LIFO configure the class in the
+	// service's limiter (shed.ClassConfig Protected, QueueDepth, MaxWait,
+	// LIFO). Default: no protected share, no queue.
+	Protected float64
+	Queue     int
+	MaxWait   time.Duration
+	LIFO      bool
+}
+
+// Retry is a layer's retry policy: full-jitter exponential backoff, the
+// wait drawn uniformly in [0, min(MaxBackoff, Backoff x 2^(n-1))] before
+// the n-th retry. A retry is made only when its wait ends before the
+// deadline of the request it serves.
+type Retry struct {
+	// MaxAttempts counts the first attempt: 1 (the default) never retries.
+	MaxAttempts int
+	// Backoff is the base wait. Default 10ms.
+	Backoff time.Duration
+	// MaxBackoff caps the wait. Default 1s (or Backoff if larger).
+	MaxBackoff time.Duration
+	// HonorNoRetry: a rejection by a shedding service ("overloaded, do
+	// not retry") is final. Default false: naive clients retry it.
+	HonorNoRetry bool
+	// HonorRetryAfter: the wait before retrying a rejection is at least
+	// the rejection's Retry-After hint.
+	HonorRetryAfter bool
+	// Budget, when set, asks a retrybudget.Budget shared by the whole
+	// layer before every retry; every logical request of the layer
+	// deposits.
+	Budget *Budget
+	// Throttle, when set, puts a retrybudget.Throttle (Google SRE
+	// client-side throttling) in front of every attempt of the layer.
+	Throttle *Throttle
+}
+
+// Budget configures a retrybudget.Budget. Zero fields take its defaults
+// (ratio 0.2, 10 retries per second, TTL 10s); a negative Ratio or
+// MinPerSecond means none.
+type Budget struct {
+	Ratio        float64
+	MinPerSecond float64
+	TTL          time.Duration
+}
+
+// Throttle configures a retrybudget.Throttle. Zero fields take its
+// defaults (K 2, window 2 minutes).
+type Throttle struct {
+	K      float64
+	Window time.Duration
+}
+
+// Gateway is an optional proxy layer between clients and the service,
+// with its own per-attempt timeout and retry policy: with retries at the
+// client, the gateway and the service, attempts multiply.
+type Gateway struct {
+	// Timeout bounds each attempt to the service. Default: none (the
+	// client's deadline still applies).
+	Timeout time.Duration
+	Retry   Retry
+}
+
+// Balancer picks the replica of each attempt to the service.
+type Balancer uint8
+
+const (
+	// RoundRobin cycles through the replicas.
+	RoundRobin Balancer = iota
+	// LeastInFlight picks the replica with the fewest requests in
+	// progress (the lowest index on ties).
+	LeastInFlight
+	// PowerOfTwo picks two distinct replicas at random and takes the one
+	// with fewer requests in progress.
+	PowerOfTwo
+)
+
+var balancerNames = [...]string{"round_robin", "least_in_flight", "power_of_two"}
+
+// String returns the balancer's name as written in scenario files.
+func (b Balancer) String() string {
+	if int(b) < len(balancerNames) {
+		return balancerNames[b]
+	}
+	return "unknown"
+}
+
+// Service is the layer protected by the limiters under test: Replicas
+// copies behind a load balancer, each with its own shed.Limiter built by
+// the policy. A replica admits a request, calls the upstream (retrying per
+// Retry) and releases the permit when the upstream answers: Success when
+// it answered in time, Dropped for an error, a timeout, or an answer after
+// the request's deadline.
+type Service struct {
+	// Replicas is the number of replicas. Default 1.
+	Replicas int
+	// Balancer spreads attempts over the replicas. Default RoundRobin.
+	Balancer Balancer
+	// MaxCost is the cost budget of each replica's limiter
+	// (shed.Config.MaxCost) under every policy but "none". Zero: none.
+	MaxCost int64
+	// StaticLimit is the limit of the "static" policy when the policy
+	// names none. Default: Upstream.Capacity (per replica).
+	StaticLimit int
+	// Strict, MaxQueue and DemandHold configure each limiter
+	// (shed.Config).
+	Strict     bool
+	MaxQueue   int
+	DemandHold time.Duration
+	// Timeout bounds each upstream call. When it fires, the replica
+	// stops waiting (and may retry) while the upstream keeps working.
+	// Default: none, so a permit lives as long as the upstream work.
+	Timeout time.Duration
+	// Retry is the replica's retry policy for upstream calls.
+	Retry Retry
+}
+
+// Upstream is what each replica depends on: Capacity servers taking work
+// in arrival order, with service times drawn from ServiceTime. Past
+// capacity, work waits, and with Degradation it also gets slower: a job
+// that starts while q jobs wait takes 1 + Degradation x q / Capacity
+// times longer (at most MaxDegradation times), as thrashing servers do.
+// Work whose caller gave up is finished anyway: it is wasted.
+type Upstream struct {
+	// Capacity is the number of jobs served at once, the concurrency at
+	// which latency starts to grow. Required.
+	Capacity int
+	// ServiceTime is the time a job takes at nominal speed, in
+	// nanoseconds. Required.
+	ServiceTime Dist
+	// Degradation and MaxDegradation model congestion collapse (see
+	// Upstream). Default 0 (none) and 10.
+	Degradation    float64
+	MaxDegradation float64
+	// CostScaling makes service time grow with a request's actual cost:
+	// it is multiplied by (cost / CostRef)^CostScaling. Default 0 (no
+	// effect); 1 models LLM work proportional to tokens.
+	CostScaling float64
+	// CostRef is the cost that takes ServiceTime. Default 1.
+	CostRef float64
+	// Shared makes all replicas share one upstream of Capacity (a shared
+	// database) instead of each replica having its own.
+	Shared bool
+	// Events are slowdowns, error bursts and capacity changes.
+	Events []UpstreamEvent
+}
+
+// UpstreamEvent changes the upstream during [At, At+For).
+type UpstreamEvent struct {
+	At, For time.Duration
+	// Slowdown multiplies the service time of jobs that start during the
+	// event. Default 1.
+	Slowdown float64
+	// Errors is the probability that a job started during the event
+	// fails (after its service time).
+	Errors float64
+	// Capacity multiplies the number of servers. Default 1.
+	Capacity float64
+	// Replicas limits the event to the first Replicas upstreams (when
+	// not Shared). Default: all.
+	Replicas int
+}
+
+// Expect is a range a summary figure must fall in: Min <= value <= Max.
+// Metric is a name accepted by [Summary.Metric].
+type Expect struct {
+	Policy   string
+	Metric   string
+	Min, Max float64
+}
+
+// ErrInvalidScenario is matched (errors.Is) by every scenario error.
+var ErrInvalidScenario = errors.New("sim: invalid scenario")
+
+// FieldError reports an invalid scenario field: its path (for example
+// "classes[1].retry.backoff") and, for files, its position.
+type FieldError struct {
+	File         string
+	Line, Column int
+	Path         string
+	Msg          string
+}
+
+// Error formats the error as file:line:column: path: message.
+func (e *FieldError) Error() string {
+	s := ""
+	if e.File != "" {
+		s = e.File + ":"
+	}
+	if e.Line > 0 {
+		s += strconv.Itoa(e.Line) + ":"
+		if e.Column > 0 {
+			s += strconv.Itoa(e.Column) + ":"
+		}
+		s += " "
+	} else if s != "" {
+		s += " "
+	}
+	if e.Path != "" {
+		s += e.Path + ": "
+	}
+	return s + e.Msg
+}
+
+// Is makes errors.Is(err, ErrInvalidScenario) true.
+func (e *FieldError) Is(target error) bool { return target == ErrInvalidScenario }
+
+func fieldErr(path, format string, args ...any) error {
+	return &FieldError{Path: path, Msg: fmt.Sprintf(format, args...)}
+}
+
+// Defaults.
+const (
+	DefaultInterval       = time.Second
+	DefaultWarmup         = 10 * time.Second
+	DefaultSustain        = 5 * time.Second
+	DefaultTimeout        = time.Second
+	DefaultBackoff        = 10 * time.Millisecond
+	DefaultMaxBackoff     = time.Second
+	DefaultMaxDegradation = 10.0
+	// MaxEvents bounds the simulated requests of one run (arrivals over
+	// the run at the highest rate), so a typo cannot hang a run.
+	MaxEvents = 2_000_000_000
+)
+
+// Validate checks s and returns nil or a *FieldError naming the first
+// invalid field.
+func (s *Scenario) Validate() error {
+	_, err := s.normalize()
+	return err
+}
+
+// normalize returns a copy of s with defaults filled in.
+func (s *Scenario) normalize() (*Scenario, error) {
+	c := *s
+	if c.Name == "" {
+		return nil, fieldErr("name", "must not be empty")
+	}
+	if c.Duration <= 0 {
+		return nil, fieldErr("duration", "must be > 0, got %v", c.Duration)
+	}
+	if c.Interval < 0 {
+		return nil, fieldErr("interval", "must be >= 0, got %v", c.Interval)
+	}
+	if c.Interval == 0 {
+		c.Interval = DefaultInterval
+	}
+	if c.Interval > c.Duration || c.Duration%c.Interval != 0 {
+		return nil, fieldErr("interval", "must divide the duration (%v), got %v", c.Duration, c.Interval)
+	}
+	if c.Warmup < 0 {
+		return nil, fieldErr("warmup", "must be >= 0, got %v", c.Warmup)
+	}
+	if c.Warmup == 0 {
+		c.Warmup = min(DefaultWarmup, c.Duration/2)
+	}
+	if c.Warmup > c.Duration/2 {
+		return nil, fieldErr("warmup", "must be at most half the duration (%v), got %v", c.Duration/2, c.Warmup)
+	}
+	if c.Sustain < 0 {
+		return nil, fieldErr("sustain", "must be >= 0, got %v", c.Sustain)
+	}
+	if c.Sustain == 0 {
+		c.Sustain = DefaultSustain
+	}
+	if len(c.Classes) == 0 {
+		return nil, fieldErr("classes", "at least one class is required")
+	}
+	if len(c.Classes) > 16 {
+		return nil, fieldErr("classes", "at most 16 classes, got %d", len(c.Classes))
+	}
+	c.Classes = append([]Class(nil), c.Classes...)
+	names := map[string]bool{}
+	share := 0.0
+	for i := range c.Classes {
+		if err := c.Classes[i].normalize(fmt.Sprintf("classes[%d]", i), names); err != nil {
+			return nil, err
+		}
+		share += c.Classes[i].Protected
+	}
+	if share > 1+1e-9 {
+		return nil, fieldErr("classes", "protected shares sum to %.3f, more than 1", share)
+	}
+	if c.Gateway != nil {
+		g := *c.Gateway
+		if g.Timeout < 0 {
+			return nil, fieldErr("gateway.timeout", "must be >= 0, got %v", g.Timeout)
+		}
+		if err := g.Retry.normalize("gateway.retry"); err != nil {
+			return nil, err
+		}
+		c.Gateway = &g
+	}
+	if err := c.Service.normalize(&c); err != nil {
+		return nil, err
+	}
+	if err := c.Upstream.normalize(&c); err != nil {
+		return nil, err
+	}
+	validTrigger := func(t Span) bool {
+		return t.At >= c.Warmup+c.Interval && t.For > 0 && t.End() <= c.Duration
+	}
+	if c.Trigger == nil && len(c.Upstream.Events) > 0 {
+		// Derived from the events, when they make a usable trigger (an
+		// event from the start is a condition, not a trigger).
+		t := Span{At: c.Upstream.Events[0].At}
+		end := time.Duration(0)
+		for _, e := range c.Upstream.Events {
+			t.At = min(t.At, e.At)
+			end = max(end, e.At+e.For)
+		}
+		t.For = end - t.At
+		if validTrigger(t) {
+			c.Trigger = &t
+		}
+	} else if c.Trigger != nil {
+		t := *c.Trigger
+		if !validTrigger(t) {
+			return nil, fieldErr("trigger", "must start after warmup + one interval (%v), last > 0 and end by the duration (%v); got at %v for %v", c.Warmup+c.Interval, c.Duration, t.At, t.For)
+		}
+		c.Trigger = &t
+	}
+	for i, p := range c.Policies {
+		if _, err := ParsePolicy(p); err != nil {
+			return nil, fieldErr(fmt.Sprintf("policies[%d]", i), "%v", err)
+		}
+	}
+	for i, e := range c.Expect {
+		p := fmt.Sprintf("expect[%d]", i)
+		if e.Policy == "" {
+			return nil, fieldErr(p+".policy", "must not be empty")
+		}
+		if !knownMetric(e.Metric, &c) {
+			return nil, fieldErr(p+".metric", "unknown metric %q (known: %s)", e.Metric, metricHelp)
+		}
+		if math.IsNaN(e.Min) || math.IsNaN(e.Max) || e.Min > e.Max {
+			return nil, fieldErr(p, "needs min <= max, got [%v, %v]", e.Min, e.Max)
+		}
+	}
+	// Bound the work of one run.
+	total := 0.0
+	for i := range c.Classes {
+		cl := &c.Classes[i]
+		if cl.Users == 0 {
+			f, _ := buildRate(cl.Rate, cl.Schedule, "")
+			total += f.integral(0, c.Duration.Seconds())
+		}
+	}
+	if total > MaxEvents {
+		return nil, fieldErr("classes", "the run would simulate %.3g requests, more than %d", total, MaxEvents)
+	}
+	return &c, nil
+}
+
+func (cl *Class) normalize(p string, names map[string]bool) error {
+	if cl.Name == "" {
+		return fieldErr(p+".name", "must not be empty")
+	}
+	if names[cl.Name] {
+		return fieldErr(p+".name", "duplicate class %q", cl.Name)
+	}
+	names[cl.Name] = true
+	if math.IsNaN(cl.Rate) || math.IsInf(cl.Rate, 0) || cl.Rate < 0 {
+		return fieldErr(p+".rate", "must be a finite rate >= 0, got %v", cl.Rate)
+	}
+	if cl.Users < 0 || cl.Users > 1_000_000 {
+		return fieldErr(p+".users", "must be in [0, 1000000], got %d", cl.Users)
+	}
+	if cl.Users > 0 && (cl.Rate > 0 || len(cl.Schedule) > 0) {
+		return fieldErr(p+".users", "a class is either open-loop (rate, schedule) or closed-loop (users), not both")
+	}
+	if cl.Users == 0 {
+		if _, err := buildRate(cl.Rate, cl.Schedule, p+".schedule"); err != nil {
+			return err
+		}
+	}
+	if cl.Think.IsZero() {
+		cl.Think = Exp(float64(time.Second))
+	}
+	if err := cl.Think.validate(p + ".think"); err != nil {
+		return err
+	}
+	if cl.Cost.IsZero() {
+		cl.Cost = Const(1)
+	}
+	if err := cl.Cost.validate(p + ".cost"); err != nil {
+		return err
+	}
+	if !cl.Actual.IsZero() {
+		if err := cl.Actual.validate(p + ".actual"); err != nil {
+			return err
+		}
+	}
+	if cl.Timeout < 0 {
+		return fieldErr(p+".timeout", "must be >= 0, got %v", cl.Timeout)
+	}
+	if cl.Timeout == 0 {
+		cl.Timeout = DefaultTimeout
+	}
+	if cl.AttemptTimeout < 0 || cl.AttemptTimeout > cl.Timeout {
+		return fieldErr(p+".attempt_timeout", "must be in [0, timeout (%v)], got %v", cl.Timeout, cl.AttemptTimeout)
+	}
+	if cl.AttemptTimeout == 0 {
+		cl.AttemptTimeout = cl.Timeout
+	}
+	if err := cl.Retry.normalize(p + ".retry"); err != nil {
+		return err
+	}
+	if math.IsNaN(cl.Protected) || cl.Protected < 0 || cl.Protected > 1 {
+		return fieldErr(p+".protected", "must be in [0, 1], got %v", cl.Protected)
+	}
+	if cl.Queue < 0 {
+		return fieldErr(p+".queue", "must be >= 0, got %d", cl.Queue)
+	}
+	if cl.MaxWait < 0 {
+		return fieldErr(p+".max_wait", "must be >= 0, got %v", cl.MaxWait)
+	}
+	if cl.Queue > 0 && cl.MaxWait == 0 {
+		return fieldErr(p+".queue", "a queue needs max_wait (the longest a request waits)")
+	}
+	if cl.Queue == 0 && cl.MaxWait > 0 {
+		return fieldErr(p+".max_wait", "max_wait needs a queue (queue > 0)")
+	}
+	return nil
+}
+
+func (r *Retry) normalize(p string) error {
+	if r.MaxAttempts < 0 || r.MaxAttempts > 100 {
+		return fieldErr(p+".max_attempts", "must be in [1, 100], got %d", r.MaxAttempts)
+	}
+	if r.MaxAttempts == 0 {
+		r.MaxAttempts = 1
+	}
+	if r.Backoff < 0 {
+		return fieldErr(p+".backoff", "must be >= 0, got %v", r.Backoff)
+	}
+	if r.Backoff == 0 {
+		r.Backoff = DefaultBackoff
+	}
+	if r.MaxBackoff < 0 {
+		return fieldErr(p+".max_backoff", "must be >= 0, got %v", r.MaxBackoff)
+	}
+	if r.MaxBackoff == 0 {
+		r.MaxBackoff = max(DefaultMaxBackoff, r.Backoff)
+	}
+	if r.MaxBackoff < r.Backoff {
+		return fieldErr(p+".max_backoff", "must be >= backoff (%v), got %v", r.Backoff, r.MaxBackoff)
+	}
+	if b := r.Budget; b != nil {
+		if math.IsNaN(b.Ratio) || math.IsInf(b.Ratio, 0) || b.Ratio > 1000 {
+			return fieldErr(p+".budget.ratio", "must be at most 1000 (0: default 0.2, negative: none), got %v", b.Ratio)
+		}
+		if math.IsNaN(b.MinPerSecond) || math.IsInf(b.MinPerSecond, 0) || b.MinPerSecond > 1e6 {
+			return fieldErr(p+".budget.min_per_second", "must be at most 1e6 (0: default 10, negative: none), got %v", b.MinPerSecond)
+		}
+		if b.TTL < 0 {
+			return fieldErr(p+".budget.ttl", "must be >= 0, got %v", b.TTL)
+		}
+	}
+	if t := r.Throttle; t != nil {
+		if math.IsNaN(t.K) || (t.K != 0 && t.K < 1) || math.IsInf(t.K, 0) {
+			return fieldErr(p+".throttle.k", "must be >= 1, got %v", t.K)
+		}
+		if t.Window < 0 {
+			return fieldErr(p+".throttle.window", "must be >= 0, got %v", t.Window)
+		}
+	}
+	return nil
+}
+
+func (s *Service) normalize(sc *Scenario) error {
+	if s.Replicas < 0 || s.Replicas > 10000 {
+		return fieldErr("service.replicas", "must be in [1, 10000], got %d", s.Replicas)
+	}
+	if s.Replicas == 0 {
+		s.Replicas = 1
+	}
+	if s.Balancer > PowerOfTwo {
+		return fieldErr("service.balancer", "unknown balancer %d", s.Balancer)
+	}
+	if s.MaxCost < 0 {
+		return fieldErr("service.max_cost", "must be >= 0, got %d", s.MaxCost)
+	}
+	if s.StaticLimit < 0 {
+		return fieldErr("service.static_limit", "must be >= 0, got %d", s.StaticLimit)
+	}
+	if s.MaxQueue < 0 {
+		return fieldErr("service.max_queue", "must be >= 0, got %d", s.MaxQueue)
+	}
+	if s.DemandHold < 0 {
+		return fieldErr("service.demand_hold", "must be >= 0, got %v", s.DemandHold)
+	}
+	if s.Timeout < 0 {
+		return fieldErr("service.timeout", "must be >= 0, got %v", s.Timeout)
+	}
+	return s.Retry.normalize("service.retry")
+}
+
+func (u *Upstream) normalize(sc *Scenario) error {
+	if u.Capacity <= 0 || u.Capacity > 1_000_000 {
+		return fieldErr("upstream.capacity", "must be in [1, 1000000], got %d", u.Capacity)
+	}
+	if u.ServiceTime.IsZero() {
+		return fieldErr("upstream.service_time", "is required")
+	}
+	if err := u.ServiceTime.validate("upstream.service_time"); err != nil {
+		return err
+	}
+	if math.IsNaN(u.Degradation) || u.Degradation < 0 || math.IsInf(u.Degradation, 0) {
+		return fieldErr("upstream.degradation", "must be >= 0, got %v", u.Degradation)
+	}
+	if math.IsNaN(u.MaxDegradation) || (u.MaxDegradation != 0 && u.MaxDegradation < 1) || math.IsInf(u.MaxDegradation, 0) {
+		return fieldErr("upstream.max_degradation", "must be >= 1, got %v", u.MaxDegradation)
+	}
+	if u.MaxDegradation == 0 {
+		u.MaxDegradation = DefaultMaxDegradation
+	}
+	if math.IsNaN(u.CostScaling) || u.CostScaling < 0 || u.CostScaling > 4 {
+		return fieldErr("upstream.cost_scaling", "must be in [0, 4], got %v", u.CostScaling)
+	}
+	if math.IsNaN(u.CostRef) || u.CostRef < 0 || math.IsInf(u.CostRef, 0) {
+		return fieldErr("upstream.cost_ref", "must be > 0, got %v", u.CostRef)
+	}
+	if u.CostRef == 0 {
+		u.CostRef = 1
+	}
+	u.Events = append([]UpstreamEvent(nil), u.Events...)
+	for i := range u.Events {
+		e := &u.Events[i]
+		p := fmt.Sprintf("upstream.events[%d]", i)
+		if e.At < 0 || e.For <= 0 || e.At+e.For > sc.Duration {
+			return fieldErr(p, "needs at >= 0, for > 0 and at+for <= duration (%v), got at %v for %v", sc.Duration, e.At, e.For)
+		}
+		if math.IsNaN(e.Slowdown) || e.Slowdown < 0 || e.Slowdown > 1e6 {
+			return fieldErr(p+".slowdown", "must be > 0, got %v", e.Slowdown)
+		}
+		if e.Slowdown == 0 {
+			e.Slowdown = 1
+		}
+		if math.IsNaN(e.Errors) || e.Errors < 0 || e.Errors > 1 {
+			return fieldErr(p+".errors", "must be in [0, 1], got %v", e.Errors)
+		}
+		if math.IsNaN(e.Capacity) || e.Capacity < 0 || e.Capacity > 1000 {
+			return fieldErr(p+".capacity", "must be a factor in (0, 1000], got %v", e.Capacity)
+		}
+		if e.Capacity == 0 {
+			e.Capacity = 1
+		}
+		if e.Replicas < 0 {
+			return fieldErr(p+".replicas", "must be >= 0, got %d", e.Replicas)
+		}
+		if e.Replicas > 0 && u.Shared {
+			return fieldErr(p+".replicas", "a shared upstream has no per-replica events")
+		}
+	}
+	return nil
+}

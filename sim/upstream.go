@@ -1,0 +1,135 @@
+package sim
+
+import (
+	"math"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+)
+
+// upstream is a multi-server FIFO queue: servers jobs at once, the rest
+// wait in arrival order. With no degradation, no events and exponential
+// service times it is exactly M/M/c (M/G/c in general).
+type upstream struct {
+	cfg     *Upstream
+	events  []UpstreamEvent // those that apply to this upstream
+	servers int             // current number of servers
+	slow    float64         // current slowdown factor
+	errs    float64         // current error probability
+	busy    int
+	queue   ring
+	svcRng  *rand.Rand
+	errRng  *rand.Rand
+}
+
+func newUpstream(cfg *Upstream, idx int, seed uint64) *upstream {
+	u := &upstream{cfg: cfg, servers: cfg.Capacity, slow: 1}
+	for _, ev := range cfg.Events {
+		if ev.Replicas == 0 || idx < ev.Replicas {
+			u.events = append(u.events, ev)
+		}
+	}
+	name := "upstream/" + strconv.Itoa(idx)
+	u.svcRng = newStream(seed, name+"/service")
+	u.errRng = newStream(seed, name+"/errors")
+	return u
+}
+
+// boundaries returns the instants (ns) at which the upstream changes.
+func (u *upstream) boundaries() []int64 {
+	var b []int64
+	for _, ev := range u.events {
+		b = append(b, int64(ev.At), int64(ev.At+ev.For))
+	}
+	slices.Sort(b)
+	return slices.Compact(b)
+}
+
+// stateAt returns the capacity factor, slowdown and error probability
+// in force at t (ns): overlapping events multiply their factors and
+// combine their error probabilities.
+func (u *upstream) stateAt(t int64) (capF, slow, errs float64) {
+	capF, slow = 1, 1
+	ok := 1.0
+	for _, ev := range u.events {
+		if int64(ev.At) <= t && t < int64(ev.At+ev.For) {
+			capF *= ev.Capacity
+			slow *= ev.Slowdown
+			ok *= 1 - ev.Errors
+		}
+	}
+	return capF, slow, 1 - ok
+}
+
+// refresh applies the events in force now.
+func (u *upstream) refresh(now int64) {
+	capF, slow, errs := u.stateAt(now)
+	u.servers = max(int(math.Round(float64(u.cfg.Capacity)*capF)), 1)
+	u.slow, u.errs = slow, errs
+}
+
+func (u *upstream) arrive(e *engine, j *task) {
+	e.rec.upPresent++
+	if u.busy < u.servers {
+		u.start(e, j)
+		return
+	}
+	u.queue.push(j)
+}
+
+func (u *upstream) start(e *engine, j *task) {
+	u.busy++
+	c := u.cfg
+	d := c.ServiceTime.sample(u.svcRng) * u.slow
+	if c.Degradation > 0 && u.queue.n > 0 {
+		d *= min(1+c.Degradation*float64(u.queue.n)/float64(c.Capacity), c.MaxDegradation)
+	}
+	if c.CostScaling > 0 {
+		d *= math.Pow(float64(j.actual)/c.CostRef, c.CostScaling)
+	}
+	j.work = max(int64(d), 1)
+	j.fail = u.errs > 0 && u.errRng.Float64() < u.errs
+	// The replica learns the actual cost once the upstream takes the job.
+	if p := e.parent(j); p != nil && p.permit.Valid() && p.permit.Cost() != j.actual {
+		_ = p.permit.ReconcileAt(e.nowT, j.actual)
+	}
+	e.schedule(e.now+j.work, evJobDone, j, 0)
+}
+
+func (u *upstream) done(e *engine, j *task) {
+	u.busy--
+	e.rec.upPresent--
+}
+
+// fill starts waiting jobs while servers are free.
+func (u *upstream) fill(e *engine) {
+	for u.busy < u.servers && u.queue.n > 0 {
+		u.start(e, u.queue.pop())
+	}
+}
+
+// ring is a growable FIFO of tasks.
+type ring struct {
+	buf     []*task
+	head, n int
+}
+
+func (q *ring) push(t *task) {
+	if q.n == len(q.buf) {
+		nb := make([]*task, max(16, 2*len(q.buf)))
+		for i := 0; i < q.n; i++ {
+			nb[i] = q.buf[(q.head+i)%len(q.buf)]
+		}
+		q.buf, q.head = nb, 0
+	}
+	q.buf[(q.head+q.n)%len(q.buf)] = t
+	q.n++
+}
+
+func (q *ring) pop() *task {
+	t := q.buf[q.head]
+	q.buf[q.head] = nil
+	q.head = (q.head + 1) % len(q.buf)
+	q.n--
+	return t
+}
