@@ -33,24 +33,25 @@ func ExampleNewGradient() {
 		fmt.Print(g.Limit(), " ")
 	}
 	fmt.Println(g.State().Phase)
-	// The dependency slows down to 25 ms: the limit shrinks.
+	// The dependency slows down to 25 ms: the limit shrinks. The window
+	// right after a cut is no worse than the one that caused it (the cut
+	// has not shown yet), so the limit waits before cutting again.
 	for range 3 {
 		feedWindow(g, &now, 25*time.Millisecond, 300)
 		fmt.Print(g.Limit(), " ")
 	}
 	fmt.Println(g.State().Phase)
-	// It recovers: the limit goes back at once to 320, the last limit in
-	// force during a window without congestion, then grows by
-	// sqrt(limit) per window.
+	// It recovers: the limit grows by sqrt(limit) per window while it is
+	// in use.
 	for range 2 {
 		feedWindow(g, &now, 10*time.Millisecond, 300)
 		fmt.Print(g.Limit(), " ")
 	}
 	fmt.Println(g.State().Phase)
 	// Output:
-	// 40 80 160 320 640 slow-start
-	// 512 409 327 congested
-	// 345 364 steady
+	// 40 80 160 320 600 slow-start
+	// 450 450 337 congested
+	// 355 374 steady
 }
 
 func ExampleNewAIMD() {
@@ -116,7 +117,7 @@ func ExampleGradient_limiter() {
 	}
 	// Every second: 100 rounds in which 50 requests want to run for
 	// 10 ms each. The limit doubles every window while it is in use, and
-	// stops once it is more than twice the 50 in flight. (The first window
+	// stops at twice the 50 in flight. (The first window
 	// opens at the first release, so it closes a round late.)
 	now := time.Unix(0, 0)
 	for range 5 {
@@ -140,6 +141,6 @@ func ExampleGradient_limiter() {
 	// 20
 	// 40
 	// 80
-	// 160
-	// 160
+	// 100
+	// 100
 }

@@ -39,9 +39,13 @@ const (
 // Defaults of GradientConfig.
 const (
 	// DefaultTolerance is how much the window latency may exceed the
-	// baseline before the limit shrinks: 1.5, Netflix Gradient2's
-	// rttTolerance.
-	DefaultTolerance = 1.5
+	// baseline before the limit shrinks: 1.2, Envoy's adaptive concurrency
+	// buffer (25%) rather than Netflix Gradient2's 1.5. In simulation
+	// (sim/, the built-in suite) 1.5 keeps up to half the service time of
+	// queueing in front of a saturated dependency, which costs goodput in
+	// spikes and slowdowns; windows average enough samples that 1.2 is
+	// still far above their noise.
+	DefaultTolerance = 1.2
 	// DefaultSmoothing is the share of the gradient's cut applied per
 	// window: 0.5. Netflix uses 0.2 and applies it per sample (or per
 	// window under a WindowedLimit): with a tolerance of 1.5, a latency
@@ -54,12 +58,15 @@ const (
 	// slow start doubles per round trip. From 20, slow start passes 500 in
 	// 5 windows, where Gradient2's +0.8 per window needs 600 windows.
 	DefaultGrowth = 2.0
-	// DefaultRelearnWindows is how many windows the latency must stay
-	// high after the in-flight work was halved (or the limit reached
-	// MinLimit) before the baseline is re-learned: 10. Queueing that we
-	// cause falls when we admit half as much; latency that does not fall
-	// is the dependency's new normal.
-	DefaultRelearnWindows = 10
+	// DefaultRelearnWindows is how many windows a congestion episode holds
+	// the limit, once cutting has stopped helping, before it re-learns the
+	// baseline: 2. Cutting stops helping when the in-flight work fell by
+	// 40% since the episode began and throughput (in flight / latency, by
+	// Little's law) fell with it: queueing that we cause falls when we
+	// admit less, latency that does not is the dependency's new normal.
+	// The hold already waits for evidence, so re-learning need not wait
+	// long: every held window serves less than the dependency could.
+	DefaultRelearnWindows = 2
 	// DefaultBaselineWindows is the length of the exponential average that
 	// tracks the baseline while the latency stays within 10% of it: 20
 	// windows. Latency outside that band never drags the baseline up (it
@@ -199,11 +206,15 @@ type gradientState struct {
 	// A latency episode: windows above the baseline's band. It is
 	// anchored at the in-flight count and latency of its first window, or
 	// of the last window whose latency improved.
-	epActive   bool
-	epInFlight int
-	epLatency  float64
-	epStuck    int // windows with half the anchor's in-flight or less and no improvement
-	lastPhase  Phase
+	ep episode
+	// The last window cut the limit, with these signals.
+	cutLast  bool
+	cutRatio float64
+	cutDrop  float64
+	// dropBase is a background drop rate re-learned when admitting less
+	// did not reduce drops; it recedes as soon as drops do.
+	dropBase  float64
+	lastPhase Phase
 }
 
 // NewGradient returns a Gradient configured by cfg.
@@ -311,47 +322,103 @@ func (g *Gradient) update(w *WindowSummary) {
 	if hasLat {
 		ratio = cur / st.baseline
 	}
-	dropSig := w.Drops > 0 && float64(w.Drops) > c.DropTolerance*float64(w.Samples+w.Drops)
-	ceilSig := hasLat && c.LatencyCeiling > 0 && w.Latency > c.LatencyCeiling
-	if hasLat && g.trackBaseline(cur, ratio, w.MaxInFlight, dropSig || ceilSig) {
-		ratio = 1 // re-learned: this latency is the new normal
+	dropRate := 0.0
+	if n := w.Samples + w.Drops; n > 0 {
+		dropRate = float64(w.Drops) / float64(n)
 	}
+	if dropRate < st.dropBase {
+		st.dropBase += 0.5 * (dropRate - st.dropBase) // the background recedes fast
+	}
+	inFlight := float64(w.MaxInFlight)
+
+	// Congestion signals. Drops are one unless DropTolerance or a
+	// re-learned background rate explains them (with a margin for the
+	// noise of a small window); latency above Tolerance x baseline is one;
+	// a latency above the user's ceiling always is.
+	dropSig := w.Drops > 0 && dropRate > g.dropThreshold(w.Samples+w.Drops)
 	latSig := hasLat && ratio > c.Tolerance
+	ceilSig := hasLat && c.LatencyCeiling > 0 && w.Latency > c.LatencyCeiling
+	if !dropSig && !latSig {
+		st.ep = episode{}
+	}
+	if hasLat && !latSig {
+		g.trackBaseline(cur, ratio)
+	}
 
 	switch {
-	case dropSig || ceilSig:
+	case (dropSig || latSig) && hasLat && dropRate <= maxBackgroundDrops &&
+		st.ep.hold(cur, w.MeanInFlight, g.band, st.limit <= float64(c.MinLimit), w.Drops, w.Samples+w.Drops):
+		// Admitting half as much only cut throughput: the latency or the
+		// drops are not ours. Hold the limit (cutting further would shed
+		// work without helping) and, after RelearnWindows such windows,
+		// accept them as the dependency's new normal and undo the cuts
+		// that did not help: recovery grows back to the knee.
 		g.congestion()
-		lim *= c.Backoff
-	case latSig:
-		g.congestion()
-		if st.epStuck > 0 {
-			// Halving the work in flight did not bring the latency down:
-			// cutting further would shed work without helping. Hold
-			// while re-learning gathers evidence.
-			break
+		if st.ep.held >= c.RelearnWindows {
+			if latSig {
+				st.baseline = cur
+			}
+			if dropSig {
+				st.dropBase = st.ep.dropRate()
+			}
+			st.recoverTo = st.ep.knee
+			st.ep = episode{}
+			st.relearned++
 		}
-		gradient := max(0.5, c.Tolerance/ratio)
-		lim *= 1 - c.Smoothing*(1-gradient)
+		if ceilSig {
+			lim *= c.Backoff
+		}
+	case (dropSig || latSig || ceilSig) && st.cutLast && ratio <= (1+g.band)*st.cutRatio && dropRate <= st.cutDrop && dropRate <= maxBackgroundDrops:
+		// The window right after a cut mostly shows work admitted before
+		// it (drops surface at the deadline, latency at completion): if
+		// it is no worse than the window that caused the cut, wait for
+		// the cut to take effect instead of cutting again for the same
+		// congestion.
+		g.congestion()
+		st.cutLast = false
+	case dropSig || latSig || ceilSig:
+		g.congestion()
+		// Apply the strongest cut the signals call for.
+		cut := 1.0
+		if dropSig || ceilSig {
+			cut = c.Backoff
+		}
+		if latSig {
+			gradient := max(0.5, c.Tolerance/ratio)
+			cut = min(cut, 1-c.Smoothing*(1-gradient))
+		}
+		lim *= cut
+		st.cutLast, st.cutRatio, st.cutDrop = true, ratio, dropRate
 	case !hasLat:
-		// Nothing learned: too few timed successes to judge latency.
+		// Nothing learned (too few timed successes): no reason to cut,
+		// none to grow.
 	default:
 		st.congested = false
 		st.lastGood = lim
-		if float64(w.MaxInFlight) < c.MinUtilization*lim {
+		if lim < st.recoverTo {
+			// Back to the limit that held before the congestion: it was
+			// in use then, it need not be in use now to be restored.
+			lim = min(lim*c.Growth, st.recoverTo)
+			break
+		}
+		if inFlight < c.MinUtilization*lim {
 			break // the limit is not in use: nothing learned about capacity
 		}
+		// Grow, but not past the point where the work in flight would no
+		// longer use the limit: that would be headroom nobody asked for,
+		// and a higher limit to cut down when the dependency slows.
+		next := lim + g.allowance(lim)
 		switch {
 		case st.slowStart && ratio > 1+g.band:
 			// Latency starts to rise: the knee is near, stop doubling.
 			st.slowStart = false
-			lim += g.allowance(lim)
 		case st.slowStart:
-			lim *= c.Growth
-		case lim < st.recoverTo:
-			lim = min(lim*c.Growth, st.recoverTo)
-		default:
-			lim += g.allowance(lim)
+			next = lim * c.Growth
 		}
+		lim = max(lim, min(next, inFlight/c.MinUtilization))
+	}
+	if lim >= st.limit {
+		st.cutLast = false
 	}
 	lim = min(max(lim, float64(c.MinLimit)), float64(c.MaxLimit))
 	st.limit = lim
@@ -373,7 +440,7 @@ func (g *Gradient) update(w *WindowSummary) {
 func (g *Gradient) congestion() {
 	st := &g.st
 	if !st.congested {
-		st.recoverTo = st.lastGood
+		st.recoverTo = recoverShare * st.lastGood
 		st.congested = true
 	}
 	st.slowStart = false
@@ -387,41 +454,118 @@ func (g *Gradient) allowance(lim float64) float64 {
 	return q
 }
 
-// trackBaseline moves the baseline after a window of latency cur and
-// reports whether it re-learned it:
+// dropThreshold is the drop rate above which a window of n samples signals
+// congestion: DropTolerance, or Tolerance x the re-learned background rate
+// if higher, plus two standard errors of a rate measured on n samples, so
+// that the noise of a small window around the background is not taken for
+// congestion.
+func (g *Gradient) dropThreshold(n int) float64 {
+	q := max(g.cfg.DropTolerance, g.st.dropBase*g.cfg.Tolerance)
+	if q == 0 || n == 0 {
+		return q
+	}
+	return q + 2*math.Sqrt(q*(1-min(q, 1))/float64(n))
+}
+
+// holdThroughput: a cut that leaves less than this share of the episode's
+// best throughput has cut into useful work.
+const holdThroughput = 0.85
+
+// recoverShare of the last limit without congestion is where recovery
+// from a congestion stops growing multiplicatively. Congestion shows a
+// window late, so the last clean limit was often already too high.
+const recoverShare = 0.8
+
+// maxBackgroundDrops: a drop rate above it is never accepted as the
+// dependency's background. When most work fails, admitting less at least
+// wastes less of the dependency's capacity, and the floor still lets
+// samples through to see it recover.
+const maxBackgroundDrops = 0.5
+
+// relearnCut is how much the in-flight work must fall, relative to the
+// start of a congestion episode, before latency or drops count as not
+// ours: half. A smaller cut would re-learn sooner in a dependency slowdown,
+// but would give up on a doubled latency too early.
+const relearnCut = 0.4
+
+// episode follows one congestion: consecutive windows with a latency or
+// drop signal. It decides when cutting has stopped helping. By Little's law
+// a window's throughput is its in-flight work over its latency. Above the
+// dependency's knee, admitting less leaves throughput where it was and
+// shortens the queue, so the latency falls: the congestion is ours and the
+// cuts are right. Below the knee, admitting less only loses throughput
+// while the latency stays: that is not ours.
+type episode struct {
+	active   bool
+	inFlight float64 // in flight in the first window
+	xMax     float64 // best throughput seen
+	knee     float64 // least in flight with a throughput within 10% of the best
+	held     int     // windows held (not cut); 0: cutting
+	holdLat  float64 // latency when the hold began
+	// Drops and samples of the held windows: the background drop rate if
+	// the hold ends in re-learning.
+	holdDrops, holdN int
+}
+
+func (e *episode) dropRate() float64 {
+	if e.holdN == 0 {
+		return 0
+	}
+	return float64(e.holdDrops) / float64(e.holdN)
+}
+
+// hold takes one congested window of latency cur with inFlight in flight
+// and reports whether the limit should hold instead of being cut: once the
+// in-flight work was cut by relearnCut since the episode began (or the
+// limit is at its floor) and that cut into throughput, the episode holds
+// until re-learning. A hold ends, and cutting resumes, if the latency
+// rises again beyond the band: new congestion on top of the old.
+func (e *episode) hold(cur, inFlight, band float64, atFloor bool, drops, n int) bool {
+	x := inFlight / cur
+	if !e.active {
+		*e = episode{active: true, inFlight: inFlight, xMax: x, knee: inFlight}
+		return false
+	}
+	switch {
+	case x > 1.1*e.xMax:
+		e.xMax, e.knee = x, inFlight
+	case x > e.xMax:
+		e.xMax, e.knee = x, min(e.knee, inFlight)
+	case x >= 0.9*e.xMax:
+		e.knee = min(e.knee, inFlight)
+	}
+	if e.held > 0 {
+		if cur > (1+band)*e.holdLat {
+			*e = episode{active: true, inFlight: inFlight, xMax: x, knee: inFlight}
+			return false
+		}
+		e.held++
+		e.holdDrops += drops
+		e.holdN += n
+		return true
+	}
+	if (inFlight <= (1-relearnCut)*e.inFlight || atFloor) && x < holdThroughput*e.xMax {
+		e.held, e.holdLat, e.holdDrops, e.holdN = 1, cur, drops, n
+		return true
+	}
+	return false
+}
+
+// trackBaseline moves the baseline after a window without latency
+// congestion, of latency cur:
 //   - below the band: down fast (half-way per window), so that a recovered
 //     dependency is recognized within a few windows;
-//   - within the band: an exponential average, which absorbs noise;
-//   - above the band: not at all, unless the latency stays there for
-//     RelearnWindows windows after the work in flight was halved without
-//     the latency improving (or the limit hit MinLimit). Queueing that we
-//     cause falls when we admit less; latency that does not is the
-//     dependency's new normal, and the baseline jumps to it. There is no
-//     probing at a pinned low limit.
-func (g *Gradient) trackBaseline(cur, ratio float64, inFlight int, overload bool) bool {
+//   - within the band (or up to Tolerance): an exponential average that
+//     absorbs noise but never follows latency above the band, which is
+//     queueing or a new normal that the episode logic re-learns.
+func (g *Gradient) trackBaseline(cur, ratio float64) {
 	st := &g.st
 	switch {
 	case ratio < 1-g.band:
 		st.baseline += 0.5 * (cur - st.baseline)
-		st.epActive, st.epStuck = false, 0
 	case ratio <= 1+g.band:
 		st.baseline += g.ewma * (cur - st.baseline)
-		st.epActive, st.epStuck = false, 0
-	case overload:
-		// Drops or a ceiling breach: overload, not a new normal.
-	case !st.epActive || cur < (1-g.band)*st.epLatency:
-		// A new episode, or the latency improved: (re-)anchor.
-		st.epActive, st.epInFlight, st.epLatency, st.epStuck = true, inFlight, cur, 0
-	case 2*inFlight <= st.epInFlight || st.limit <= float64(g.cfg.MinLimit):
-		st.epStuck++
-		if st.epStuck >= g.cfg.RelearnWindows {
-			st.baseline = cur
-			st.epActive, st.epStuck = false, 0
-			st.relearned++
-			return true
-		}
 	}
-	return false
 }
 
 // defaultFloat validates *f in (lo, hi) (bounds included when loIn/hiIn),

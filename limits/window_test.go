@@ -108,6 +108,9 @@ func TestWindowStatistics(t *testing.T) {
 		Samples: 5, Drops: 2,
 		Mean: (50*time.Microsecond + 149*time.Millisecond) / 5, Min: 0,
 		MaxInFlight: 60,
+		// In flight at the timed successes and the drops, not the untimed
+		// success: (10+11+12+13 + 3 + 50 + 1) / 7.
+		MeanInFlight: 100.0 / 7,
 	}
 	want.Latency = want.Mean
 	if !sum.Start.Equal(want.Start) || !sum.End.Equal(want.End) {
@@ -116,6 +119,36 @@ func TestWindowStatistics(t *testing.T) {
 	sum.Start, sum.End, want.Start, want.End = time.Time{}, time.Time{}, time.Time{}, time.Time{}
 	if sum != want {
 		t.Fatalf("summary\n got %+v\nwant %+v", sum, want)
+	}
+}
+
+// Latency counts per unit of cost, so that a few large requests do not read
+// as congestion; IgnoreCost keeps raw latencies.
+func TestWindowCostNormalization(t *testing.T) {
+	samples := []shed.Sample{
+		{Now: at(0), Latency: 100 * time.Millisecond, Timed: true, Cost: 100}, // 1 ms per unit
+		{Now: at(1), Latency: 2 * time.Second, Timed: true, Cost: 1000},       // 2 ms per unit
+		{Now: at(2), Latency: 3 * time.Millisecond, Timed: true, Cost: 1},     // 3 ms
+		{Now: at(time.Second), Latency: 4 * time.Millisecond, Timed: true},    // cost 0: as 1
+	}
+	for _, tc := range []struct {
+		ignore   bool
+		mean     time.Duration
+		min, max time.Duration
+	}{
+		{false, (1 + 2 + 3 + 4) * time.Millisecond / 4, 3 * time.Millisecond, 0},
+		{true, (100 + 2000 + 3 + 4) * time.Millisecond / 4, 3 * time.Millisecond, 0},
+	} {
+		w := newWin(t, WindowConfig{MinSamples: 1, IgnoreCost: tc.ignore})
+		var sum WindowSummary
+		var ok bool
+		for _, s := range samples {
+			sum, ok = w.Record(s)
+		}
+		if !ok || sum.Mean != tc.mean || sum.Latency != tc.mean || sum.Min != tc.min {
+			t.Errorf("IgnoreCost %v: closed %v, mean %v latency %v min %v; want mean %v min %v",
+				tc.ignore, ok, sum.Mean, sum.Latency, sum.Min, tc.mean, tc.min)
+		}
 	}
 }
 

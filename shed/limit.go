@@ -50,6 +50,11 @@ type Sample struct {
 	InFlight int
 	// Dropped reports an overload signal (Outcome Dropped).
 	Dropped bool
+	// Cost is the work's cost when it was released (its reservation, or
+	// the actual cost given to Reconcile), at least 1. Limit sources may
+	// normalize latency by it: with mixed costs (LLM tokens), a window's
+	// mean latency otherwise swings with its few large requests.
+	Cost int64
 }
 
 // LimitSource supplies the concurrency limit that a [Limiter] enforces and

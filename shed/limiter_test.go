@@ -103,15 +103,15 @@ func TestOutcomesFeedTheSource(t *testing.T) {
 	c.ReleaseAt(at(50), shed.Ignored)
 	got := src.Samples()
 	want := []shed.Sample{
-		{Now: at(30), Latency: 30 * time.Millisecond, Timed: true, InFlight: 1},
-		{Now: at(41), Latency: 40 * time.Millisecond, Timed: true, InFlight: 2, Dropped: true},
+		{Now: at(30), Latency: 30 * time.Millisecond, Timed: true, InFlight: 1, Cost: 1},
+		{Now: at(41), Latency: 40 * time.Millisecond, Timed: true, InFlight: 2, Dropped: true, Cost: 1},
 	}
 	if len(got) != len(want) {
 		t.Fatalf("samples = %+v, want %+v", got, want)
 	}
 	for i := range want {
 		if !got[i].Now.Equal(want[i].Now) || got[i].Latency != want[i].Latency || got[i].Timed != want[i].Timed ||
-			got[i].InFlight != want[i].InFlight || got[i].Dropped != want[i].Dropped {
+			got[i].InFlight != want[i].InFlight || got[i].Dropped != want[i].Dropped || got[i].Cost != want[i].Cost {
 			t.Errorf("sample %d = %+v, want %+v", i, got[i], want[i])
 		}
 	}

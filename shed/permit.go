@@ -156,7 +156,7 @@ func (l *Limiter) finish(now time.Time, hasNow bool, o Outcome, p *Permit, leake
 	// Tell the source first, so that a limit raised by this sample is seen
 	// by the waiters this release may admit.
 	if l.source != nil && (timed || o == Dropped) {
-		l.source.Observe(Sample{Now: now, Latency: lat, Timed: timed, InFlight: int(p.inflight()), Dropped: o == Dropped})
+		l.source.Observe(Sample{Now: now, Latency: lat, Timed: timed, InFlight: int(p.inflight()), Dropped: o == Dropped, Cost: max(p.cost, 1)})
 	}
 	l.countRelease(p, o, leaked)
 	l.giveBack(now, hasNow, p.cost)

@@ -210,11 +210,17 @@ func Rank(byPolicy [][]*Result, o Objective) []Ranked {
 			continue
 		}
 		rk := Ranked{Policy: rs[0].Policy, Feasible: true}
-		sum := 0.0
+		sum, n := 0.0, 0
 		for _, r := range rs {
 			v, _ := r.Summary.Metric(o.Metric)
 			rk.Values = append(rk.Values, v)
-			sum += v
+			// A metric a scenario does not define (trigger_goodput of a
+			// scenario without a trigger) is NaN: leave it out of the mean
+			// rather than spoil the score of every configuration.
+			if !math.IsNaN(v) {
+				sum += v
+				n++
+			}
 			for _, c := range o.Constraints {
 				x, ok := r.Summary.Metric(c.Metric)
 				if !ok || !c.holds(x) {
@@ -223,7 +229,10 @@ func Rank(byPolicy [][]*Result, o Objective) []Ranked {
 				}
 			}
 		}
-		rk.Score = sum / float64(len(rs))
+		rk.Score = math.NaN()
+		if n > 0 {
+			rk.Score = sum / float64(n)
+		}
 		out = append(out, rk)
 	}
 	slices.SortStableFunc(out, func(a, b Ranked) int {
