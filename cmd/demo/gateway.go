@@ -32,6 +32,7 @@ type gateway struct {
 	client   *http.Client
 	upstream string
 	inflight atomic.Int64
+	served   atomic.Int64 // requests that reached the handler
 	srv      *http.Server
 	url      string
 }
@@ -136,6 +137,7 @@ func mustBudget() *retrybudget.Budget {
 
 // serve calls the upstream for one request.
 func (g *gateway) serve(w http.ResponseWriter, r *http.Request) {
+	g.served.Add(1)
 	g.inflight.Add(1)
 	defer g.inflight.Add(-1)
 	attempts := 1
@@ -181,14 +183,26 @@ func (g *gateway) call(ctx context.Context, path string) int {
 	return http.StatusOK
 }
 
-// limitAndInFlight reports the gateway's limit (0 when it has none) and
-// the requests it is working on.
-func (g *gateway) limitAndInFlight() (int, int) {
+// gauges are the gateway's admission figures at one moment.
+type gauges struct {
+	limit, inflight int // limit 0: none
+	admitted        int // cumulative
+	rejected        [shed.NumReasons]int
+}
+
+func (g *gateway) gauges() gauges {
 	if g.lim == nil {
-		return 0, int(g.inflight.Load())
+		return gauges{inflight: int(g.inflight.Load()), admitted: int(g.served.Load())}
 	}
 	s := g.lim.Snapshot()
-	return s.Limit, s.InFlight
+	out := gauges{limit: s.Limit, inflight: s.InFlight}
+	for _, c := range s.Classes {
+		out.admitted += int(c.Admitted)
+		for r, n := range c.Rejected {
+			out.rejected[r] += int(n)
+		}
+	}
+	return out
 }
 
 func (g *gateway) close(ctx context.Context) error {

@@ -24,6 +24,8 @@ import (
 	"time"
 
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
+
+	"github.com/shedkit/shedkit/shed"
 )
 
 type options struct {
@@ -234,21 +236,20 @@ func runOnce(ctx context.Context, o *options, mode string, tel *telemetry, stdou
 	}()
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
-	lastAttempts := int64(0)
+	lastAttempts, last := int64(0), gauges{}
 	for i := 0; ; i++ {
 		select {
 		case <-done:
 			// Count the attempts of the stragglers into the last second.
 			n := min(i, len(rec.secs)-1)
-			limit, inflight := gw.limitAndInFlight()
-			rec.setGauges(n, limit, inflight, int(up.served.Load()-lastAttempts))
+			rec.setGauges(n, gw.gauges(), last, int(up.served.Load()-lastAttempts))
 			return &runResult{mode: mode, sched: o.sched, secs: rec.secs[:max(n, int(o.sched.Duration/time.Second))+1],
 				logical: lg.logical.Load(), attempt: up.served.Load()}, nil
 		case <-tick.C:
 			served := up.served.Load()
-			limit, inflight := gw.limitAndInFlight()
-			rec.setGauges(i, limit, inflight, int(served-lastAttempts))
-			lastAttempts = served
+			now := gw.gauges()
+			rec.setGauges(i, now, last, int(served-lastAttempts))
+			lastAttempts, last = served, now
 			if !o.quiet {
 				fmt.Fprintln(stdout, progressLine(mode, i, o.sched, rec.snapshot(i)))
 			}
@@ -258,13 +259,29 @@ func runOnce(ctx context.Context, o *options, mode string, tel *telemetry, stdou
 
 func progressLine(mode string, i int, sched schedule, s second) string {
 	offered := s.offered[interactive] + s.offered[batch]
-	shed := s.shed[interactive] + s.shed[batch]
 	limit := "-"
 	if s.limit > 0 {
 		limit = fmt.Sprint(s.limit)
 	}
-	return fmt.Sprintf("%-11s t=%2ds %-9s offered %3d/s  good %3d/s (int %3d, batch %3d)  shed %3d/s  p99 int %5s batch %5s  limit %4s  in flight %4d  attempts/req %.2f",
-		mode, i+1, sched.phaseAt(time.Duration(i)*time.Second), offered, s.good[interactive]+s.good[batch],
-		s.good[interactive], s.good[batch], shed, ms(s.p99(interactive)), ms(s.p99(batch)), limit, s.inflight,
-		ratio(s.attempts, offered))
+	shed := 0
+	var reasons []string
+	for r, n := range s.shedBy {
+		if n > 0 {
+			shed += n
+			reasons = append(reasons, fmt.Sprintf("%s %d", shedReason(r), n))
+		}
+	}
+	by := ""
+	if len(reasons) > 0 {
+		by = " (" + strings.Join(reasons, ", ") + ")"
+	}
+	return fmt.Sprintf("%-11s t=%2ds %-9s offered %3d/s  admitted %3d/s  shed %3d/s%s  good %3d/s (int %3d, batch %3d)  p99 int %5s batch %5s  limit %4s  in flight %4d  attempts/req %.2f",
+		mode, i+1, sched.phaseAt(time.Duration(i)*time.Second), offered, s.admitted, shed, by,
+		s.good[interactive]+s.good[batch], s.good[interactive], s.good[batch],
+		ms(s.p99(interactive)), ms(s.p99(batch)), limit, s.inflight, ratio(s.attempts, offered))
+}
+
+// shedReason shortens a rejection reason for the progress line.
+func shedReason(r int) string {
+	return strings.TrimSuffix(strings.TrimSuffix(shed.Reason(r).String(), "_exceeded"), "_too_short")
 }

@@ -4,6 +4,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/shedkit/shedkit/shed"
 )
 
 // classes of traffic the load generator sends.
@@ -25,6 +27,8 @@ type second struct {
 	// Sampled at the end of the second.
 	limit, inflight int
 	attempts        int // attempts that reached the upstream
+	admitted        int // admitted by the gateway
+	shedBy          [shed.NumReasons]int
 }
 
 func (s *second) p99(c int) time.Duration { return quantile(s.lat[c], 0.99) }
@@ -97,10 +101,16 @@ func (r *recorder) snapshot(i int) second {
 	return s
 }
 
-func (r *recorder) setGauges(i, limit, inflight, attempts int) {
+// setGauges records the gateway's figures for second i: now, and their
+// difference from prev for the cumulative ones.
+func (r *recorder) setGauges(i int, now, prev gauges, attempts int) {
 	r.mu.Lock()
 	s := &r.secs[min(i, len(r.secs)-1)]
-	s.limit, s.inflight, s.attempts = limit, inflight, attempts
+	s.limit, s.inflight, s.attempts = now.limit, now.inflight, attempts
+	s.admitted = now.admitted - prev.admitted
+	for k := range s.shedBy {
+		s.shedBy[k] = now.rejected[k] - prev.rejected[k]
+	}
 	r.mu.Unlock()
 }
 
