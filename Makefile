@@ -8,7 +8,7 @@ STATICCHECK_VERSION ?= v0.8.2
 JAEGER_VERSION ?= v1.75.0
 JAEGER_BIN     := .cache/bin/jaeger-$(JAEGER_VERSION)
 
-.PHONY: help test fmtcheck vet bench cover lint demo jaeger jaeger-build demo-traces e2e sim sim-check
+.PHONY: help test fmtcheck vet bench cover lint demo jaeger jaeger-build demo-traces e2e sim sim-check bench-peers sim-peers test-bench
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -24,6 +24,15 @@ vet: ## go vet
 
 bench: ## benchmarks with allocations, at GOMAXPROCS 1 and 2
 	$(GO) test -run '^$$' -bench . -benchmem -cpu 1,2 ./...
+
+bench-peers: ## hot path against x/sync/semaphore, go-concurrency-limits and failsafe-go (module bench/, about 4 minutes)
+	cd bench && $(GO) test -run '^$$' -bench . -benchmem -cpu 1,2 -count 5 . | tee results/hotpath.txt | $(GO) run ./cmd/hotpath
+
+sim-peers: ## the simulator suite with the peers, failsafe-go included (module bench/)
+	cd bench && $(GO) run ./cmd/shedsim -suite -policies 'static;shedkit-gradient;gcl-gradient2;failsafe-adaptive' -out ../out/sim-peers
+
+test-bench: ## vet and test the bench/ module (peers for comparison; not part of the library)
+	cd bench && $(GO) vet ./... && $(GO) test -race -count=1 ./...
 
 cover: ## test coverage per function, written to out/cover.out
 	@mkdir -p out
