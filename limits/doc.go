@@ -45,7 +45,10 @@
 //     it passes 500 in 5 windows. After a congestion it grows by Growth
 //     again up to 80% of the last limit without congestion (recovery: the
 //     congestion shows a window late, so that limit was often already too
-//     high), then by QueueAllowance, sqrt(limit) by default, as Envoy.
+//     high), then by QueueAllowance, sqrt(limit) by default, as Envoy;
+//     a quarter of that between 80% and 115% of the limit at which the
+//     last congestion began, to probe gently near the knee as TCP CUBIC
+//     does near its last maximum.
 //   - Creep under steady timeouts. Gradient2 ignores drops and lets its
 //     baseline follow the latency it causes, so a stable but bad latency
 //     ends at the maximum. Here drops cut the limit, LatencyCeiling gives an
@@ -96,7 +99,7 @@
 // (Envoy; Gradient2's 1.5 queues too much in the simulator's suite), [DefaultSmoothing] 0.5 (Gradient2's 0.2 cuts only 40% in 10
 // windows at double latency), [DefaultGrowth] 2 (TCP slow start),
 // [DefaultMinUtilization] 0.5 (Gradient2, Vegas), [DefaultRelearnWindows]
-// 2, [DefaultBaselineWindows] 20, [DefaultIncrease] 1 (Netflix AIMD),
+// 1, [DefaultBaselineWindows] 20, [DefaultIncrease] 1 (Netflix AIMD),
 // [DefaultMinWindow] 1 s and [DefaultMinSamples] 10 (Netflix
 // WindowedLimit), [DefaultMaxWindow] 10 s. Invalid values are constructor
 // errors wrapping [ErrInvalidConfig] and naming the field.
@@ -118,6 +121,6 @@
 //     MinLimit, never climbing;
 //   - +-25% jitter: no cut;
 //   - from 20 with a true capacity of 500: Gradient passes 400 in 4
-//     windows and stays within [600, 627] (1.2 x 500 is where latency
+//     windows and stays within [600, 607] (1.2 x 500 is where latency
 //     reaches the tolerance) for 500 windows, without creep.
 package limits

@@ -60,13 +60,14 @@ const (
 	DefaultGrowth = 2.0
 	// DefaultRelearnWindows is how many windows a congestion episode holds
 	// the limit, once cutting has stopped helping, before it re-learns the
-	// baseline: 2. Cutting stops helping when the in-flight work fell by
+	// baseline: 1. Cutting stops helping when the in-flight work fell by
 	// 40% since the episode began and throughput (in flight / latency, by
 	// Little's law) fell with it: queueing that we cause falls when we
 	// admit less, latency that does not is the dependency's new normal.
 	// The hold already waits for evidence, so re-learning need not wait
-	// long: every held window serves less than the dependency could.
-	DefaultRelearnWindows = 2
+	// long: every held window serves less than the dependency could. One
+	// window did best in simulation (sim/, the built-in suite).
+	DefaultRelearnWindows = 1
 	// DefaultBaselineWindows is the length of the exponential average that
 	// tracks the baseline while the latency stays within 10% of it: 20
 	// windows. Latency outside that band never drags the baseline up (it
@@ -207,6 +208,8 @@ type gradientState struct {
 	// anchored at the in-flight count and latency of its first window, or
 	// of the last window whose latency improved.
 	ep episode
+	// congestedAt is the limit at which the last congestion began.
+	congestedAt float64
 	// The last window cut the limit, with these signals.
 	cutLast  bool
 	cutRatio float64
@@ -408,6 +411,13 @@ func (g *Gradient) update(w *WindowSummary) {
 		// longer use the limit: that would be headroom nobody asked for,
 		// and a higher limit to cut down when the dependency slows.
 		next := lim + g.allowance(lim)
+		if lc := st.congestedAt; lc > 0 && lim >= plateauLow*lc && lim <= plateauHigh*lc {
+			// Near the limit at which the last congestion began: probe
+			// gently, as TCP CUBIC does around its last maximum. The
+			// congestion shows a window late, so full steps there overshoot
+			// into the queue and come back as drops.
+			next = lim + max(1, g.allowance(lim)/plateauSlowdown)
+		}
 		switch {
 		case st.slowStart && ratio > 1+g.band:
 			// Latency starts to rise: the knee is near, stop doubling.
@@ -441,6 +451,7 @@ func (g *Gradient) congestion() {
 	st := &g.st
 	if !st.congested {
 		st.recoverTo = recoverShare * st.lastGood
+		st.congestedAt = st.limit
 		st.congested = true
 	}
 	st.slowStart = false
@@ -476,6 +487,15 @@ const holdThroughput = 0.85
 // window late, so the last clean limit was often already too high.
 const recoverShare = 0.8
 
+// Growth slows to allowance / plateauSlowdown while the limit is between
+// plateauLow and plateauHigh times the limit at which the last congestion
+// began.
+const (
+	plateauLow      = 0.8
+	plateauHigh     = 1.15
+	plateauSlowdown = 4.0
+)
+
 // maxBackgroundDrops: a drop rate above it is never accepted as the
 // dependency's background. When most work fails, admitting less at least
 // wastes less of the dependency's capacity, and the floor still lets
@@ -497,7 +517,7 @@ const relearnCut = 0.4
 // while the latency stays: that is not ours.
 type episode struct {
 	active   bool
-	inFlight float64 // in flight in the first window
+	inFlight float64 // the most in flight in a window of the episode
 	xMax     float64 // best throughput seen
 	knee     float64 // least in flight with a throughput within 10% of the best
 	held     int     // windows held (not cut); 0: cutting
@@ -526,6 +546,7 @@ func (e *episode) hold(cur, inFlight, band float64, atFloor bool, drops, n int) 
 		*e = episode{active: true, inFlight: inFlight, xMax: x, knee: inFlight}
 		return false
 	}
+	e.inFlight = max(e.inFlight, inFlight)
 	switch {
 	case x > 1.1*e.xMax:
 		e.xMax, e.knee = x, inFlight
