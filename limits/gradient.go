@@ -351,7 +351,7 @@ func (g *Gradient) update(w *WindowSummary) {
 	switch {
 	case (dropSig || latSig) && hasLat && dropRate <= maxBackgroundDrops &&
 		st.ep.hold(cur, w.MeanInFlight, g.band, st.limit <= float64(c.MinLimit), w.Drops, w.Samples+w.Drops):
-		// Admitting half as much only cut throughput: the latency or the
+		// Admitting 40% less only cut throughput: the latency or the
 		// drops are not ours. Hold the limit (cutting further would shed
 		// work without helping) and, after RelearnWindows such windows,
 		// accept them as the dependency's new normal and undo the cuts
