@@ -142,8 +142,10 @@ func ParsePolicy(spec string) (Policy, error) {
 	return r.factory(params)
 }
 
-// canonical returns name:k=v,... with keys sorted.
-func canonical(name string, params map[string]string) string {
+// CanonicalPolicyName returns the name of a policy with parameters as the
+// simulator prints it, name:k=v,... with the keys sorted, so that a policy
+// registered from another module names its configurations the same way.
+func CanonicalPolicyName(name string, params map[string]string) string {
 	if len(params) == 0 {
 		return name
 	}
@@ -237,7 +239,7 @@ func init() {
 			if n < 0 || n > shed.MaxLimit {
 				return nil, fmt.Errorf("policy static: limit must be in [1, %d], got %d", shed.MaxLimit, n)
 			}
-			return PolicyFunc(canonical("static", p), func(env PolicyEnv) (*shed.Limiter, shed.LimitSource, error) {
+			return PolicyFunc(CanonicalPolicyName("static", p), func(env PolicyEnv) (*shed.Limiter, shed.LimitSource, error) {
 				cfg := env.Config
 				cfg.Limit = n
 				if n == 0 {
@@ -274,7 +276,7 @@ func init() {
 			if _, err := limits.NewGradient(c); err != nil {
 				return nil, fmt.Errorf("policy shedkit-gradient: %w", err)
 			}
-			return sourcePolicy(canonical("shedkit-gradient", p), func() (shed.LimitSource, error) { return limits.NewGradient(c) }), nil
+			return sourcePolicy(CanonicalPolicyName("shedkit-gradient", p), func() (shed.LimitSource, error) { return limits.NewGradient(c) }), nil
 		})
 	RegisterPolicy("shedkit-aimd", "shedkit limits.AIMD (defaults of limits.AIMDConfig: drops only, no latency threshold)",
 		append([]string{"initial", "min", "max", "increase", "backoff", "threshold", "drop_tolerance", "min_utilization"}, windowParams...),
@@ -296,7 +298,7 @@ func init() {
 			if _, err := limits.NewAIMD(c); err != nil {
 				return nil, fmt.Errorf("policy shedkit-aimd: %w", err)
 			}
-			return sourcePolicy(canonical("shedkit-aimd", p), func() (shed.LimitSource, error) { return limits.NewAIMD(c) }), nil
+			return sourcePolicy(CanonicalPolicyName("shedkit-aimd", p), func() (shed.LimitSource, error) { return limits.NewAIMD(c) }), nil
 		})
 	gclPolicy := func(name, doc string, build func(gcl.Config) (*gcl.Source, error)) {
 		RegisterPolicy(name, doc, append([]string{"rtt"}, windowParams...), func(p map[string]string) (Policy, error) {
@@ -316,7 +318,7 @@ func init() {
 			if _, err := build(c); err != nil {
 				return nil, fmt.Errorf("policy %s: %w", name, err)
 			}
-			return sourcePolicy(canonical(name, p), func() (shed.LimitSource, error) { return build(c) }), nil
+			return sourcePolicy(CanonicalPolicyName(name, p), func() (shed.LimitSource, error) { return build(c) }), nil
 		})
 	}
 	gclPolicy("gcl-gradient2", "go-concurrency-limits Gradient2, default tuning, through limits/gcl (1 s windows of >= 100 samples, min rtt)", gcl.NewGradient2)

@@ -232,32 +232,31 @@ func (d *decoder) float(dst *float64) fieldFunc {
 
 func (d *decoder) integer(dst *int) fieldFunc {
 	return func(n *yaml.Node, p string) error {
-		v, err := d.scalar(n, p, "an integer")
-		if err != nil {
-			return err
-		}
-		i, err := strconv.ParseInt(strings.ReplaceAll(v, "_", ""), 10, 64)
-		if err != nil || i > math.MaxInt32 || i < math.MinInt32 {
-			return d.errf(n, p, "want an integer, got %q", v)
-		}
+		i, err := d.parseInt(n, p, math.MinInt32, math.MaxInt32)
 		*dst = int(i)
-		return nil
+		return err
 	}
 }
 
 func (d *decoder) int64v(dst *int64) fieldFunc {
 	return func(n *yaml.Node, p string) error {
-		v, err := d.scalar(n, p, "an integer")
-		if err != nil {
-			return err
-		}
-		i, err := strconv.ParseInt(strings.ReplaceAll(v, "_", ""), 10, 64)
-		if err != nil {
-			return d.errf(n, p, "want an integer, got %q", v)
-		}
+		i, err := d.parseInt(n, p, math.MinInt64, math.MaxInt64)
 		*dst = i
-		return nil
+		return err
 	}
+}
+
+// parseInt reads an integer scalar (underscores allowed) in [lo, hi].
+func (d *decoder) parseInt(n *yaml.Node, p string, lo, hi int64) (int64, error) {
+	v, err := d.scalar(n, p, "an integer")
+	if err != nil {
+		return 0, err
+	}
+	i, err := strconv.ParseInt(strings.ReplaceAll(v, "_", ""), 10, 64)
+	if err != nil || i > hi || i < lo {
+		return 0, d.errf(n, p, "want an integer, got %q", v)
+	}
+	return i, nil
 }
 
 func (d *decoder) duration(dst *time.Duration) fieldFunc {

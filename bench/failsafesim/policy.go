@@ -90,7 +90,7 @@ func NewPolicy(params map[string]string) (sim.Policy, error) {
 	if _, err := New(c); err != nil {
 		return nil, fmt.Errorf("policy %s: %w", PolicyName, err)
 	}
-	return sim.PolicyFunc(canonical(PolicyName, params), func(env sim.PolicyEnv) (*shed.Limiter, shed.LimitSource, error) {
+	return sim.PolicyFunc(sim.CanonicalPolicyName(PolicyName, params), func(env sim.PolicyEnv) (*shed.Limiter, shed.LimitSource, error) {
 		src, err := New(c)
 		if err != nil {
 			return nil, nil, err
@@ -101,27 +101,4 @@ func NewPolicy(params map[string]string) (sim.Policy, error) {
 		l, err := shed.New(cfg)
 		return l, src, err
 	}), nil
-}
-
-// canonical returns name:k=v,... with keys sorted, as sim names policies.
-func canonical(name string, params map[string]string) string {
-	if len(params) == 0 {
-		return name
-	}
-	keys := make([]string, 0, len(params))
-	for k := range params {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	var b strings.Builder
-	b.WriteString(name)
-	for i, k := range keys {
-		if i == 0 {
-			b.WriteByte(':')
-		} else {
-			b.WriteByte(',')
-		}
-		b.WriteString(k + "=" + params[k])
-	}
-	return b.String()
 }
