@@ -27,6 +27,13 @@ type AIMDConfig struct {
 	// Backoff multiplies the limit after a congested window, in (0, 1).
 	// Default DefaultBackoff.
 	Backoff float64
+	// Growth multiplies the limit per window in slow start: from the
+	// start until the first congested window or the first window in which
+	// the limit is not in use, the limit grows by Growth instead of
+	// Increase (as TCP slow start), but never past the in-flight peak /
+	// MinUtilization. >= 1; 1 turns slow start off (Netflix's AIMD).
+	// Default DefaultGrowth.
+	Growth float64
 	// LatencyThreshold, when set, makes a window whose latency statistic
 	// exceeds it congested. Zero means drops alone signal congestion
 	// (Netflix's AIMD uses a 5 s timeout, rarely reached; set it to your
@@ -46,7 +53,10 @@ type AIMDConfig struct {
 // AIMD is a loss-based concurrency limit: additive increase while the limit
 // is in use and nothing is dropped, multiplicative decrease on a drop or
 // when the window latency exceeds LatencyThreshold. It is simpler and more
-// predictable than Gradient but ramps up slowly (Increase per window).
+// predictable than Gradient but recovers slowly (Increase per window);
+// until its first congestion it grows multiplicatively (slow start), so
+// that a service at 300 in flight is not throttled for minutes after a
+// start from InitialLimit.
 //
 // Limit is an atomic load. Observe is lock-free and allocation-free; the
 // sample that closes a window updates the limit under a mutex.
@@ -55,8 +65,9 @@ type AIMD struct {
 	win   *Window
 	cfg   AIMDConfig
 
-	mu  sync.Mutex
-	cur float64
+	mu        sync.Mutex
+	cur       float64
+	slowStart bool
 }
 
 // NewAIMD returns an AIMD limit configured by cfg.
@@ -72,6 +83,12 @@ func NewAIMD(cfg AIMDConfig) (*AIMD, error) {
 	if err := defaultFloat("AIMDConfig.Backoff", &cfg.Backoff, DefaultBackoff, 0, 1, false, false); err != nil {
 		return nil, err
 	}
+	if cfg.Growth == 0 {
+		cfg.Growth = DefaultGrowth
+	}
+	if !finite(cfg.Growth) || cfg.Growth < 1 {
+		return nil, configError("AIMDConfig.Growth", "must be >= 1, got %v", cfg.Growth)
+	}
 	if err := defaultFloat("AIMDConfig.MinUtilization", &cfg.MinUtilization, DefaultMinUtilization, 0, 1, false, true); err != nil {
 		return nil, err
 	}
@@ -85,7 +102,7 @@ func NewAIMD(cfg AIMDConfig) (*AIMD, error) {
 	if err != nil {
 		return nil, err
 	}
-	a := &AIMD{win: newWindow(cfg.Window), cfg: cfg, cur: float64(cfg.InitialLimit)}
+	a := &AIMD{win: newWindow(cfg.Window), cfg: cfg, cur: float64(cfg.InitialLimit), slowStart: cfg.Growth > 1}
 	a.limit.Store(int64(cfg.InitialLimit))
 	return a, nil
 }
@@ -117,8 +134,18 @@ func (a *AIMD) update(w *WindowSummary) {
 	switch {
 	case dropSig || slow:
 		lim *= c.Backoff
+		a.slowStart = false
 	case w.Samples > 0 && float64(w.MaxInFlight) >= c.MinUtilization*lim:
-		lim += float64(c.Increase)
+		next := lim + float64(c.Increase)
+		if a.slowStart {
+			next = max(next, min(lim*c.Growth, float64(w.MaxInFlight)/c.MinUtilization))
+		}
+		lim = next
+	case w.Samples > 0:
+		// The limit outgrew the demand: slow start has found it, and
+		// from here on a surge must earn its capacity step by step
+		// (drops show congestion late, at a deadline).
+		a.slowStart = false
 	}
 	lim = min(max(lim, float64(c.MinLimit)), float64(c.MaxLimit))
 	a.cur = lim

@@ -3,6 +3,7 @@ package limits
 import (
 	"errors"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -17,7 +18,7 @@ func TestAIMDDefaults(t *testing.T) {
 	}
 	want := AIMDConfig{
 		InitialLimit: DefaultInitialLimit, MinLimit: DefaultMinLimit, MaxLimit: DefaultMaxLimit,
-		Increase: DefaultIncrease, Backoff: DefaultBackoff, MinUtilization: DefaultMinUtilization,
+		Increase: DefaultIncrease, Backoff: DefaultBackoff, Growth: DefaultGrowth, MinUtilization: DefaultMinUtilization,
 		Window: WindowConfig{MinDuration: DefaultMinWindow, MaxDuration: DefaultMaxWindow, MinSamples: DefaultMinSamples},
 	}
 	if a.cfg != want {
@@ -38,6 +39,8 @@ func TestAIMDConfigErrors(t *testing.T) {
 		{AIMDConfig{InitialLimit: 2000, MaxLimit: 1500}, "AIMDConfig.InitialLimit"},
 		{AIMDConfig{Increase: -1}, "AIMDConfig.Increase"},
 		{AIMDConfig{Backoff: 1.5}, "AIMDConfig.Backoff"},
+		{AIMDConfig{Growth: 0.5}, "AIMDConfig.Growth"},
+		{AIMDConfig{Growth: math.Inf(1)}, "AIMDConfig.Growth"},
 		{AIMDConfig{Backoff: math.NaN()}, "AIMDConfig.Backoff"},
 		{AIMDConfig{MinUtilization: -1}, "AIMDConfig.MinUtilization"},
 		{AIMDConfig{DropTolerance: -0.1}, "AIMDConfig.DropTolerance"},
@@ -80,5 +83,52 @@ func TestAIMDRules(t *testing.T) {
 		if got := window(step.s); got != step.want {
 			t.Fatalf("%s: limit %d, want %d", step.name, got, step.want)
 		}
+	}
+}
+
+// TestAIMDSlowStart: from 20, with 1,000 requests in flight if nothing
+// limits them, AIMD doubles per window until the first congested window,
+// never past twice the in-flight peak, then grows by Increase only.
+func TestAIMDSlowStart(t *testing.T) {
+	a, err := NewAIMD(AIMDConfig{LatencyThreshold: 15 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := newModel(100_000, healthyLatency)
+	m.latency = knee(healthyLatency, 500) // 15 ms at 750 in flight
+	ramp := m.run(a, 8)
+	t.Logf("ramp: %v", ramp)
+	if ramp[0] != 40 || ramp[1] != 80 {
+		t.Fatalf("slow start %v: want 40, 80, ... (x2 per window in use)", ramp)
+	}
+	if slices.Max(ramp) < 500 {
+		t.Fatalf("slow start %v never reached the knee at 500", ramp)
+	}
+	cut := -1
+	for i := 1; i < len(ramp); i++ {
+		if ramp[i] < ramp[i-1] {
+			cut = i
+			break
+		}
+	}
+	if cut < 0 {
+		t.Fatalf("no congestion in %v", ramp)
+	}
+	after := m.run(a, 20)
+	t.Logf("after the first congestion: %v", after)
+	for i := 1; i < len(after); i++ {
+		if d := after[i] - after[i-1]; d > DefaultIncrease {
+			t.Fatalf("after slow start the limit grew by %d in a window (%v), want <= %d", d, after, DefaultIncrease)
+		}
+	}
+
+	// Growth 1 is Netflix's AIMD: +Increase per window from the start.
+	b, err := NewAIMD(AIMDConfig{Growth: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m = newModel(100_000, healthyLatency)
+	if got := m.run(b, 3); !slices.Equal(got, []int{21, 22, 23}) {
+		t.Fatalf("Growth 1: %v, want [21 22 23]", got)
 	}
 }

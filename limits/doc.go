@@ -116,7 +116,9 @@
 //     only costs throughput) re-learns 20 ms and grows back; AIMD with a
 //     15 ms threshold falls to 35% in 10 windows;
 //   - latency back to 10 ms: Gradient stays above 90% of its healthy
-//     limit; AIMD grows by 1 per window;
+//     limit; AIMD grows by 1 per window (its slow start, doubling per
+//     window, ends at its first congestion or once its limit outgrows the
+//     demand);
 //   - every request dropped: the limit falls by Backoff every window to
 //     MinLimit, never climbing;
 //   - +-25% jitter: no cut;

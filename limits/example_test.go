@@ -61,13 +61,16 @@ func ExampleNewAIMD() {
 	}
 	now := time.Unix(0, 0)
 	a.Observe(shed.Sample{Now: now})
-	feedWindow(a, &now, 10*time.Millisecond, 1000) // in use, fast: +1
+	feedWindow(a, &now, 10*time.Millisecond, 1000) // in use, fast: slow start doubles
 	fmt.Println(a.Limit())
-	feedWindow(a, &now, 80*time.Millisecond, 1000) // too slow: x0.9
+	feedWindow(a, &now, 80*time.Millisecond, 1000) // too slow: x0.9, slow start ends
+	fmt.Println(a.Limit())
+	feedWindow(a, &now, 10*time.Millisecond, 1000) // fast again: +1
 	fmt.Println(a.Limit())
 	// Output:
-	// 101
-	// 90
+	// 200
+	// 180
+	// 181
 }
 
 func ExampleNewFixed() {
