@@ -100,8 +100,9 @@
 // windows at double latency), [DefaultGrowth] 2 (TCP slow start),
 // [DefaultMinUtilization] 0.5 (Gradient2, Vegas), [DefaultRelearnWindows]
 // 1, [DefaultBaselineWindows] 20, [DefaultIncrease] 1 (Netflix AIMD),
-// [DefaultMinWindow] 1 s and [DefaultMinSamples] 10 (Netflix
-// WindowedLimit), [DefaultMaxWindow] 10 s. Invalid values are constructor
+// [DefaultMinWindow] 1 s (Netflix WindowedLimit), [DefaultMinSamples] 20
+// (Netflix's 10 leaves too much noise in a window's mean),
+// [DefaultMaxWindow] 10 s. Invalid values are constructor
 // errors wrapping [ErrInvalidConfig] and naming the field.
 //
 // # Behaviour in figures

@@ -21,10 +21,15 @@ const (
 	// of waiting for traffic that may never come.
 	DefaultMaxWindow = 10 * time.Second
 	// DefaultMinSamples is the number of samples (timed successes plus
-	// drops) a window needs before it closes at its minimum duration: 10,
-	// the window size of Netflix's WindowedLimit. A window with fewer
-	// timed successes than this never moves a latency decision.
-	DefaultMinSamples = 10
+	// drops) a window needs before it closes at its minimum duration: 20.
+	// A window with fewer timed successes than this never moves a latency
+	// decision. Netflix's WindowedLimit uses 10, but the mean of 10
+	// latencies with a coefficient of variation of 0.5 is itself +-16%
+	// (one standard error), most of Gradient's 20% tolerance: in the
+	// simulator's LLM scenario (about 11 requests per second) a first
+	// window that happened to be fast set a baseline that the next 50
+	// windows read as congestion, in 2 seeds of 8. At 20, none.
+	DefaultMinSamples = 20
 )
 
 // WindowConfig configures a [Window]. Zero fields take the defaults.
