@@ -1,0 +1,188 @@
+package core_test
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/shedkit/shedkit/middleware/internal/core"
+	"github.com/shedkit/shedkit/middleware/shedhttp"
+	"github.com/shedkit/shedkit/retrybudget"
+	"github.com/shedkit/shedkit/shed"
+)
+
+// FuzzClassifyTrusted: with a trusted class header and key header (their
+// names fuzzed too: New accepts them or names the field), the class is
+// the header's only when it carries exactly one known class name, else the
+// route's; the key is the header's only when it carries exactly one
+// non-empty value. Header values arrive as net/http stores them: the
+// request is parsed from the wire by http.ReadRequest.
+func FuzzClassifyTrusted(f *testing.F) {
+	f.Add("X-Class", "X-Tenant", "interactive", "", "acme", "", "/api/x")
+	f.Add("x-class", "x-tenant", "batch", "batch", "a", "b", "/")
+	f.Add("X-Class", "X-Tenant", "nope", "", "", "", "/api/bulk")
+	f.Add("X_Class", "X.Tenant", "interactive", "", "t", "", "/")
+	f.Add("X Class", "X-Tenant", "interactive", "", "t", "", "/") // invalid name
+	f.Add("X-Class", "X-Tenant", " interactive ", "", " t ", "", "/")
+	l := limiter(f)
+	f.Fuzz(func(t *testing.T, classHeader, keyHeader, c1, c2, k1, k2, path string) {
+		e, err := core.New(core.Config{Limiter: l, ClassHeader: classHeader, KeyHeader: keyHeader, Routes: map[string]string{"/api/": "interactive", "/api/bulk": "batch"}})
+		if err != nil {
+			if !errors.Is(err, shedhttp.ErrInvalidConfig) {
+				t.Fatalf("New: %v", err)
+			}
+			return
+		}
+		if classHeader == "" || keyHeader == "" || http.CanonicalHeaderKey(classHeader) == http.CanonicalHeaderKey(keyHeader) {
+			return
+		}
+		raw := "GET /x HTTP/1.1\r\nHost: h\r\n"
+		add := func(name, v string) {
+			if v != "" {
+				raw += name + ": " + v + "\r\n"
+			}
+		}
+		add(classHeader, c1)
+		add(classHeader, c2)
+		add(keyHeader, k1)
+		add(keyHeader, k2)
+		r, err := http.ReadRequest(bufioReader(raw + "\r\n"))
+		if err != nil {
+			return // not a request net/http would serve
+		}
+		r.URL.Path = path
+		base := r.Clone(context.Background())
+		base.Header = http.Header{}
+		want := e.Classify(base, "")
+
+		got := e.Classify(r, "")
+		if n := len(l.Snapshot().Classes); int(got.Class) >= n {
+			t.Fatalf("class %d of %d", got.Class, n)
+		}
+		cv := r.Header.Values(classHeader)
+		if len(cv) == 1 {
+			if c, ok := l.ClassByName(cv[0]); ok {
+				want.Class = c
+			}
+		}
+		kv := r.Header.Values(keyHeader)
+		if len(kv) == 1 && kv[0] != "" {
+			want.Key = kv[0]
+		}
+		if got != want {
+			t.Fatalf("headers %q: %q, %q: %q: got %+v, want %+v", classHeader, cv, keyHeader, kv, got, want)
+		}
+	})
+}
+
+// FuzzAdmit: whatever class, cost and deadline a classifier derives from a
+// request (they usually come from its headers), Admit either admits it
+// (and the release returns the slot) or answers a well-formed rejection:
+// 413, 429, 500 or 503, Retry-After in whole seconds on 429 and 503 only,
+// the no-retry header on 429 and 503 only, and a cause.
+func FuzzAdmit(f *testing.F) {
+	f.Add(uint8(0), int64(0), int64(0), uint8(0), false)
+	f.Add(uint8(1), int64(5), int64(-1000), uint8(4), false)
+	f.Add(uint8(0), int64(11), int64(0), uint8(0), false)
+	f.Add(uint8(7), int64(0), int64(0), uint8(0), false)
+	f.Add(uint8(0), int64(-3), int64(0), uint8(0), false)
+	f.Add(uint8(0), int64(1), int64(50), uint8(4), false)
+	f.Add(uint8(1), int64(1), int64(0), uint8(0), true)
+	f.Add(uint8(0), int64(1), int64(0), uint8(4), true)
+	f.Fuzz(func(t *testing.T, class uint8, cost int64, deadlineMs int64, held uint8, ctxDone bool) {
+		l, err := shed.New(shed.Config{
+			Limit:   4,
+			MaxCost: 10,
+			Classes: []shed.ClassConfig{
+				{Name: "interactive", Protected: 0.5, QueueDepth: 1, MaxWait: 2 * time.Millisecond},
+				{Name: "batch"},
+			},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		clock := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+		e, err := core.New(core.Config{
+			Limiter:    l,
+			RateLimits: map[string]shedhttp.RateLimit{"batch": {Rate: 1, Burst: 2}},
+			Clock:      func() time.Time { return clock },
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var permits []shed.Permit
+		for range held % 5 {
+			if p, err := l.TryAcquire(shed.Request{Class: 1}); err == nil {
+				permits = append(permits, p)
+			}
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		if ctxDone {
+			cancel()
+		}
+		defer cancel()
+		cl := shedhttp.Classification{Class: shed.Class(class), Cost: cost, Key: "k"}
+		if deadlineMs != 0 {
+			cl.Deadline = time.Now().Add(time.Duration(deadlineMs%10_000) * time.Millisecond)
+		}
+		r := httptest.NewRequest(http.MethodGet, "/", nil).WithContext(ctx)
+		for range 3 { // the third request of the key is rate limited
+			st, rej := e.Admit(r, cl)
+			if st != nil {
+				if rej != (shedhttp.Rejection{}) || !st.Permit.Valid() || core.PermitFrom(st) != &st.Permit {
+					t.Fatalf("admitted with rejection %+v", rej)
+				}
+				e.Release(st, r, http.StatusOK)
+				continue
+			}
+			if rej.Status == 0 {
+				if !ctxDone {
+					t.Fatalf("nothing to answer, but the client is still there: %+v", rej)
+				}
+				continue
+			}
+			if rej.Err == nil {
+				t.Fatalf("rejection without a cause: %+v", rej)
+			}
+			h := http.Header{}
+			e.SetRejectHeaders(h, rej)
+			shedding := rej.Status == 429 || rej.Status == 503
+			switch rej.Status {
+			case 429, 503:
+				secs, err := strconv.Atoi(h.Get("Retry-After"))
+				if err != nil || secs < 1 || time.Duration(secs)*time.Second != rej.RetryAfter {
+					t.Fatalf("%d: Retry-After %q for %v", rej.Status, h.Get("Retry-After"), rej.RetryAfter)
+				}
+				if d, ok := retrybudget.ParseRetryAfter(h.Get("Retry-After"), time.Now()); !ok || d != rej.RetryAfter {
+					t.Fatalf("%d: a client reads Retry-After %q as %v", rej.Status, h.Get("Retry-After"), d)
+				}
+			case 413, 500:
+				if rej.RetryAfter != 0 || h.Get("Retry-After") != "" {
+					t.Fatalf("%d with Retry-After %v", rej.Status, rej.RetryAfter)
+				}
+			default:
+				t.Fatalf("status %d (%+v)", rej.Status, rej)
+			}
+			if got := h.Get(retrybudget.NoRetryHeader) == retrybudget.NoRetryValue; got != shedding {
+				t.Fatalf("%d: no-retry header %v", rej.Status, got)
+			}
+			if (rej.Status == 500) != errors.Is(rej.Err, shed.ErrInvalidRequest) {
+				t.Fatalf("%d for %v", rej.Status, rej.Err)
+			}
+		}
+		for i := range permits {
+			permits[i].Release(shed.Ignored)
+		}
+		if snap := l.Snapshot(); snap.InFlight != 0 || snap.Queued != 0 || snap.InFlightCost != 0 {
+			t.Fatalf("left behind: %+v", snap)
+		}
+	})
+}
+
+func bufioReader(s string) *bufio.Reader { return bufio.NewReader(strings.NewReader(s)) }
