@@ -1,0 +1,106 @@
+// Package fanout runs one task per item of a request's list with a bound
+// on the tasks that exist at once, not only on the calls they make.
+//
+// An aggregation endpoint that starts a goroutine per item and bounds the
+// upstream calls with a semaphore inside each task still creates one
+// goroutine per item, each holding its input while it waits: 10,000 items
+// are 10,000 goroutines. [Run] instead pulls the next input from a lazy
+// [iter.Seq] only when a task has finished, so a fan-out never holds more
+// than Config.Bound inputs, whatever the length of the list.
+//
+// # Two bounds
+//
+// Config.Bound is per request: at most Bound tasks of one Run exist
+// (created and not yet finished). Config.Limiter, a [shed.Limiter] shared
+// by the service, is the bound on the upstream: each task holds one of its
+// permits while the task function runs. The permit is acquired inside the
+// task, so a task waiting for the global permit already holds its
+// per-request slot: with 100 concurrent requests of Bound 8 over a limiter
+// of 50, at most 800 tasks exist (up to 750 of them waiting, each holding
+// one input) and at most 50 upstream calls run. A request can therefore
+// never take more than Bound of the global permits, and its waiting tasks
+// are bounded by Bound too. The wait is bounded by the limiter's queue
+// (ClassConfig.MaxWait; without a queue it is rejected at once), by
+// Config.PermitWait and by the context; the request's deadline (else
+// PermitWait's) is passed to the limiter so that work that cannot be
+// admitted in time is refused at once instead of queued. A rejection or expiry is that item's error (errors.Is
+// [shed.ErrRejected]); an expiry of PermitWait is a *shed.Rejection with
+// ReasonQueueTimeout and no Retry-After hint.
+//
+// Config.Request computes each item's class and cost from its input;
+// Config.Outcome decides how its permit is released. [DefaultOutcome]
+// reports success as shed.Success, a context.DeadlineExceeded as
+// shed.Dropped (the overload signal), and every other error, panic or
+// cancellation as shed.Ignored: an arbitrary item error (a 404, a
+// malformed item) says nothing about capacity, and counting it as a drop
+// would let bad input shrink an adaptive limit. The permit is released
+// exactly once on every path: success, error, panic, runtime.Goexit,
+// cancellation.
+//
+// # Results
+//
+// Each [Result] carries the item's Index (its position in the input),
+// Value and Err. Results are passed to a callback that Run calls on the
+// caller's goroutine, one at a time: the consumer needs no locking, and a
+// slow consumer slows the fan-out instead of piling results up (no task
+// starts while it runs, so at most Bound finished results wait for it). A
+// callback rather than a returned iterator keeps Run's
+// lifetime explicit: when Run returns, every task has ended.
+//
+// Results arrive in completion order. Config.Ordered delivers them in input
+// order: a result that finishes ahead of the oldest undelivered item waits
+// in a reorder buffer of Config.ReorderBuffer results (default Bound). The
+// buffer is bounded by not starting item i until i - head <=
+// ReorderBuffer, where head is the oldest item not yet delivered. An early
+// slow item therefore throttles the fan-out: at most ReorderBuffer items
+// past it are started until it finishes. The default, Bound, keeps every
+// slot busy while the head is up to one task duration late and holds no
+// more results than Bound tasks would; raise it when task durations vary
+// widely, at the cost of that many buffered results.
+//
+// # Errors, cancellation and panics
+//
+// By default every item's error is delivered in its Result and Run goes on
+// (an aggregation usually answers with partial results). With
+// Config.FailFast the first task error to complete (not the lowest index)
+// stops the fan-out and Run returns an *[ItemError] naming the item.
+//
+// The fan-out also stops when the parent context ends (Run returns
+// ctx.Err()), when the callback returns an error (returned as is), or when
+// the input is longer than Config.MaxItems (a *[TooManyItemsError],
+// errors.Is [ErrTooManyItems]; it is detected when item MaxItems+1 is
+// pulled, before its task is created, so a handler refuses an oversized
+// list before it builds per-item data for the rest). Stopping pulls no more
+// input, cancels the context of the running tasks, discards their results
+// and waits for them. Results delivered before the stop stay delivered.
+// Run returns only after every task has ended, also when the callback or
+// the iterator panics (the panic then continues in the caller).
+//
+// A panic in a task is recovered on the task's goroutine and reported as
+// that item's error, a *[PanicError] with the value and the stack; it never
+// crashes the caller. A task that calls runtime.Goexit is reported the
+// same way, with the value [ErrGoexit].
+//
+// # Invalid arguments
+//
+// Bound <= 0, a nil task or a nil iterator, negative fields, a
+// ReorderBuffer without Ordered, and limiter fields without a Limiter are
+// errors wrapping [ErrInvalidConfig] that name the field. A nil callback
+// discards the results (tasks run for their side effects).
+//
+// # Cost
+//
+// Tasks run on at most Bound worker goroutines, started on demand and
+// reused for the next item: a job is handed to an idle worker over an
+// unbuffered channel, so no input waits in a queue. Per item, the
+// scheduler does two channel operations and no allocation (about 20
+// allocations per Run; PermitWait adds a timer context per item);
+// errgroup.Group with SetLimit starts a goroutine
+// and allocates twice per item. See bench_test.go.
+//
+// # Input
+//
+// Run takes an [iter.Seq]. For an [iter.Seq2] or a channel, adapt it with a
+// small closure; the fan-out pulls lazily from whatever the iterator
+// wraps, so a streamed request body is read only as fast as tasks finish.
+package fanout

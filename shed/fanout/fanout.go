@@ -1,0 +1,323 @@
+package fanout
+
+import (
+	"context"
+	"errors"
+	"iter"
+	"runtime/debug"
+	"sync"
+
+	"github.com/shedkit/shedkit/shed"
+)
+
+// Result is the outcome of one item.
+type Result[Out any] struct {
+	// Index is the item's position in the input, from 0.
+	Index int
+	// Value is what the task returned; the zero value when it panicked or
+	// could not get a permit.
+	Value Out
+	// Err is the task's error, a *PanicError, or the error of the
+	// limiter's Acquire (a *shed.Rejection, or the context's error).
+	Err error
+}
+
+// Run calls task for every input of items, with at most cfg.Bound tasks in
+// existence at once, and passes each Result to each, on the caller's
+// goroutine, one at a time.
+//
+// Inputs are pulled lazily: the next one only when a task has finished
+// and, in ordered mode, the reorder buffer has room. So at most cfg.Bound
+// inputs are held by the fan-out at any time, however long the input is.
+//
+// Results arrive in completion order, or in input order with
+// cfg.Ordered. A non-nil error from each stops the fan-out and is
+// returned. A nil each discards the results (tasks with side effects).
+//
+// Run stops early when ctx ends (it returns ctx.Err()), when each returns
+// an error, at the first task error with cfg.FailFast (*ItemError), and
+// when the input exceeds cfg.MaxItems (*TooManyItemsError). Stopping pulls
+// no more input, cancels the context of the running tasks, discards their
+// results and waits for them: Run returns only after every task it started
+// has ended, also when each or the iterator panics.
+//
+// Invalid arguments (cfg.Bound <= 0, a nil task or items, other invalid
+// fields) return an error wrapping ErrInvalidConfig before anything runs.
+func Run[In, Out any](ctx context.Context, items iter.Seq[In], task func(ctx context.Context, in In) (Out, error), cfg Config[In], each func(Result[Out]) error) error {
+	cfg, err := cfg.validate()
+	if err != nil {
+		return err
+	}
+	if items == nil {
+		return configError("items", "must not be nil")
+	}
+	if task == nil {
+		return configError("task", "must not be nil")
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	r := &runner[In, Out]{
+		cfg:    cfg,
+		task:   task,
+		each:   each,
+		parent: ctx,
+		// Every task sends exactly one result and at most Bound tasks
+		// exist, so a worker never blocks on its send: it drops its input
+		// as soon as its task is done.
+		results: make(chan envelope[Out], cfg.Bound),
+		jobs:    make(chan job[In]),
+	}
+	r.ctx, r.cancel = context.WithCancel(ctx)
+	r.done = r.ctx.Done()
+	if cfg.Ordered {
+		r.ring = make([]slot[Out], cfg.ReorderBuffer+1)
+	}
+	return r.run(items)
+}
+
+type job[In any] struct {
+	index int
+	in    In
+}
+
+// envelope is a result as sent by a worker; exited says the worker ended
+// (its task called runtime.Goexit).
+type envelope[Out any] struct {
+	res    Result[Out]
+	exited bool
+}
+
+type slot[Out any] struct {
+	res Result[Out]
+	ok  bool
+}
+
+// runner is the state of one Run. Everything but cfg, task, ctx and
+// results is owned by the caller's goroutine.
+type runner[In, Out any] struct {
+	cfg     Config[In]
+	task    func(context.Context, In) (Out, error)
+	each    func(Result[Out]) error
+	parent  context.Context
+	ctx     context.Context // the tasks' context, cancelled on stop
+	cancel  context.CancelFunc
+	done    <-chan struct{}
+	results chan envelope[Out]
+	jobs    chan job[In] // unbuffered: a job is handed to an idle worker
+
+	workers int            // worker goroutines alive
+	exited  sync.WaitGroup // Run waits for its workers to exit
+	running int            // tasks started and not yet received
+	pulled  int            // inputs pulled, which is the next input's index
+	err     error          // why the fan-out stopped; nil while it runs
+
+	// Ordered mode: ring holds results by index modulo len(ring); head is
+	// the oldest index not yet delivered. Indexes in flight lie in
+	// [head, head+ReorderBuffer], so slots never collide.
+	ring []slot[Out]
+	head int
+}
+
+func (r *runner[In, Out]) run(items iter.Seq[In]) error {
+	// Deferred so that a panic in each or in the iterator still cancels
+	// and awaits every task.
+	defer r.finish()
+	for in := range items {
+		if !r.start(in) {
+			break
+		}
+	}
+	for r.running > 0 && r.err == nil {
+		r.receive()
+	}
+	return r.err
+}
+
+// start creates the task for the input just pulled, then waits until the
+// next input may be pulled. It reports whether to go on.
+func (r *runner[In, Out]) start(in In) bool {
+	if r.err != nil {
+		return false
+	}
+	if r.cancelled() {
+		return false
+	}
+	if r.cfg.MaxItems > 0 && r.pulled == r.cfg.MaxItems {
+		r.stop(&TooManyItemsError{Max: r.cfg.MaxItems})
+		return false
+	}
+	index := r.pulled
+	r.pulled++
+	r.running++
+	if r.running > r.workers {
+		r.workers++
+		r.exited.Add(1)
+		go r.worker(job[In]{index, in})
+	} else {
+		r.jobs <- job[In]{index, in}
+	}
+	for r.err == nil && (r.running >= r.cfg.Bound || (r.ring != nil && r.pulled-r.head > r.cfg.ReorderBuffer)) {
+		r.receive()
+	}
+	return r.err == nil
+}
+
+// receive waits for one task to end and handles its result. It needs no
+// select on ctx: when ctx ends the tasks' context ends too, and Run has to
+// wait for them anyway.
+func (r *runner[In, Out]) receive() {
+	e := <-r.results
+	r.running--
+	if e.exited {
+		r.workers--
+	}
+	res := e.res
+	if r.err != nil || r.cancelled() {
+		return
+	}
+	if res.Err != nil && r.cfg.FailFast {
+		r.stop(&ItemError{Index: res.Index, Err: res.Err})
+		return
+	}
+	if r.ring == nil {
+		r.deliver(res)
+		return
+	}
+	r.ring[res.Index%len(r.ring)] = slot[Out]{res: res, ok: true}
+	for r.err == nil {
+		s := &r.ring[r.head%len(r.ring)]
+		if !s.ok {
+			break
+		}
+		res := s.res
+		*s = slot[Out]{} // drop the reference to the value
+		r.head++
+		r.deliver(res)
+	}
+}
+
+func (r *runner[In, Out]) deliver(res Result[Out]) {
+	if r.each == nil {
+		return
+	}
+	if err := r.each(res); err != nil {
+		r.stop(err)
+	}
+}
+
+// cancelled reports whether the parent context has ended, and stops the
+// fan-out with its error if so.
+func (r *runner[In, Out]) cancelled() bool {
+	select {
+	case <-r.done:
+	default:
+		return false
+	}
+	err := r.parent.Err()
+	if err == nil { // cancelled by stop, which already set r.err
+		err = r.ctx.Err()
+	}
+	r.stop(err)
+	return true
+}
+
+func (r *runner[In, Out]) stop(err error) {
+	if r.err == nil {
+		r.err = err
+	}
+	r.cancel()
+}
+
+// finish cancels the tasks still running and waits for them, discarding
+// their results, then ends the workers and waits for them too: no
+// goroutine of the fan-out outlives Run.
+func (r *runner[In, Out]) finish() {
+	r.cancel()
+	for r.running > 0 {
+		if e := <-r.results; e.exited {
+			r.workers--
+		}
+		r.running--
+	}
+	close(r.jobs)
+	r.exited.Wait()
+}
+
+// worker runs j, then the jobs handed to it, until the fan-out finishes.
+// Workers are started on demand, at most Bound of them, and live until Run
+// returns: reusing them saves a goroutine start and an allocation per item.
+// An idle worker holds no input.
+func (r *runner[In, Out]) worker(j job[In]) {
+	defer r.exited.Done()
+	for {
+		if !r.work(j.index, j.in) {
+			return
+		}
+		var ok bool
+		if j, ok = <-r.jobs; !ok {
+			return
+		}
+	}
+}
+
+// work runs one task and sends its result. It reports whether the worker
+// may go on: false after runtime.Goexit, which ends the goroutine anyway.
+// The deferred function reports a panic (or Goexit) as the item's error,
+// releases the permit on every path and always sends, so the scheduler
+// never waits for a result that will not come.
+func (r *runner[In, Out]) work(index int, in In) (alive bool) {
+	res := Result[Out]{Index: index}
+	var permit shed.Permit
+	held := false
+	defer func() {
+		goexit := false
+		if !alive {
+			var zero Out
+			res.Value = zero
+			v := recover()
+			if v == nil {
+				v, goexit = ErrGoexit, true
+			}
+			res.Err = &PanicError{Value: v, Stack: debug.Stack()}
+			alive = !goexit
+		}
+		if held {
+			permit.Release(r.cfg.Outcome(res.Err))
+		}
+		r.results <- envelope[Out]{res: res, exited: goexit}
+	}()
+	if r.cfg.Limiter != nil {
+		permit, res.Err = r.acquire(in)
+		if res.Err != nil {
+			return true
+		}
+		held = true
+	}
+	res.Value, res.Err = r.task(r.ctx, in)
+	return true
+}
+
+// acquire waits for a permit of the service-wide limiter while the task
+// holds its per-request slot.
+func (r *runner[In, Out]) acquire(in In) (shed.Permit, error) {
+	var req shed.Request
+	if r.cfg.Request != nil {
+		req = r.cfg.Request(in)
+	}
+	if req.Deadline.IsZero() {
+		// The caller's deadline, not PermitWait's: the limiter uses it to
+		// refuse at once work that cannot finish in time.
+		req.Deadline, _ = r.ctx.Deadline()
+	}
+	if r.cfg.PermitWait <= 0 {
+		return r.cfg.Limiter.Acquire(r.ctx, req)
+	}
+	ctx, cancel := context.WithTimeout(r.ctx, r.cfg.PermitWait)
+	defer cancel()
+	p, err := r.cfg.Limiter.Acquire(ctx, req)
+	if err != nil && errors.Is(err, context.DeadlineExceeded) && r.ctx.Err() == nil {
+		err = &shed.Rejection{Reason: shed.ReasonQueueTimeout, Class: req.Class, ClassName: r.cfg.Limiter.ClassName(req.Class)}
+	}
+	return p, err
+}
