@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+
+	"github.com/shedkit/shedkit/shed"
 )
 
 // ErrInvalidConfig is wrapped by every configuration error of this package.
@@ -37,6 +39,12 @@ func limitRange(prefix string, initial, minL, maxL, defInitial int) (int, int, i
 	}
 	if maxL < minL {
 		return 0, 0, 0, configError(prefix+".MaxLimit", "must be >= MinLimit (%d), got %d", minL, maxL)
+	}
+	// A shed.Limiter enforces at most shed.MaxLimit; above it a limit
+	// means nothing, and near math.MaxInt its float64 form would not
+	// convert back to an int.
+	if maxL > shed.MaxLimit {
+		return 0, 0, 0, configError(prefix+".MaxLimit", "must be <= shed.MaxLimit (%d), got %d", shed.MaxLimit, maxL)
 	}
 	if initial == 0 {
 		initial = min(max(defInitial, minL), maxL)

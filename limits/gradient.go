@@ -82,7 +82,7 @@ type GradientConfig struct {
 	// DefaultInitialLimit, clamped into [MinLimit, MaxLimit].
 	InitialLimit int
 	// MinLimit and MaxLimit bound the limit. Defaults DefaultMinLimit and
-	// DefaultMaxLimit.
+	// DefaultMaxLimit; MaxLimit is at most shed.MaxLimit.
 	MinLimit int
 	MaxLimit int
 
