@@ -8,13 +8,14 @@ STATICCHECK_VERSION ?= v0.8.2
 JAEGER_VERSION ?= v1.75.0
 JAEGER_BIN     := .cache/bin/jaeger-$(JAEGER_VERSION)
 
-.PHONY: help test fmtcheck vet bench cover lint demo jaeger jaeger-build demo-traces e2e sim sim-check bench-peers sim-peers test-bench
+.PHONY: help test fmtcheck vet bench cover lint demo jaeger jaeger-build demo-traces e2e sim sim-check bench-peers sim-peers test-bench soak fuzz
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
 
-test: fmtcheck vet ## gofmt check, go vet, and every test with the race detector
+test: fmtcheck vet ## gofmt check, go vet, and every test with the race detector (both modules, the 10-second soak included)
 	$(GO) test -race -count=1 -timeout 12m ./...
+	$(MAKE) --no-print-directory test-bench
 
 fmtcheck: ## fail if gofmt would change a file
 	@out=$$(gofmt -l $(GOFILES)); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
@@ -31,8 +32,33 @@ bench-peers: ## hot path against x/sync/semaphore, go-concurrency-limits and fai
 sim-peers: ## the simulator suite with the peers, failsafe-go included (module bench/)
 	cd bench && $(GO) run ./cmd/shedsim -suite -policies 'static;shedkit-gradient;gcl-gradient2;failsafe-adaptive' -out ../out/sim-peers
 
-test-bench: ## vet and test the bench/ module (peers for comparison; not part of the library)
-	cd bench && $(GO) vet ./... && $(GO) test -race -count=1 ./...
+test-bench: ## vet and test the bench/ module: peers, and the 10-second loopback soak (not part of the library)
+	cd bench && $(GO) vet ./... && $(GO) test -race -count=1 -timeout 5m ./...
+
+soak: ## loopback soak: a server at 10x overload with a mid-run slowdown, then the retrying client through a full outage (module bench/, about 85 s)
+	cd bench && $(GO) run ./cmd/soak -duration 60s
+
+FUZZTIME ?= 30s
+# package:target pairs; `go test -fuzz` takes one target of one package at a time.
+FUZZ_TARGETS := \
+	./shed/:FuzzConfig \
+	./limits/:FuzzGradient ./limits/:FuzzAIMD ./limits/:FuzzWindow \
+	./retrybudget/:FuzzParseRetryAfter ./retrybudget/:FuzzParseAttempt ./retrybudget/:FuzzBudget \
+	./retrybudget/:FuzzThrottle ./retrybudget/:FuzzRetryAfterFormats ./retrybudget/:FuzzTransportHeaders \
+	./middleware/shedhttp/:FuzzRetryAfterRoundTrip ./middleware/shedhttp/:FuzzWriteProblem \
+	./middleware/shedhttp/:FuzzMemoryStore ./middleware/shedhttp/:FuzzDefaultOutcome \
+	./middleware/internal/core/:FuzzRemoteHost ./middleware/internal/core/:FuzzClassifyUntrusted \
+	./middleware/internal/core/:FuzzClassifyTrusted ./middleware/internal/core/:FuzzAdmit \
+	./middleware/nethttp/:FuzzServeRequest \
+	./sim/:FuzzParseScenario ./sim/:FuzzScenarioRuns ./sim/:FuzzParsePolicy \
+	./sim/:FuzzParseGrid ./sim/:FuzzParseObjective
+
+fuzz: ## run every fuzz target for FUZZTIME (30s) each, one after the other (about 13 minutes); seed corpora run in `make test`
+	@set -e; for t in $(FUZZ_TARGETS); do \
+		pkg=$${t%%:*}; name=$${t##*:}; \
+		echo "== $$pkg $$name"; \
+		$(GO) test -run '^$$' -fuzz "^$$name$$" -fuzztime $(FUZZTIME) $$pkg; \
+	done
 
 cover: ## test coverage per function, written to out/cover.out
 	@mkdir -p out

@@ -1,0 +1,94 @@
+// Command soak runs the loopback soak of package soak: the server soak (a
+// net/http server with shedkit's middleware and an adaptive limit in front
+// of an upstream that slows down mid-run, attacked by vegeta at 10x the
+// upstream's capacity) and the client soak (the retrying client against
+// an upstream that fails 100% for a while). It prints the figures and a
+// PASS or FAIL line per check, and exits 1 when a check fails.
+//
+//	cd bench
+//	go run ./cmd/soak -duration 60s
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"time"
+
+	"github.com/shedkit/shedkit/bench/soak"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("soak", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	duration := fs.Duration("duration", soak.DefaultDuration, "server soak duration (at least 6s)")
+	clientDuration := fs.Duration("client-duration", 0, "client soak duration (default: duration/3, at least 5s)")
+	rate := fs.Int("rate", 0, "offered rate in requests per second (default: overload x capacity / service time)")
+	overload := fs.Float64("overload", soak.DefaultOverload, "offered rate as a multiple of the upstream's capacity")
+	capacity := fs.Int("capacity", soak.DefaultCapacity, "upstream workers")
+	service := fs.Duration("service", soak.DefaultServiceTime, "upstream healthy service time")
+	workers := fs.Int("workers", soak.DefaultWorkers, "load generator workers")
+	server := fs.Bool("server", true, "run the server soak")
+	client := fs.Bool("client", true, "run the client soak")
+	quiet := fs.Bool("quiet", false, "no progress lines")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+
+	failed := false
+	if *server {
+		cfg := soak.Config{
+			Duration: *duration, Rate: *rate, Overload: *overload,
+			Capacity: *capacity, ServiceTime: *service, Workers: *workers,
+		}
+		if !*quiet {
+			cfg.Logf = func(format string, a ...any) { fmt.Fprintf(stderr, format+"\n", a...) }
+		}
+		rep, err := soak.Run(ctx, cfg)
+		if err != nil {
+			fmt.Fprintln(stderr, "soak:", err)
+			if errors.Is(err, soak.ErrInvalidConfig) {
+				return 2
+			}
+			failed = true
+		}
+		_, _ = rep.WriteTo(stdout)
+		if err := rep.Check(); err != nil {
+			failed = true
+		}
+	}
+	if *client && ctx.Err() == nil {
+		d := *clientDuration
+		if d == 0 {
+			d = max(5*time.Second, *duration/3)
+		}
+		rep, err := soak.RunClient(ctx, soak.ClientConfig{Duration: d})
+		if err != nil {
+			fmt.Fprintln(stderr, "soak:", err)
+			if errors.Is(err, soak.ErrInvalidConfig) {
+				return 2
+			}
+			failed = true
+		}
+		_, _ = rep.WriteTo(stdout)
+		if err := rep.Check(); err != nil {
+			failed = true
+		}
+	}
+	if failed {
+		fmt.Fprintln(stdout, "FAIL")
+		return 1
+	}
+	fmt.Fprintln(stdout, "PASS")
+	return 0
+}
