@@ -30,6 +30,9 @@
 //     write (the *echo.HTTPError's code, else 500).
 //   - A panic releases the permit (Ignored) and goes on to Echo's Recover
 //     middleware, if any, with its stack unchanged.
+//   - The permit also covers reading the request body and writing the
+//     response: bound slow clients with the http.Server's ReadTimeout and
+//     WriteTimeout (Echo.Server).
 //   - Rejections are written directly (RFC 9457 problem body) and the
 //     middleware returns nil; RejectHandler may instead return an error for
 //     Echo's error handler.

@@ -25,6 +25,14 @@
 // connection's permit is released when the handler returns, usually right
 // after the hijack.
 //
+// Admission happens when the request headers have arrived, so the permit
+// also covers reading the request body and writing the response: a client
+// that uploads or reads slowly holds a permit for as long as it does. Bound
+// that time with http.Server's ReadTimeout (or ReadHeaderTimeout plus a
+// per-handler read deadline through http.ResponseController) and
+// WriteTimeout; the fault tests (fault_test.go) show a stalled upload, a
+// slow reader and connection resets each releasing their permit.
+//
 // The handler's ResponseWriter is wrapped with github.com/felixge/httpsnoop
 // to see the status: it implements exactly the optional interfaces of the
 // server's writer (http.Flusher, http.Hijacker, io.ReaderFrom, ...) and
