@@ -196,8 +196,12 @@ type Gradient struct {
 }
 
 type gradientState struct {
-	limit     float64
-	baseline  float64 // ns; 0 until learned
+	limit    float64
+	baseline float64 // ns; 0 until learned
+	// healthy is the baseline before the first upward re-learning of a
+	// run of them: when the dependency speeds up again to near it, the
+	// baseline returns to it instead of settling on the queue we cause.
+	healthy   float64
 	slowStart bool
 	congested bool
 	lastGood  float64
@@ -359,6 +363,9 @@ func (g *Gradient) update(w *WindowSummary) {
 		g.congestion()
 		if st.ep.held >= c.RelearnWindows {
 			if latSig {
+				if st.healthy == 0 {
+					st.healthy = st.baseline
+				}
 				st.baseline = cur
 			}
 			if dropSig {
@@ -574,6 +581,8 @@ func (e *episode) hold(cur, inFlight, band float64, atFloor bool, drops, n int) 
 
 // trackBaseline moves the baseline after a window without latency
 // congestion, of latency cur:
+//   - below the band after a re-learning, and nearer the healthy baseline
+//     than the re-learned one: back to the healthy baseline at once;
 //   - below the band: down fast (half-way per window), so that a recovered
 //     dependency is recognized within a few windows;
 //   - within the band (or up to Tolerance): an exponential average that
@@ -582,6 +591,14 @@ func (e *episode) hold(cur, inFlight, band float64, atFloor bool, drops, n int) 
 func (g *Gradient) trackBaseline(cur, ratio float64) {
 	st := &g.st
 	switch {
+	case ratio < 1-g.band && st.healthy > 0 && cur*cur <= st.healthy*st.baseline:
+		// The dependency is back nearer its healthy latency than the
+		// re-learned one: take the healthy baseline back. Whatever is
+		// left above it is queueing the limit causes (cut as usual) or a
+		// new normal (re-learned as usual); the half-way steps below would
+		// settle on the queue instead, since they follow the latency down
+		// only as far as the limit lets it fall.
+		st.baseline, st.healthy = st.healthy, 0
 	case ratio < 1-g.band:
 		st.baseline += 0.5 * (cur - st.baseline)
 	case ratio <= 1+g.band:
