@@ -35,7 +35,21 @@
 // The core takes explicit time ([Budget.DepositAt], [Budget.TryWithdrawAt],
 // [Budget.SnapshotAt]) so a simulator can drive it in virtual time; the
 // methods without At read the wall clock. Epochs are measured from the
-// first time a budget sees, so any time.Time works. The hot path is a
+// first time a budget sees, so any time.Time works.
+//
+// Time never goes backwards inside a budget (or a throttle): a time
+// earlier than the latest one a deposit or withdrawal saw counts as that
+// latest time. A caller whose clock lags, a wall clock stepped back (an
+// NTP correction) or a time before the first one all keep the bound;
+// after a step back of s, the window stops sliding for s (events made
+// meanwhile count until the clock passes the latest time seen plus the
+// TTL), which errs towards fewer retries. Times from time.Now carry a
+// monotonic reading: when the first time a budget sees has one, times
+// that have one too are measured on the monotonic clock, so wall-clock
+// steps do not affect the methods without At at all. Snapshots read the
+// window without moving its time.
+//
+// The hot path is a
 // compare-and-swap on the current bucket and a scan of the others: no
 // lock, no allocation. The check and the withdrawal are one
 // compare-and-swap, so concurrent callers in the same bucket cannot

@@ -27,37 +27,72 @@ func fuzzTime(now time.Time, b byte) time.Time {
 	return now.Add(time.Duration(int8(b)) * time.Millisecond)
 }
 
+// budgetStep moves now by one fuzzed step: 0x00-0x7f forward by up to
+// 127 ms, 0x80-0xfd back by 100 ms to 12.6 s (a lagging caller, or a
+// wall clock stepped back by more than the default TTL), 0xfe a day back
+// and 0xff a day ahead (every bucket expires).
+func budgetStep(now time.Time, s byte) time.Time {
+	switch {
+	case s < 0x80:
+		return now.Add(time.Duration(s) * time.Millisecond)
+	case s == 0xfe:
+		return now.Add(-24 * time.Hour)
+	case s == 0xff:
+		return now.Add(24 * time.Hour)
+	}
+	return now.Add(-time.Duration(s-0x7f) * 100 * time.Millisecond)
+}
+
 // FuzzBudget: NewBudget returns an error or a Budget whose decisions agree
 // with its own snapshot through any sequence of deposits, withdrawals and
-// forward clock moves: a withdrawal succeeds exactly when the balance is at least
-// one, never leaves the balance negative, and every refusal is counted.
+// clock moves, backwards included: a withdrawal succeeds exactly when the
+// balance is at least one, never leaves the balance negative, and every
+// refusal is counted. And, checked without the snapshot, the granted
+// withdrawals respect the bound over every TTL of the budget's own time
+// (see boundChecker).
 func FuzzBudget(f *testing.F) {
-	ops := []byte{0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 2, 50, 1, 1, 2, 0xff, 1, 1, 0, 1, 2, 0x90, 1, 1}
+	ops := []byte{0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 2, 50, 1, 1, 2, 0xff, 1, 1, 0, 1, 2, 0x90, 1, 1, 2, 0xfe, 1, 0, 1}
+	// Ten seconds of deposits, a step back of 25.2 s, then retries: the
+	// clock-step bug of TestBudgetClockStepBack.
+	var stepBack []byte
+	for range 100 {
+		stepBack = append(stepBack, 0, 2, 100)
+	}
+	stepBack = append(stepBack, 2, 0xfd, 2, 0xfd)
+	for range 50 {
+		stepBack = append(stepBack, 1)
+	}
 	f.Add(int64(0), 0.0, 0.0, 0, ops)
 	f.Add(int64(time.Second), 0.5, 2.0, 4, ops)
 	f.Add(int64(100*time.Millisecond), -1.0, -1.0, 100, ops)
 	f.Add(int64(10*time.Millisecond), 1000.0, 1e6, 10, ops)
 	f.Add(int64(math.MaxInt64), 0.2, 10.0, 1000, ops)
+	f.Add(int64(10*time.Second), 0.1, 1.0, 0, stepBack)
+	f.Add(int64(time.Second), 0.0, -1.0, 0, stepBack)
 	f.Add(int64(-1), 0.0, 0.0, 0, ops)               // invalid
 	f.Add(int64(0), math.NaN(), 0.0, 0, ops)         // invalid
 	f.Add(int64(0), 0.0, math.Inf(1), 0, ops)        // invalid
 	f.Add(int64(time.Millisecond), 0.0, 0.0, 2, ops) // bucket under 1ms: invalid
 	f.Fuzz(func(t *testing.T, ttl int64, ratio, floor float64, buckets int, ops []byte) {
-		b, err := retrybudget.NewBudget(retrybudget.BudgetConfig{TTL: time.Duration(ttl), RetryRatio: ratio, MinRetriesPerSecond: floor, Buckets: buckets})
+		cfg := retrybudget.BudgetConfig{TTL: time.Duration(ttl), RetryRatio: ratio, MinRetriesPerSecond: floor, Buckets: buckets}
+		b, err := retrybudget.NewBudget(cfg)
 		if err != nil {
 			if b != nil {
 				t.Fatalf("NewBudget returned a budget and %v", err)
 			}
 			return
 		}
+		bc := newBoundChecker(t, cfg)
 		now := fuzzT0
 		var denials uint64
 		for i := 0; i < len(ops) && i < 5000; i++ {
 			switch ops[i] % 3 {
 			case 0:
 				b.DepositAt(now)
+				bc.deposit(now)
 			case 1:
 				before := b.SnapshotAt(now)
+				bc.see(now) // the snapshot may fix the origin
 				ok := b.TryWithdrawAt(now)
 				after := b.SnapshotAt(now)
 				if ok != (before.Balance >= 1) {
@@ -66,7 +101,9 @@ func FuzzBudget(f *testing.F) {
 				if ok && (after.Balance < 0 || after.Withdrawals != before.Withdrawals+1) {
 					t.Fatalf("op %d: after a withdrawal %+v, before %+v", i, after, before)
 				}
-				if !ok {
+				if ok {
+					bc.withdraw(now)
+				} else {
 					denials++
 				}
 				if after.Denials != denials {
@@ -74,14 +111,8 @@ func FuzzBudget(f *testing.F) {
 				}
 			default:
 				if i+1 < len(ops) {
-					// Forward only: a clock that steps back by more than
-					// the TTL breaks the budget (TestBudgetClockStepBack).
 					i++
-					step := ops[i] & 0x7f // up to 127 ms
-					if ops[i]&0x80 != 0 {
-						step = 0xff // a day
-					}
-					now = fuzzTime(now, step)
+					now = budgetStep(now, ops[i])
 				}
 			}
 		}

@@ -17,17 +17,43 @@ import (
 // an event therefore counts for between ttl-w and ttl.
 //
 // Epochs are measured from an origin fixed by the first call, so any
-// time.Time works, the zero time of a simulator included.
+// time.Time works, the zero time of a simulator included. When both the
+// origin and now carry a monotonic clock reading (time.Now), the distance
+// between them is measured on the monotonic clock, so a step of the wall
+// clock (an NTP correction) moves nothing.
+//
+// Time never goes backwards inside a window: cur is the latest epoch a
+// counting call has seen (last), and a time before it counts as that
+// epoch (reads clamp the same way but do not raise last). A
+// caller whose clock lags, a clock stepped back, or a time before the
+// origin all land in the current bucket, where the next checks see them.
+// Without this clamp a step back of more than the TTL would count new
+// events into buckets tagged with the old, later epochs, which the
+// shifted window no longer covers: withdrawals would be unbounded until
+// the clock caught up. The clamp keeps the bound (within any n epochs of
+// the window's own time, b <= ratio x a + reserve); its cost is that
+// after a step back of s the window stops sliding for s, and behaves
+// like a cumulative counter until the clock passes the last time seen.
+// Resetting the window on a large step instead would hand out a fresh
+// floor at each step, without bound when steps repeat.
 type window struct {
 	width   int64 // bucket width in nanoseconds, >= 1ms
 	n       int64 // number of buckets
 	buckets []bucket
-	origin  atomic.Pointer[instant]
+	origin  atomic.Pointer[origin]
+	// last is the latest epoch seen (0: the origin's). It changes at most
+	// once per bucket width in steady traffic, so the cache line it
+	// shares is read-mostly.
+	last atomic.Int64
 }
 
-// instant is a wall-clock time as Unix seconds and nanoseconds, cheaper to
-// subtract than a time.Time (no monotonic reading, no overflow checks).
-type instant struct{ sec, nsec int64 }
+// origin is the time epochs are measured from.
+type origin struct {
+	t    time.Time
+	mono bool  // t has a monotonic clock reading
+	sec  int64 // t as Unix seconds and nanoseconds: subtracting
+	nsec int64 // these is cheaper than Time.Sub's overflow checks
+}
 
 type bucket struct {
 	a atomic.Uint64
@@ -49,27 +75,45 @@ func newWindow(ttl time.Duration, n int) *window {
 	}
 }
 
-// epoch returns the bucket epoch of now, its 40-bit tag and its index in
-// the ring.
-func (w *window) epoch(now time.Time) (tag uint64, idx int) {
-	sec, nsec := now.Unix(), int64(now.Nanosecond())
+// epoch returns the bucket epoch of now, clamped so that it never goes
+// below the latest epoch seen, as a 40-bit tag and an index in the ring.
+// Counting calls (advance) raise last to now's epoch; reads leave it.
+func (w *window) epoch(now time.Time, advance bool) (tag uint64, idx int) {
 	o := w.origin.Load()
 	if o == nil {
-		w.origin.CompareAndSwap(nil, &instant{sec, nsec})
+		// Round(0) strips the monotonic reading, and only that.
+		w.origin.CompareAndSwap(nil, &origin{t: now, mono: now != now.Round(0), sec: now.Unix(), nsec: int64(now.Nanosecond())})
 		o = w.origin.Load()
 	}
 	var d int64
-	switch ds := sec - o.sec; {
-	case ds > maxSpanSec:
-		d = maxSpanSec * 1e9
-	case ds < -maxSpanSec:
-		d = -maxSpanSec * 1e9
-	default:
-		d = ds*1e9 + nsec - o.nsec
+	if o.mono {
+		// Measured on the monotonic clock when now has a reading too
+		// (time.Now), immune to wall-clock steps; saturates at about 292
+		// years.
+		d = int64(now.Sub(o.t))
+	} else {
+		switch ds := now.Unix() - o.sec; {
+		case ds > maxSpanSec:
+			d = maxSpanSec * 1e9
+		case ds < -maxSpanSec:
+			d = -maxSpanSec * 1e9
+		default:
+			d = ds*1e9 + int64(now.Nanosecond()) - o.nsec
+		}
 	}
 	e := d / w.width
 	if d < 0 && d%w.width != 0 {
 		e-- // floor division for times before the origin
+	}
+	// Monotonic clamp: use last when e is behind it, else raise it to e.
+	for l := w.last.Load(); e != l; l = w.last.Load() {
+		if e < l {
+			e = l
+			break
+		}
+		if !advance || w.last.CompareAndSwap(l, e) {
+			break
+		}
 	}
 	i := e % w.n
 	if i < 0 {
@@ -88,8 +132,9 @@ func age(cur, tag uint64) int64 {
 }
 
 // countIn returns the count stored in word v if v's epoch lies in the
-// window ending at epoch cur. Buckets tagged slightly ahead of cur (a
-// caller whose clock lags another's) still count: they hold recent events.
+// window ending at epoch cur. Buckets tagged slightly ahead of cur still
+// count: a concurrent caller raised last after this one read it, and they
+// hold recent events.
 func (w *window) countIn(v, cur uint64) uint64 {
 	// cur-tag, shifted by n-1 modulo 2^40, is in [0, 2n-1) for the last n
 	// epochs and the n-1 epochs ahead.
@@ -106,8 +151,8 @@ func next(old, tag uint64) (uint64, bool) {
 		// The bucket holds an older epoch: rotate it.
 		return tag<<countBits | 1, true
 	}
-	// Same epoch, or a newer epoch written by a caller whose clock runs
-	// ahead: count into it.
+	// Same epoch, or a newer epoch written by a concurrent caller that
+	// raised last after this one read it: count into it.
 	if old&countMask == countMask {
 		return old, false
 	}
@@ -126,19 +171,21 @@ func add(w *atomic.Uint64, tag uint64) {
 
 // addA counts one event of kind a at now.
 func (w *window) addA(now time.Time) {
-	tag, i := w.epoch(now)
+	tag, i := w.epoch(now, true)
 	add(&w.buckets[i].a, tag)
 }
 
 // addB counts one event of kind b at now.
 func (w *window) addB(now time.Time) {
-	tag, i := w.epoch(now)
+	tag, i := w.epoch(now, true)
 	add(&w.buckets[i].b, tag)
 }
 
-// sums returns the counts of a and b in the window ending at now.
+// sums returns the counts of a and b in the window ending at now, or at
+// the latest time seen if now is before it. It is a read: it does not
+// move the window's time forward.
 func (w *window) sums(now time.Time) (a, b uint64) {
-	tag, _ := w.epoch(now)
+	tag, _ := w.epoch(now, false)
 	return w.sumsAt(tag)
 }
 
@@ -155,7 +202,7 @@ func (w *window) sumsAt(tag uint64) (a, b uint64) {
 // compare-and-swap on the current bucket, so callers that share a bucket
 // can never overshoot the limit together. A saturated bucket denies.
 func (w *window) tryAddB(now time.Time, ratio, reserve float64) bool {
-	tag, i := w.epoch(now)
+	tag, i := w.epoch(now, true)
 	cur := &w.buckets[i].b
 	for {
 		var others uint64

@@ -221,19 +221,48 @@ func FuzzParseObjective(f *testing.F) {
 	})
 }
 
-// TestScenarioDurationOverflow: validation must reject an upstream event
-// that ends after the run and schedule changes that overlap, also when
-// at+for overflows time.Duration. Today the sums wrap to negative values
-// and pass the checks: an event at 1h of a 10 s run, and a change that
-// starts while a spike "for 292 years" is still on, are accepted.
+// TestScenarioDurationOverflow: validation rejects an upstream event that
+// ends after the run, schedule changes that overlap and a trigger that
+// ends after the run also when at+for (or warmup+interval) overflows
+// time.Duration, with an error that names the file, line and field.
+// (The sums used to wrap to negative values and pass the checks: an event
+// at 1h of a 10 s run, and a change that starts while a spike "for 292
+// years" is still on, were accepted.)
 func TestScenarioDurationOverflow(t *testing.T) {
-	t.Skip("BUG: sim/scenario.go:614 (e.At+e.For > sc.Duration) and sim/schedule.go:69,73 (busyUntil = ch.At + ch.Ramp/For) overflow time.Duration and accept invalid scenarios")
+	const up = "upstream: {capacity: 1, service_time: {dist: constant, value: 1ms}}\n"
+	tests := []struct{ name, yaml, want string }{
+		{"event", "name: ovf\nduration: 10s\nclasses: [{name: a, rate: 1}]\nupstream: {capacity: 1, service_time: {dist: constant, value: 1ms}, events: [{at: 1h, for: 2562047h}]}\n",
+			"ovf.yaml:4:78: upstream.events[0]: needs at >= 0, for > 0 and at+for <= duration (10s), got at 1h0m0s for 2562047h0m0s"},
+		{"event at+for = max", "name: ovf\nduration: 10s\nclasses: [{name: a, rate: 1}]\nupstream: {capacity: 1, service_time: {dist: constant, value: 1ms}, events: [{at: 1s, for: 2562047h47m15.854775807s}]}\n",
+			"ovf.yaml:4:78: upstream.events[0]: needs at >= 0"},
+		{"schedule for", "name: ovf\nduration: 10s\nclasses: [{name: a, rate: 1, schedule: [{at: 1s, rate: 5, for: 2562047h47m16s}, {at: 2s, rate: 1}]}]\n" + up,
+			"ovf.yaml:3:86: classes[0].schedule[1].at: 2s is before the end of the previous change (2562047h47m16.854775807s)"},
+		{"schedule ramp", "name: ovf\nduration: 10s\nclasses: [{name: a, rate: 1, schedule: [{at: 1s, rate: 5, ramp: 2562047h47m16s}, {at: 2s, rate: 1}]}]\n" + up,
+			"ovf.yaml:3:87: classes[0].schedule[1].at: 2s is before the end of the previous change (2562047h47m16.854775807s)"},
+		{"trigger", "name: ovf\nduration: 10s\ntrigger: {at: 6s, for: 2562047h47m16s}\nclasses: [{name: a, rate: 1}]\n" + up,
+			"ovf.yaml:3:10: trigger: must start after warmup + one interval (6s), last > 0 and end by the duration (10s); got at 6s for 2562047h47m16s"},
+		{"warmup+interval", "name: ovf\nduration: 2562047h\ninterval: 2562047h\nwarmup: 1281023h30m\ntrigger: {at: 1s, for: 1s}\nclasses: [{name: a, rate: 0}]\n" + up,
+			"ovf.yaml:5:10: trigger: must start after warmup + one interval (2562047h47m16.854775807s)"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := ParseScenario("ovf.yaml", []byte(tc.yaml))
+			if !errors.Is(err, ErrInvalidScenario) {
+				t.Fatalf("accepted (%v):\n%s", err, tc.yaml)
+			}
+			if !strings.HasPrefix(err.Error(), tc.want) {
+				t.Fatalf("error %q, want it to start with %q", err, tc.want)
+			}
+		})
+	}
+	// The same bounds still accept what fits exactly.
 	for _, y := range []string{
-		"name: ovf\nduration: 10s\nclasses: [{name: a, rate: 1}]\nupstream: {capacity: 1, service_time: {dist: constant, value: 1ms}, events: [{at: 1h, for: 2562047h}]}\n",
-		"name: ovf\nduration: 10s\nclasses: [{name: a, rate: 1, schedule: [{at: 1s, rate: 5, for: 2562047h47m16s}, {at: 2s, rate: 1}]}]\nupstream: {capacity: 1, service_time: {dist: constant, value: 1ms}}\n",
+		"name: fit\nduration: 10s\nclasses: [{name: a, rate: 1}]\nupstream: {capacity: 1, service_time: {dist: constant, value: 1ms}, events: [{at: 6s, for: 4s}]}\n",
+		"name: fit\nduration: 10s\nclasses: [{name: a, rate: 1, schedule: [{at: 1s, rate: 5, for: 1s}, {at: 2s, rate: 1, ramp: 8s}, {at: 10s, rate: 2}]}]\n" + up,
+		"name: fit\nduration: 10s\ntrigger: {at: 6s, for: 4s}\nclasses: [{name: a, rate: 1}]\n" + up,
 	} {
-		if _, err := ParseScenario("ovf.yaml", []byte(y)); !errors.Is(err, ErrInvalidScenario) {
-			t.Errorf("accepted (%v):\n%s", err, y)
+		if _, err := ParseScenario("fit.yaml", []byte(y)); err != nil {
+			t.Errorf("rejected: %v\n%s", err, y)
 		}
 	}
 }

@@ -49,8 +49,21 @@ type Scenario struct {
 // Span is an interval of simulated time.
 type Span struct{ At, For time.Duration }
 
-// End returns At + For.
-func (s Span) End() time.Duration { return s.At + s.For }
+// End returns At + For, saturated at the largest (or smallest)
+// time.Duration instead of wrapping around.
+func (s Span) End() time.Duration { return addDur(s.At, s.For) }
+
+// addDur returns a + b saturated to the range of time.Duration, so that
+// validation compares sums of user-given durations without overflow.
+func addDur(a, b time.Duration) time.Duration {
+	switch {
+	case b > 0 && a > math.MaxInt64-b:
+		return math.MaxInt64
+	case b < 0 && a < math.MinInt64-b:
+		return math.MinInt64
+	}
+	return a + b
+}
 
 // Class is a class of logical requests: its arrivals, cost, deadline and
 // retry policy on the client, and its admission settings in the service's
@@ -380,8 +393,9 @@ func (s *Scenario) normalize() (*Scenario, error) {
 	if err := c.Upstream.normalize(&c); err != nil {
 		return nil, err
 	}
+	firstTrigger := addDur(c.Warmup, c.Interval)
 	validTrigger := func(t Span) bool {
-		return t.At >= c.Warmup+c.Interval && t.For > 0 && t.End() <= c.Duration
+		return t.At >= firstTrigger && t.For > 0 && t.End() <= c.Duration
 	}
 	if c.Trigger == nil && len(c.Upstream.Events) > 0 {
 		// Derived from the events, when they make a usable trigger (an
@@ -390,7 +404,7 @@ func (s *Scenario) normalize() (*Scenario, error) {
 		end := time.Duration(0)
 		for _, e := range c.Upstream.Events {
 			t.At = min(t.At, e.At)
-			end = max(end, e.At+e.For)
+			end = max(end, Span{e.At, e.For}.End())
 		}
 		t.For = end - t.At
 		if validTrigger(t) {
@@ -399,7 +413,7 @@ func (s *Scenario) normalize() (*Scenario, error) {
 	} else if c.Trigger != nil {
 		t := *c.Trigger
 		if !validTrigger(t) {
-			return nil, fieldErr("trigger", "must start after warmup + one interval (%v), last > 0 and end by the duration (%v); got at %v for %v", c.Warmup+c.Interval, c.Duration, t.At, t.For)
+			return nil, fieldErr("trigger", "must start after warmup + one interval (%v), last > 0 and end by the duration (%v); got at %v for %v", firstTrigger, c.Duration, t.At, t.For)
 		}
 		c.Trigger = &t
 	}
@@ -611,7 +625,8 @@ func (u *Upstream) normalize(sc *Scenario) error {
 	for i := range u.Events {
 		e := &u.Events[i]
 		p := fmt.Sprintf("upstream.events[%d]", i)
-		if e.At < 0 || e.For <= 0 || e.At+e.For > sc.Duration {
+		// Compared as for > duration-at: at+for could overflow.
+		if e.At < 0 || e.For <= 0 || e.At > sc.Duration || e.For > sc.Duration-e.At {
 			return fieldErr(p, "needs at >= 0, for > 0 and at+for <= duration (%v), got at %v for %v", sc.Duration, e.At, e.For)
 		}
 		if math.IsNaN(e.Slowdown) || e.Slowdown < 0 || e.Slowdown > 1e6 {

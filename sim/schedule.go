@@ -66,11 +66,11 @@ func buildRate(base float64, changes []RateChange, path string) (rateFunc, error
 			add(rateSeg{at, cur, (target - cur) / ch.Ramp.Seconds()})
 			add(rateSeg{at + ch.Ramp.Seconds(), target, 0})
 			cur = target
-			busyUntil = ch.At + ch.Ramp
+			busyUntil = addDur(ch.At, ch.Ramp) // saturated: no wrap to a past time
 		case ch.For > 0:
 			add(rateSeg{at, target, 0})
 			add(rateSeg{at + ch.For.Seconds(), cur, 0})
-			busyUntil = ch.At + ch.For
+			busyUntil = addDur(ch.At, ch.For)
 		default:
 			add(rateSeg{at, target, 0})
 			cur = target
