@@ -28,8 +28,26 @@ func (l *Limiter) Acquire(ctx context.Context, req Request) (Permit, error) {
 		return p, err
 	}
 	w := getBlockingWaiter()
-	defer putBlockingWaiter(w)
-	if p, err = l.acquire(time.Time{}, false, req, w, true); err != errQueued {
+	// A panicking Observer (see Observer) may unwind through Acquire: the
+	// limiter stays consistent, and this function makes sure the waiter
+	// is neither reused while a notification may still reach its channel
+	// nor left holding a permit that nobody will receive.
+	queuing, reuse := true, false
+	defer func() {
+		switch {
+		case reuse:
+			putBlockingWaiter(w)
+		case queuing && w.permit.Valid():
+			// The Observer panicked as w was queued, and w was granted
+			// before the limiter could take it out again.
+			p := w.permit
+			p.Release(Ignored)
+		}
+	}()
+	p, err = l.acquire(time.Time{}, false, req, w, true)
+	queuing = false
+	if err != errQueued {
+		reuse = true
 		return p, err
 	}
 	// The wait is measured on the limiter's clock, which may be a fake one.
@@ -37,17 +55,21 @@ func (l *Limiter) Acquire(ctx context.Context, req Request) (Permit, error) {
 	defer timer.Stop()
 	select {
 	case <-w.ch:
+		reuse = true
 		return w.Result()
 	case <-timer.C:
 		// The clock may be a fake one: expire this waiter by identity.
-		l.removeWaiter(l.clock(), w, ReasonQueueTimeout)
+		l.removeWaiter(l.clock(), w, ReasonQueueTimeout, true)
 		<-w.ch
+		reuse = true
 		return w.Result()
 	case <-ctx.Done():
-		if l.removeWaiter(l.clock(), w, ReasonNone) {
+		if l.removeWaiter(l.clock(), w, ReasonNone, true) {
+			reuse = true
 			return Permit{}, ctx.Err()
 		}
 		<-w.ch
+		reuse = true
 		if p, err := w.Result(); err == nil {
 			p.Release(Ignored)
 		}
@@ -70,13 +92,13 @@ type DrainReport struct {
 // rejected likewise. Work in flight continues. It is the explicit-time
 // core of Drain; draining cannot be undone.
 func (l *Limiter) DrainAt(now time.Time) {
+	limit := l.limit()
 	var done waiterList
 	l.mu.Lock()
 	l.freezeLocked()
 	if !l.draining {
 		l.draining = true
 		l.drained = make(chan struct{})
-		limit := l.limit()
 		for c := range l.cfg {
 			for w := l.queues[c].head; w != nil; {
 				next := w.next

@@ -36,6 +36,11 @@ const (
 	// smallest useful hint.
 	DefaultRetryAfterMin = time.Second
 	DefaultRetryAfterMax = 30 * time.Second
+	// MaxRetryAfter is the largest RetryAfterMin and RetryAfterMax New
+	// accepts. A hint says when a slot is likely to free; an hour is far
+	// beyond anything the limiter can estimate, and it bounds the table of
+	// shared rejections.
+	MaxRetryAfter = time.Hour
 )
 
 // Config configures a Limiter. Zero fields take the documented defaults;
@@ -74,7 +79,10 @@ type Config struct {
 	MaxQueue int
 
 	// RetryAfterMin and RetryAfterMax bound the Retry-After hint carried
-	// by rejections. Defaults DefaultRetryAfterMin and DefaultRetryAfterMax.
+	// by rejections (see Rejection.RetryAfter for its rounding), and are
+	// at most MaxRetryAfter. Defaults DefaultRetryAfterMin and
+	// DefaultRetryAfterMax (or RetryAfterMin, if larger). ReasonDraining
+	// and ReasonCostTooLarge rejections carry RetryAfterMax.
 	RetryAfterMin time.Duration
 	RetryAfterMax time.Duration
 
@@ -210,8 +218,8 @@ func (c Config) validate() (Config, error) {
 	if c.DemandHold == 0 {
 		c.DemandHold = DefaultDemandHold
 	}
-	if c.RetryAfterMin < 0 {
-		return c, configError("RetryAfterMin", "must be >= 0, got %v", c.RetryAfterMin)
+	if c.RetryAfterMin < 0 || c.RetryAfterMin > MaxRetryAfter {
+		return c, configError("RetryAfterMin", "must be in [0, %v], got %v", MaxRetryAfter, c.RetryAfterMin)
 	}
 	if c.RetryAfterMin == 0 {
 		c.RetryAfterMin = DefaultRetryAfterMin
@@ -221,6 +229,9 @@ func (c Config) validate() (Config, error) {
 	}
 	if c.RetryAfterMax < c.RetryAfterMin {
 		return c, configError("RetryAfterMax", "must be >= RetryAfterMin (%v), got %v", c.RetryAfterMin, c.RetryAfterMax)
+	}
+	if c.RetryAfterMax > MaxRetryAfter {
+		return c, configError("RetryAfterMax", "must be <= %v, got %v", MaxRetryAfter, c.RetryAfterMax)
 	}
 	if math.IsNaN(c.MaxSamplesPerSecond) {
 		return c, configError("MaxSamplesPerSecond", "must be a number")

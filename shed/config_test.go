@@ -43,6 +43,9 @@ func TestNewRejectsInvalidConfig(t *testing.T) {
 		{"negative demand hold", shed.Config{Limit: 1, DemandHold: -time.Second}, "DemandHold"},
 		{"negative retry-after", shed.Config{Limit: 1, RetryAfterMin: -time.Second}, "RetryAfterMin"},
 		{"retry-after max below min", shed.Config{Limit: 1, RetryAfterMin: 5 * time.Second, RetryAfterMax: time.Second}, "RetryAfterMax"},
+		{"retry-after max over the cap", shed.Config{Limit: 1, RetryAfterMax: shed.MaxRetryAfter + 1}, "RetryAfterMax"},
+		{"retry-after max of no cap", shed.Config{Limit: 1, RetryAfterMax: math.MaxInt64}, "RetryAfterMax"},
+		{"retry-after min over the cap", shed.Config{Limit: 1, RetryAfterMin: 2 * shed.MaxRetryAfter}, "RetryAfterMin"},
 		{"NaN sample rate", shed.Config{Limit: 1, MaxSamplesPerSecond: math.NaN()}, "MaxSamplesPerSecond"},
 	}
 	for _, tc := range cases {

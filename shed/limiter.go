@@ -262,7 +262,7 @@ func (l *Limiter) acquire(now time.Time, hasNow bool, req Request, w *Waiter, ma
 	}
 	p := l.newPermit(now, hasNow, req.Class, cost, inFlightOf(s), 0, ReasonNone)
 	if l.observer != nil {
-		l.noteAdmitted(p, false)
+		l.admitted(now, hasNow, p, 0)
 	}
 	return p, nil
 }
@@ -301,10 +301,10 @@ func (l *Limiter) acquireSlow(now time.Time, hasNow bool, req Request, cost int6
 		now, hasNow = l.clock(), true
 	}
 	c := req.Class
+	limit := l.limit() // before the lock: see grantLocked
 	l.mu.Lock()
 	l.freezeLocked()
 	l.expireDemandLocked(now)
-	limit := l.limit()
 	reason := ReasonDraining
 	hint := l.rej.max
 	if !l.draining {
@@ -314,7 +314,7 @@ func (l *Limiter) acquireSlow(now time.Time, hasNow bool, req Request, cost int6
 			p := l.newPermit(now, hasNow, c, cost, inFlightOf(s)+1, 0, ReasonNone)
 			l.thawLocked()
 			l.mu.Unlock()
-			l.noteAdmitted(p, false)
+			l.admitted(now, hasNow, p, 0)
 			return p, nil
 		}
 		reason = ReasonLimit
@@ -340,7 +340,7 @@ func (l *Limiter) acquireSlow(now time.Time, hasNow bool, req Request, cost int6
 				l.mu.Unlock()
 				l.counts[c].queued.Add(1)
 				if o := l.observer; o != nil {
-					o.Observe(Event{Kind: EventQueued, Time: now, Class: c, Cost: cost, Queued: true, InFlight: l.InFlight()})
+					l.reportQueued(o, now, w)
 				}
 				return Permit{}, errQueued
 			}
@@ -353,8 +353,7 @@ func (l *Limiter) acquireSlow(now time.Time, hasNow bool, req Request, cost int6
 		p := l.newPermit(now, hasNow, c, cost, inFlightOf(s), 0, reason)
 		l.thawLocked()
 		l.mu.Unlock()
-		l.reject(now, c, cost, reason, hint, true)
-		l.noteAdmitted(p, false)
+		l.admitted(now, hasNow, p, hint)
 		return p, nil
 	}
 	l.thawLocked()
@@ -507,16 +506,57 @@ func (l *Limiter) reject(now time.Time, c Class, cost int64, reason Reason, hint
 	return rej
 }
 
-// noteAdmitted reports an admission to the observer.
-func (l *Limiter) noteAdmitted(p Permit, queued bool) {
-	if queued {
-		l.counts[p.class()].afterWait.Add(1)
+// admitted completes an admission that did not queue: in dry-run mode it
+// counts and reports the rejection that p overrode (with hint), and it
+// reports the admission. If the Observer panics, the caller never receives
+// p, so the admission is undone (released as Ignored, without an event)
+// while the panic unwinds.
+func (l *Limiter) admitted(now time.Time, hasNow bool, p Permit, hint time.Duration) {
+	reported := false
+	defer func() {
+		if !reported {
+			l.revoke(now, hasNow, &p)
+		}
+	}()
+	if r := p.shadow(); r != ReasonNone {
+		l.reject(now, p.class(), p.cost, r, hint, true)
 	}
 	if o := l.observer; o != nil {
-		var t time.Time
-		if p.timed() {
-			t = l.epoch.Add(time.Duration(p.start))
-		}
-		o.Observe(Event{Kind: EventAdmitted, Time: t, Class: p.class(), Reason: p.shadow(), Cost: p.cost, Wait: p.wait(), Queued: queued, DryRun: p.shadow() != ReasonNone, InFlight: int(p.inflight())})
+		l.observeAdmitted(o, p, false)
 	}
+	reported = true
+}
+
+// revoke undoes an admission whose permit never reached its caller.
+func (l *Limiter) revoke(now time.Time, hasNow bool, p *Permit) {
+	if p.meta&metaTracked != 0 && !(*tracker)(p.ref).done() {
+		return
+	}
+	p.ref = nil
+	l.countRelease(p, Ignored, false)
+	l.giveBack(now, hasNow, p.cost)
+}
+
+// reportQueued reports that w joined the queue. If the Observer panics, the
+// caller does not learn that w was queued, so w is taken out of the queue
+// again, counted as cancelled but not reported, unless its outcome was
+// decided meanwhile: that outcome is delivered through w's notify as usual.
+func (l *Limiter) reportQueued(o Observer, now time.Time, w *Waiter) {
+	reported := false
+	defer func() {
+		if !reported {
+			l.removeWaiter(now, w, ReasonNone, false)
+		}
+	}()
+	o.Observe(Event{Kind: EventQueued, Time: now, Class: w.req.Class, Cost: w.cost, Queued: true, InFlight: l.InFlight()})
+	reported = true
+}
+
+// observeAdmitted reports an admission (after waiting when queued).
+func (l *Limiter) observeAdmitted(o Observer, p Permit, queued bool) {
+	var t time.Time
+	if p.timed() {
+		t = l.epoch.Add(time.Duration(p.start))
+	}
+	o.Observe(Event{Kind: EventAdmitted, Time: t, Class: p.class(), Reason: p.shadow(), Cost: p.cost, Wait: p.wait(), Queued: queued, DryRun: p.shadow() != ReasonNone, InFlight: int(p.inflight())})
 }

@@ -65,6 +65,20 @@ type Event struct {
 // synchronously on the caller's goroutine, outside the limiter's locks,
 // possibly from many goroutines at once: it must be fast, must not block,
 // and must not call back into the Limiter in a way that waits.
+//
+// Observe must not panic. If it does, the limiter's state stays consistent
+// and the panic propagates to the caller of the method that was reporting
+// (TryAcquire, Acquire, EnqueueAt, Release, CancelAt, ExpireAt, DrainAt...);
+// the events that call had still to report are lost. Nothing else is:
+//   - an admission whose EventAdmitted (or, in dry-run mode, EventRejected)
+//     panics is undone, since its caller never receives the permit: it is
+//     released as Ignored, without an EventReleased;
+//   - a request whose EventQueued panics is taken out of the queue again
+//     and counted as cancelled, without an EventCancelled (unless its
+//     outcome was already decided: it is then delivered as usual);
+//   - every waiter whose outcome was decided is notified, even when the
+//     event of its own outcome panicked: it holds its permit or rejection;
+//   - a release frees its capacity before its EventReleased.
 type Observer interface {
 	Observe(Event)
 }

@@ -33,7 +33,9 @@ type Waiter struct {
 // NewWaiter returns a Waiter whose outcome is delivered by calling notify,
 // exactly once per EnqueueAt that queued it (unless CancelAt removed it).
 // notify is called outside the limiter's lock, on the goroutine whose call
-// decided the outcome; it may enqueue the waiter again.
+// decided the outcome; it may enqueue the waiter again. It must not panic;
+// if it does, the other waiters decided by the same call are still
+// notified and the panic propagates to that call's caller.
 func NewWaiter(notify func(*Waiter)) *Waiter { return &Waiter{notify: notify} }
 
 // Result returns the outcome delivered to the waiter: a permit, or a
@@ -126,12 +128,13 @@ func (l *Limiter) timeoutLocked(now time.Time, w *Waiter, reason Reason, limit u
 
 // grantLocked admits waiters while capacity allows: classes in priority
 // order, FIFO (or LIFO) within a class. A waiter whose deadline has passed
-// is rejected instead of admitted. The state must be frozen.
-func (l *Limiter) grantLocked(now time.Time, done *waiterList) {
+// is rejected instead of admitted. The state must be frozen. limit is read
+// before taking the lock, like every call into the LimitSource: a source
+// that panics must not leave the mutex locked.
+func (l *Limiter) grantLocked(now time.Time, limit uint64, done *waiterList) {
 	if l.queued == 0 {
 		return
 	}
-	limit := l.limit()
 	for c := range l.cfg {
 		q := &l.queues[c]
 		for q.n > 0 {
@@ -155,22 +158,49 @@ func (l *Limiter) grantLocked(now time.Time, done *waiterList) {
 	}
 }
 
-// notify reports and delivers the outcomes collected under the lock.
+// notify counts, reports and delivers the outcomes decided under the lock.
+// Every waiter is notified even if the Observer panics: the waiters not yet
+// notified are then notified without further events, and the panic goes
+// on to the caller (see Observer).
 func (l *Limiter) notify(d *waiterList) {
-	for w := d.head; w != nil; {
-		next := w.done
-		w.done = nil
+	if d.head == nil {
+		return
+	}
+	// Count first: no user code runs here, so the counts are complete
+	// whatever happens below.
+	for w := d.head; w != nil; w = w.done {
 		if w.err != nil {
 			rej := w.err.(*Rejection)
 			l.counts[rej.Class].rejected[rej.Reason].Add(1)
-			if o := l.observer; o != nil {
-				o.Observe(Event{Kind: EventRejected, Time: w.decided, Class: rej.Class, Reason: rej.Reason, Cost: w.cost, Wait: w.decided.Sub(w.enqueued), Queued: true, InFlight: l.InFlight()})
-			}
 		} else {
-			l.noteAdmitted(w.permit, true)
+			l.counts[w.permit.class()].afterWait.Add(1)
 		}
-		w.notify(w)
-		w = next
+	}
+	l.deliver(d.head, l.observer)
+}
+
+// deliver reports (when o is not nil) and notifies the waiters from w on.
+// If o or a notify function panics, the deferred call notifies the rest,
+// unobserved, while the panic unwinds.
+func (l *Limiter) deliver(w *Waiter, o Observer) {
+	defer func() {
+		if w != nil {
+			l.deliver(w, nil)
+		}
+	}()
+	for w != nil {
+		if o != nil {
+			if w.err != nil {
+				rej := w.err.(*Rejection)
+				o.Observe(Event{Kind: EventRejected, Time: w.decided, Class: rej.Class, Reason: rej.Reason, Cost: w.cost, Wait: w.decided.Sub(w.enqueued), Queued: true, InFlight: l.InFlight()})
+			} else {
+				l.observeAdmitted(o, w.permit, true)
+			}
+		}
+		cur := w
+		w = cur.done
+		cur.done = nil
+		cur.notify(cur)
 	}
 }
 
@@ -180,10 +210,11 @@ func (l *Limiter) kick(now time.Time, hasNow bool) {
 	if !hasNow {
 		now = l.clock()
 	}
+	limit := l.limit()
 	var done waiterList
 	l.mu.Lock()
 	l.freezeLocked()
-	l.grantLocked(now, &done)
+	l.grantLocked(now, limit, &done)
 	if l.draining && l.drained != nil && inFlightOf(l.state.Load()) == 0 {
 		close(l.drained)
 		l.drained = nil
@@ -197,12 +228,14 @@ func (l *Limiter) kick(now time.Time, hasNow bool) {
 // it was still queued. If it was not, its outcome has been or is being
 // delivered: a waiter that was granted a permit must release it.
 func (l *Limiter) CancelAt(now time.Time, w *Waiter) bool {
-	return l.removeWaiter(now, w, ReasonNone)
+	return l.removeWaiter(now, w, ReasonNone, true)
 }
 
-// removeWaiter takes w out of the queue: cancelled (reason None) or
-// rejected with reason. Removing a waiter can unblock lower classes.
-func (l *Limiter) removeWaiter(now time.Time, w *Waiter, reason Reason) bool {
+// removeWaiter takes w out of the queue: cancelled (reason None, reported
+// as an EventCancelled when observe is set) or rejected with reason.
+// Removing a waiter can unblock lower classes.
+func (l *Limiter) removeWaiter(now time.Time, w *Waiter, reason Reason, observe bool) bool {
+	limit := l.limit()
 	var done waiterList
 	l.mu.Lock()
 	if !w.queued || w.l != l {
@@ -213,18 +246,22 @@ func (l *Limiter) removeWaiter(now time.Time, w *Waiter, reason Reason) bool {
 	if reason == ReasonNone {
 		l.removeLocked(w)
 	} else {
-		l.timeoutLocked(now, w, reason, l.limit(), &done)
+		l.timeoutLocked(now, w, reason, limit, &done)
 	}
-	l.grantLocked(now, &done)
+	l.grantLocked(now, limit, &done)
 	l.thawLocked()
 	l.mu.Unlock()
 	if reason == ReasonNone {
 		l.counts[w.req.Class].cancelled.Add(1)
-		if o := l.observer; o != nil {
+	}
+	// Deliver the outcomes first: a panicking Observer must not keep the
+	// waiters just granted from learning them.
+	l.notify(&done)
+	if reason == ReasonNone {
+		if o := l.observer; o != nil && observe {
 			o.Observe(Event{Kind: EventCancelled, Time: now, Class: w.req.Class, Cost: w.cost, Wait: now.Sub(w.enqueued), Queued: true, InFlight: l.InFlight()})
 		}
 	}
-	l.notify(&done)
 	return true
 }
 
@@ -232,6 +269,7 @@ func (l *Limiter) removeWaiter(now time.Time, w *Waiter, reason Reason) bool {
 // ReasonQueueTimeout. The blocking API expires its own waiters with
 // timers; a simulation calls ExpireAt at the waiters' deadlines.
 func (l *Limiter) ExpireAt(now time.Time) {
+	limit := l.limit()
 	var done waiterList
 	l.mu.Lock()
 	if l.queued == 0 {
@@ -239,7 +277,6 @@ func (l *Limiter) ExpireAt(now time.Time) {
 		return
 	}
 	l.freezeLocked()
-	limit := l.limit()
 	for c := range l.cfg {
 		for w := l.queues[c].head; w != nil; {
 			next := w.next
@@ -249,7 +286,7 @@ func (l *Limiter) ExpireAt(now time.Time) {
 			w = next
 		}
 	}
-	l.grantLocked(now, &done)
+	l.grantLocked(now, limit, &done)
 	l.thawLocked()
 	l.mu.Unlock()
 	l.notify(&done)

@@ -60,9 +60,13 @@ type Rejection struct {
 	Class Class
 	// ClassName is the name of that class.
 	ClassName string
-	// RetryAfter hints when capacity is likely to be available again. It is
-	// bounded by Config.RetryAfterMin and RetryAfterMax and rounded up to
-	// 100 ms (whole seconds when RetryAfterMin is at least a second).
+	// RetryAfter hints when capacity is likely to be available again. The
+	// limiter's estimate is raised to Config.RetryAfterMin, rounded up to
+	// a step of 100 ms below 1 s, 1 s up to 1 min, 10 s up to 10 min and
+	// 1 min above, then capped at Config.RetryAfterMax: it always lies in
+	// [RetryAfterMin, RetryAfterMax]. With RetryAfterMin of at least a
+	// second (the default), it is therefore a whole number of seconds
+	// unless it equals a RetryAfterMax that is not.
 	RetryAfter time.Duration
 }
 
@@ -87,9 +91,10 @@ func ReasonOf(err error) Reason {
 
 // rejections hands out immutable *Rejection values without allocating on
 // the rejection path, which is the hot path under overload. Values are
-// created on first use for each (reason, class, quantized Retry-After).
+// created on first use for each (reason, class, rounded Retry-After); the
+// rounding steps keep a row of the table under 175 entries whatever the
+// configured bounds.
 type rejections struct {
-	quantum time.Duration
 	min     time.Duration
 	max     time.Duration
 	buckets int
@@ -98,26 +103,46 @@ type rejections struct {
 	rows    [numReasons][MaxClasses]atomic.Pointer[[]atomic.Pointer[Rejection]]
 }
 
-// maxRejectionBuckets bounds the memory of one (reason, class) row.
-const maxRejectionBuckets = 600
+// retrySteps is the rounding policy documented on Rejection.RetryAfter:
+// hints up to upTo are rounded up to a multiple of step. The relative
+// rounding error stays under 17% above 1 s (HTTP carries whole seconds
+// anyway), and the steps end at MaxRetryAfter.
+var retrySteps = [...]struct{ upTo, step time.Duration }{
+	{time.Second, 100 * time.Millisecond},
+	{time.Minute, time.Second},
+	{10 * time.Minute, 10 * time.Second},
+	{MaxRetryAfter, time.Minute},
+}
+
+// retryBucket rounds d (0 <= d <= MaxRetryAfter) up to its step and returns
+// the rounded value and its index in a row: indexes grow with the value,
+// without gaps, from 0 for 0.
+func retryBucket(d time.Duration) (int, time.Duration) {
+	base, lo := 0, time.Duration(0)
+	for _, s := range retrySteps {
+		if d <= s.upTo {
+			n := (d - lo + s.step - 1) / s.step
+			return base + int(n), lo + n*s.step
+		}
+		base += int((s.upTo - lo) / s.step)
+		lo = s.upTo
+	}
+	return base, lo // d > MaxRetryAfter: New rejects such bounds
+}
 
 func (t *rejections) init(min, max time.Duration, names []string) {
 	t.min, t.max, t.names = min, max, names
-	t.quantum = 100 * time.Millisecond
-	if min >= time.Second {
-		t.quantum = time.Second
-	}
-	for int(max/t.quantum) >= maxRejectionBuckets {
-		t.quantum *= 2
-	}
-	t.buckets = int(max/t.quantum) + 2
+	b, _ := retryBucket(max)
+	t.buckets = b + 1
 }
 
 // get returns the shared rejection for reason and class with a Retry-After
-// hint close to hint (clamped, rounded up to the quantum).
+// hint close to hint (raised to the minimum, rounded up to its step,
+// capped at the maximum).
 func (t *rejections) get(reason Reason, class Class, hint time.Duration) *Rejection {
-	hint = min(max(hint, t.min), t.max)
-	b := int((hint + t.quantum - 1) / t.quantum)
+	// Every hint at or below max lands in a bucket at or below max's, so
+	// the index stays in the row; the value of max's bucket is max itself.
+	b, v := retryBucket(min(max(hint, t.min), t.max))
 	row := t.rows[reason][class].Load()
 	if row == nil {
 		t.mu.Lock()
@@ -132,7 +157,7 @@ func (t *rejections) get(reason Reason, class Class, hint time.Duration) *Reject
 	if r := slot.Load(); r != nil {
 		return r
 	}
-	r := &Rejection{Reason: reason, Class: class, ClassName: t.names[class], RetryAfter: time.Duration(b) * t.quantum}
+	r := &Rejection{Reason: reason, Class: class, ClassName: t.names[class], RetryAfter: min(v, t.max)}
 	if slot.CompareAndSwap(nil, r) {
 		return r
 	}
