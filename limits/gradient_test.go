@@ -3,6 +3,7 @@ package limits
 import (
 	"errors"
 	"math"
+	"math/rand/v2"
 	"reflect"
 	"slices"
 	"strings"
@@ -317,5 +318,33 @@ func TestGradientForgetsTheSlowdown(t *testing.T) {
 	}
 	if hi := slices.Max(back[30:]); hi > 650 {
 		t.Fatalf("limit up to %d in the last 30 windows after recovery, want <= 650 (knee 500, tolerance 1.2)", hi)
+	}
+}
+
+// TestGradientBackgroundDropsDoNotSpiral: a dependency with a knee at 500
+// in flight slows down ten-fold and from then on fails 8% of requests
+// whatever is admitted. Gradient re-learns the latency and the drop rate
+// (from few samples, so the rate is noisy); drops around that background
+// at a normal latency must not cut the limit far below the work in flight
+// at which it was learned, window after window.
+func TestGradientBackgroundDropsDoNotSpiral(t *testing.T) {
+	for seed := range uint64(8) {
+		g, err := NewGradient(GradientConfig{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := newModel(100_000, healthyLatency)
+		m.latency = knee(healthyLatency, 500)
+		m.run(g, 60)
+
+		m.latency = knee(10*healthyLatency, 500)
+		m.dropRand, m.dropProb = rand.New(rand.NewPCG(seed, 7)), 0.08
+		slow := m.run(g, 120)
+		if st := g.State(); st.Relearned == 0 {
+			t.Fatalf("seed %d: the slowdown was not re-learned: %+v", seed, st)
+		}
+		if lo := slices.Min(slow[60:]); lo < 250 {
+			t.Errorf("seed %d: the limit fell to %d in the last 60 windows (knee 500): %v", seed, lo, slow)
+		}
 	}
 }

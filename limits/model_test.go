@@ -30,6 +30,10 @@ type model struct {
 	// untimed drops carry no latency, as from an untimed permit.
 	drop    bool
 	untimed bool
+	// dropRand, when set, drops each sample with probability dropProb
+	// (a background of failures that admitting less does not change).
+	dropRand *rand.Rand
+	dropProb float64
 
 	primed bool
 }
@@ -99,7 +103,8 @@ func (m *model) runWindow(src shed.LimitSource) int {
 		if !timed {
 			lat = 0
 		}
-		src.Observe(shed.Sample{Now: m.now, Latency: lat, Timed: timed, InFlight: n, Dropped: m.drop})
+		drop := m.drop || (m.dropRand != nil && m.dropRand.Float64() < m.dropProb)
+		src.Observe(shed.Sample{Now: m.now, Latency: lat, Timed: timed, InFlight: n, Dropped: drop})
 	}
 	return src.Limit()
 }
