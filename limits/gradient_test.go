@@ -348,3 +348,43 @@ func TestGradientBackgroundDropsDoNotSpiral(t *testing.T) {
 		}
 	}
 }
+
+// TestGradientPreciseWindowsTighten: once its baseline is averaged over
+// BaselineWindows windows, a Gradient whose windows measure their mean
+// latency precisely (100 samples with +-25% jitter: a standard error of
+// 1.4%) cuts at 1.1 x the baseline instead of Tolerance (1.2): in front of
+// a knee at 500 in flight it keeps about 550 in flight, not 600. Until the
+// baseline is learned, or with a quantile statistic, Tolerance holds.
+func TestGradientPreciseWindowsTighten(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		cfg    GradientConfig
+		lo, hi int
+	}{
+		{"learned", GradientConfig{}, 530, 575},
+		{"still learning", GradientConfig{BaselineWindows: 1000}, 585, 640},
+		{"p90", GradientConfig{Window: WindowConfig{Quantile: 0.9}}, 585, 640},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g, err := NewGradient(tc.cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			m := newModel(30_000, healthyLatency) // 300 in flight: under the knee
+			m.latency = knee(healthyLatency, 500)
+			m.jitter, m.jitterFrac = rand.New(rand.NewPCG(1, 2)), 0.25
+			m.run(g, 40)
+			m.rate = 100_000 // 1,000 would be in flight
+			got := m.run(g, 200)[100:]
+			mean := 0
+			for _, l := range got {
+				mean += l
+			}
+			mean /= len(got)
+			t.Logf("limit over the last 100 windows: mean %d, range [%d, %d]", mean, slices.Min(got), slices.Max(got))
+			if mean < tc.lo || mean > tc.hi {
+				t.Fatalf("mean limit %d, want in [%d, %d]", mean, tc.lo, tc.hi)
+			}
+		})
+	}
+}

@@ -109,6 +109,41 @@ type WindowSummary struct {
 	// that follow no rhythm see the time average), which with Latency
 	// gives the throughput by Little's law.
 	MeanInFlight float64
+	// RelErr is the standard error of Mean relative to Mean: how precisely
+	// the window measured its mean latency. Zero when unknown: fewer than
+	// two timed successes, or latencies under about 10 us (squares are
+	// summed in units of 1,024 ns); a tiny positive value when the
+	// latencies did not spread at all.
+	RelErr float64
+}
+
+// exactRelErr is the RelErr of a window whose latencies did not spread.
+const exactRelErr = 1e-9
+
+// sqShift scales latencies to units of 1,024 ns before squaring: a square
+// fits in 64 bits up to 73 minutes, and a window's sum of squares holds a
+// thousand latencies of 2 minutes or a million of 4 s (beyond, RelErr is
+// wrong, which only changes Gradient's threshold within its bounds).
+const sqShift = 10
+
+// relErr is the relative standard error of a mean latency of n samples
+// whose squares (in units of 2^sqShift ns) sum to sumSq.
+func relErr(n int, mean, sumSq float64) float64 {
+	if n < 2 || mean <= 0 {
+		return 0
+	}
+	m := mean / (1 << sqShift)
+	if m < 10 {
+		return 0 // too coarse to tell
+	}
+	// Truncating to whole units lowers each value by half a unit on
+	// average: compare squares with the mean of the truncated values.
+	mq := m - 0.5
+	v := (sumSq - float64(n)*mq*mq) / float64(n-1)
+	if !(v > 0) {
+		return exactRelErr // no spread: as precise as it gets
+	}
+	return math.Sqrt(v/float64(n)) / mean * (1 << sqShift)
 }
 
 const notStarted = math.MinInt64
@@ -127,6 +162,7 @@ type Window struct {
 	// Written by every timed sample.
 	timed    atomic.Uint64 // cumulative timed successes
 	sum      atomic.Uint64 // cumulative latency of timed successes, ns (per unit of cost)
+	sumSq    atomic.Uint64 // cumulative squares of the same latencies in units of 1,024 ns
 	inflight atomic.Uint64 // cumulative Sample.InFlight of timed successes and drops
 	_        [40]byte
 	// Written by drops and by the closer; read by every sample.
@@ -147,6 +183,7 @@ type Window struct {
 
 	mu           sync.Mutex // held by the closer only
 	prevSum      uint64
+	prevSumSq    uint64
 	prevInFlight uint64
 	prevHist     *[histBuckets]uint64
 }
@@ -224,6 +261,8 @@ func (w *Window) record(s shed.Sample) (now, start int64, check bool) {
 			stat /= s.Cost
 		}
 		w.sum.Add(uint64(stat))
+		q := uint64(stat) >> sqShift
+		w.sumSq.Add(q * q)
 		if w.hist != nil {
 			w.hist.add(uint64(stat))
 		}
@@ -292,6 +331,7 @@ func (w *Window) maybeClose(now, start int64, sw *WindowSummary) bool {
 		return false
 	}
 	timed, drops, sum, inflight := w.timed.Load(), w.drops.Load(), w.sum.Load(), w.inflight.Load()
+	sumSq := w.sumSq.Load()
 	*sw = WindowSummary{
 		Start:       time.Unix(0, start),
 		End:         time.Unix(0, now),
@@ -305,6 +345,7 @@ func (w *Window) maybeClose(now, start int64, sw *WindowSummary) bool {
 	}
 	if sw.Samples > 0 {
 		sw.Mean = time.Duration((sum - w.prevSum) / uint64(sw.Samples))
+		sw.RelErr = relErr(sw.Samples, float64(sw.Mean), float64(sumSq-w.prevSumSq))
 		sw.Min = time.Duration(minLat)
 		sw.Latency = sw.Mean
 	}
@@ -321,6 +362,7 @@ func (w *Window) maybeClose(now, start int64, sw *WindowSummary) bool {
 	w.prevTimed.Store(timed)
 	w.prevDrops.Store(drops)
 	w.prevSum = sum
+	w.prevSumSq = sumSq
 	w.prevInFlight = inflight
 	return true
 }

@@ -117,8 +117,50 @@ func TestWindowStatistics(t *testing.T) {
 		t.Fatalf("bounds %v..%v", sum.Start, sum.End)
 	}
 	sum.Start, sum.End, want.Start, want.End = time.Time{}, time.Time{}, time.Time{}, time.Time{}
+	// The relative standard error of the mean of the five timed
+	// successes, from squares summed in units of 1,024 ns: within 1%.
+	all := append(lat, 40*time.Millisecond)
+	var s1, s2 float64
+	for _, l := range all {
+		s1 += float64(l)
+		s2 += float64(l) * float64(l)
+	}
+	n := float64(len(all))
+	mean := s1 / n
+	exact := math.Sqrt((s2-n*mean*mean)/(n-1)/n) / mean
+	if math.Abs(sum.RelErr-exact) > 0.01*exact {
+		t.Errorf("RelErr %v, want %v within 1%%", sum.RelErr, exact)
+	}
+	sum.RelErr = 0
 	if sum != want {
 		t.Fatalf("summary\n got %+v\nwant %+v", sum, want)
+	}
+}
+
+func TestRelErr(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		lat   []time.Duration
+		check func(float64) bool
+	}{
+		{"one sample: unknown", []time.Duration{time.Millisecond}, func(e float64) bool { return e == 0 }},
+		{"under 10 us: unknown", []time.Duration{time.Microsecond, 2 * time.Microsecond}, func(e float64) bool { return e == 0 }},
+		{"no spread: exact", []time.Duration{time.Second, time.Second, time.Second}, func(e float64) bool { return e > 0 && e < 1e-6 }},
+		{"halves: 1/3", []time.Duration{time.Second, 2 * time.Second}, func(e float64) bool { return math.Abs(e-1.0/3) < 0.001 }},
+		{"ten minutes", []time.Duration{10 * time.Minute, 20 * time.Minute}, func(e float64) bool { return math.Abs(e-1.0/3) < 0.001 }},
+	} {
+		w := newWin(t, WindowConfig{MinSamples: 1, MinDuration: time.Hour * 10})
+		w.Record(shed.Sample{Now: at(0)})
+		for i, l := range tc.lat[:len(tc.lat)-1] {
+			w.Record(timed(at(time.Duration(i)*time.Millisecond), l, 1))
+		}
+		sum, ok := w.Record(timed(at(20*time.Hour), tc.lat[len(tc.lat)-1], 1))
+		if !ok {
+			t.Fatalf("%s: window did not close", tc.name)
+		}
+		if !tc.check(sum.RelErr) {
+			t.Errorf("%s: RelErr %v", tc.name, sum.RelErr)
+		}
 	}
 }
 
