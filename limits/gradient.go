@@ -89,11 +89,11 @@ type GradientConfig struct {
 	// Tolerance is the ratio of window latency to baseline latency above
 	// which the limit shrinks, > 1. Default DefaultTolerance. A window
 	// that measured its mean latency precisely (many samples, little
-	// spread) uses a tighter threshold once the baseline is averaged over
-	// BaselineWindows windows: 1 + 4 standard errors of its mean, at
-	// least 1.1 (and never above Tolerance). The limit then keeps less
-	// queue in front of a saturated dependency. Set Tolerance to 1.1 or
-	// less for a fixed threshold.
+	// spread) while the limit binds uses a tighter threshold once the
+	// baseline is averaged over BaselineWindows windows: 1 + 4 standard
+	// errors of its mean, at least 1.1 (and never above Tolerance). The
+	// limit then keeps less queue in front of a saturated dependency. Set
+	// Tolerance to 1.1 or less for a fixed threshold.
 	Tolerance float64
 	// Smoothing is the share of the gradient's cut applied per window,
 	// in (0, 1]. Default DefaultSmoothing.
@@ -482,13 +482,17 @@ func (g *Gradient) update(w *WindowSummary) {
 
 // tolerance is the latency ratio above which window w signals congestion:
 // Tolerance, or less once the baseline is averaged over BaselineWindows
-// windows and w measured its mean latency precisely enough to tell a
-// smaller excess from noise (toleranceZ standard errors), but never below
-// minTolerance. Quantile windows keep Tolerance: the standard error is that
-// of the mean.
+// windows, while the limit binds (the window's in-flight peak reached
+// bindingShare of it) and w measured its mean latency precisely enough to
+// tell a smaller excess from noise (toleranceZ standard errors), but never
+// below minTolerance. Quantile windows keep Tolerance: the standard error
+// is that of the mean. Well under the limit, a modest latency step (a
+// deploy, a colder cache) is not queueing that the limit causes, and
+// Tolerance leaves it alone.
 func (g *Gradient) tolerance(w *WindowSummary) float64 {
 	t := g.cfg.Tolerance
-	if g.cfg.Window.Quantile == 0 && w.RelErr > 0 && g.st.learned >= g.cfg.BaselineWindows {
+	if g.cfg.Window.Quantile == 0 && w.RelErr > 0 && g.st.learned >= g.cfg.BaselineWindows &&
+		float64(w.MaxInFlight) >= bindingShare*g.st.limit {
 		t = min(t, max(minTolerance, 1+toleranceZ*w.RelErr))
 	}
 	return t
@@ -509,6 +513,7 @@ func (g *Gradient) tolerance(w *WindowSummary) float64 {
 const (
 	toleranceZ   = 4.0
 	minTolerance = 1.1
+	bindingShare = 0.9
 )
 
 // congestion ends slow start and, at the start of a congestion episode,

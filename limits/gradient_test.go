@@ -388,3 +388,25 @@ func TestGradientPreciseWindowsTighten(t *testing.T) {
 		})
 	}
 }
+
+// TestGradientBenignStepWhileNotBinding: the tighter threshold of precise
+// windows applies only while the limit binds. A dependency whose latency
+// steps up by 12% (a deploy, a colder cache) while the service runs well
+// under its limit is not queueing that the limit causes: Tolerance (1.2)
+// holds, and the limit is not cut.
+func TestGradientBenignStepWhileNotBinding(t *testing.T) {
+	g, err := NewGradient(GradientConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := newModel(30_000, healthyLatency) // 300 in flight: under the knee
+	m.latency = knee(healthyLatency, 500)
+	m.jitter, m.jitterFrac = rand.New(rand.NewPCG(3, 4)), 0.25
+	before := m.run(g, 60)[59]
+	m.latency = knee(healthyLatency*112/100, 500)
+	after := m.run(g, 60)
+	t.Logf("limit %d before the step, after it: %v", before, after)
+	if lo := slices.Min(after); lo < before*95/100 {
+		t.Fatalf("a 12%% latency step well under the limit cut it from %d to %d", before, lo)
+	}
+}
