@@ -120,6 +120,19 @@ func newGCL(minRTT int64) *limiter.DefaultLimiter {
 	return l
 }
 
+// gclRun is one acquire + release of a go-concurrency-limits limiter.
+func gclRun(l *limiter.DefaultLimiter) func() bool {
+	ctx := context.Background()
+	return func() bool {
+		ls, ok := l.Acquire(ctx)
+		if !ok {
+			return false
+		}
+		ls.OnSuccess()
+		return true
+	}
+}
+
 func hotCases() []hotCase {
 	return []hotCase{
 		{"atomic", func(b testing.TB) func() bool {
@@ -166,30 +179,12 @@ func hotCases() []hotCase {
 			return shedRun(newShed(b, shed.Config{Source: g, MaxSamplesPerSecond: -1}))
 		}},
 		{"gcl-gradient2", func(b testing.TB) func() bool {
-			l := newGCL(1e5)
-			ctx := context.Background()
-			return func() bool {
-				ls, ok := l.Acquire(ctx)
-				if !ok {
-					return false
-				}
-				ls.OnSuccess()
-				return true
-			}
+			return gclRun(newGCL(1e5))
 		}},
 		{"gcl-gradient2-allrtt", func(b testing.TB) func() bool {
 			// minRTT threshold 0: every sample reaches the window, as it
 			// would in a service whose calls take more than 100 µs.
-			l := newGCL(0)
-			ctx := context.Background()
-			return func() bool {
-				ls, ok := l.Acquire(ctx)
-				if !ok {
-					return false
-				}
-				ls.OnSuccess()
-				return true
-			}
+			return gclRun(newGCL(0))
 		}},
 		{"failsafe-adaptive", func(b testing.TB) func() bool {
 			// failsafe-go's adaptivelimiter (default tuning but a floor

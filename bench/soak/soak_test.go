@@ -3,6 +3,7 @@ package soak
 import (
 	"context"
 	"errors"
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -24,6 +25,14 @@ func shortConfig(d time.Duration) Config {
 	return cfg
 }
 
+// logReport logs a report as the soak command prints it.
+func logReport(t *testing.T, rep io.WriterTo) {
+	t.Helper()
+	var b strings.Builder
+	_, _ = rep.WriteTo(&b)
+	t.Log("\n" + b.String())
+}
+
 func checkNamed(cs []CheckResult, name string) CheckResult {
 	for _, c := range cs {
 		if c.Name == name {
@@ -38,9 +47,7 @@ func TestSoakShort(t *testing.T) {
 		t.Skip("10 s load test")
 	}
 	rep, err := Run(context.Background(), shortConfig(10*time.Second))
-	var b strings.Builder
-	_, _ = rep.WriteTo(&b)
-	t.Log("\n" + b.String())
+	logReport(t, rep)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,9 +85,7 @@ func TestSoakWithoutSheddingFails(t *testing.T) {
 	cfg := shortConfig(6 * time.Second)
 	cfg.StaticLimit = 100000
 	rep, err := Run(context.Background(), cfg)
-	var b strings.Builder
-	_, _ = rep.WriteTo(&b)
-	t.Log("\n" + b.String())
+	logReport(t, rep)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,9 +118,7 @@ func TestClientSoakShort(t *testing.T) {
 		t.Skip("5 s load test")
 	}
 	rep, err := RunClient(context.Background(), shortClientConfig(5*time.Second))
-	var b strings.Builder
-	_, _ = rep.WriteTo(&b)
-	t.Log("\n" + b.String())
+	logReport(t, rep)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,9 +142,7 @@ func TestClientSoakWithoutBudgetFails(t *testing.T) {
 	cfg := shortClientConfig(4 * time.Second)
 	cfg.NoBudget = true
 	rep, err := RunClient(context.Background(), cfg)
-	var b strings.Builder
-	_, _ = rep.WriteTo(&b)
-	t.Log("\n" + b.String())
+	logReport(t, rep)
 	if err != nil {
 		t.Fatal(err)
 	}

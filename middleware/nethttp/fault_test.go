@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shedkit/shedkit/middleware/internal/mwtest"
 	"github.com/shedkit/shedkit/middleware/nethttp"
 	"github.com/shedkit/shedkit/middleware/shedhttp"
 	"github.com/shedkit/shedkit/shed"
@@ -101,25 +102,12 @@ func countsOf(l *shed.Limiter) counts {
 	return c
 }
 
-// waitUntil polls cond with a deadline; it observes effects that happen on
-// the server's goroutines after the client has its answer.
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
-
 // waitReleased waits until nothing is in flight and every admission has
 // been counted as released, and returns the counters.
 func waitReleased(t *testing.T, l *shed.Limiter) counts {
 	t.Helper()
 	var c counts
-	waitUntil(t, "every permit released", func() bool {
+	mwtest.WaitFor(t, "every permit released", func() bool {
 		c = countsOf(l)
 		snap := l.Snapshot()
 		return snap.InFlight == 0 && snap.Queued == 0 && c.admitted == c.success+c.dropped+c.ignored
@@ -513,12 +501,12 @@ func TestFaultCancelWhileQueued(t *testing.T) {
 		defer cancel()
 		cancels[id] = cancel
 		send(ctx, id)
-		waitUntil(t, id+" to queue", func() bool { return l.Snapshot().Queued == i+1 })
+		mwtest.WaitFor(t, id+" to queue", func() bool { return l.Snapshot().Queued == i+1 })
 	}
 	for _, id := range []string{"q1", "q3", "q4"} {
 		cancels[id]()
 	}
-	waitUntil(t, "the cancelled waiters to leave", func() bool {
+	mwtest.WaitFor(t, "the cancelled waiters to leave", func() bool {
 		snap := l.Snapshot()
 		return snap.Queued == 2 && snap.Classes[0].Cancelled == 3
 	})
@@ -595,7 +583,7 @@ func TestFaultDrainUnderLoad(t *testing.T) {
 					statuses <- resp.StatusCode
 				}()
 			}
-			waitUntil(t, "the slots to fill and the rest to queue", func() bool {
+			mwtest.WaitFor(t, "the slots to fill and the rest to queue", func() bool {
 				snap := l.Snapshot()
 				return snap.InFlight == limit && snap.Queued == n-limit && started.Load() == limit
 			})

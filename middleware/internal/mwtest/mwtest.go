@@ -107,12 +107,13 @@ func (s *server) get(path string, header http.Header) (*http.Response, []byte) {
 	return s.do(http.MethodGet, path, header, nil)
 }
 
-// waitFor polls cond until it holds, failing after a bounded wait. It is
-// used only to observe effects that happen on the server's goroutines
-// after the client got its answer (a release after the handler returned).
-func waitFor(t *testing.T, what string, cond func() bool) {
+// WaitFor polls cond until it holds, failing after a bounded wait (15 s).
+// It is used only to observe effects that happen on the server's
+// goroutines after the client got its answer (a release after the handler
+// returned).
+func WaitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(15 * time.Second)
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)
@@ -126,7 +127,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 // move).
 func waitIdle(t *testing.T, l *shed.Limiter) {
 	t.Helper()
-	waitFor(t, "every permit released", func() bool {
+	WaitFor(t, "every permit released", func() bool {
 		snap := l.Snapshot()
 		var admitted, done uint64
 		for _, c := range snap.Classes {
@@ -394,7 +395,7 @@ func testInteractiveBatch(t *testing.T, a Adapter) {
 	}
 	// Both slots are held by batch work. The interactive request queues.
 	i1 := async("/interactive?id=i1")
-	waitFor(t, "the interactive request to queue", func() bool { return l.Snapshot().Classes[0].Queued == 1 })
+	WaitFor(t, "the interactive request to queue", func() bool { return l.Snapshot().Classes[0].Queued == 1 })
 
 	resp, body := s.get("/batch?id=b3", nil)
 	checkProblem(t, resp, body, 503, true)
@@ -743,12 +744,12 @@ func testDisconnectWhileQueued(t *testing.T, a Adapter) {
 		}
 		errc <- err
 	}()
-	waitFor(t, "the request to queue", func() bool { return l.Snapshot().Queued == 1 })
+	WaitFor(t, "the request to queue", func() bool { return l.Snapshot().Queued == 1 })
 	cancel()
 	if err := <-errc; err == nil {
 		t.Error("the cancelled client got a response")
 	}
-	waitFor(t, "the waiter to leave", func() bool { return l.Snapshot().Classes[0].Cancelled == 1 })
+	WaitFor(t, "the waiter to leave", func() bool { return l.Snapshot().Classes[0].Cancelled == 1 })
 	for i := range held {
 		held[i].Release(shed.Ignored)
 	}
@@ -964,7 +965,7 @@ func testSpans(t *testing.T, a Adapter) {
 	attrs := func(name string) map[string]any {
 		t.Helper()
 		var found map[string]any
-		waitFor(t, "span "+name, func() bool {
+		WaitFor(t, "span "+name, func() bool {
 			for _, sp := range rec.Ended() {
 				if sp.Name() == name {
 					found = map[string]any{}
