@@ -3,6 +3,7 @@ package limits
 import (
 	"errors"
 	"math"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
@@ -18,8 +19,9 @@ func TestAIMDDefaults(t *testing.T) {
 	}
 	want := AIMDConfig{
 		InitialLimit: DefaultInitialLimit, MinLimit: DefaultMinLimit, MaxLimit: DefaultMaxLimit,
-		Increase: DefaultIncrease, Backoff: DefaultBackoff, Growth: DefaultGrowth, MinUtilization: DefaultMinUtilization,
-		Window: WindowConfig{MinDuration: DefaultMinWindow, MaxDuration: DefaultMaxWindow, MinSamples: DefaultMinSamples},
+		Increase: DefaultIncrease, Backoff: DefaultBackoff, Growth: DefaultGrowth, MinUtilization: DefaultAIMDMinUtilization,
+		DropTolerance: DefaultDropTolerance,
+		Window:        WindowConfig{MinDuration: DefaultMinWindow, MaxDuration: DefaultMaxWindow, MinSamples: DefaultMinSamples},
 	}
 	if a.cfg != want {
 		t.Fatalf("defaults\n got %+v\nwant %+v", a.cfg, want)
@@ -43,7 +45,9 @@ func TestAIMDConfigErrors(t *testing.T) {
 		{AIMDConfig{Growth: math.Inf(1)}, "AIMDConfig.Growth"},
 		{AIMDConfig{Backoff: math.NaN()}, "AIMDConfig.Backoff"},
 		{AIMDConfig{MinUtilization: -1}, "AIMDConfig.MinUtilization"},
-		{AIMDConfig{DropTolerance: -0.1}, "AIMDConfig.DropTolerance"},
+		{AIMDConfig{DropTolerance: 1}, "AIMDConfig.DropTolerance"},
+		{AIMDConfig{DropTolerance: math.NaN()}, "AIMDConfig.DropTolerance"},
+		{AIMDConfig{DropTolerance: math.Inf(-1)}, "AIMDConfig.DropTolerance"},
 		{AIMDConfig{LatencyThreshold: -1}, "AIMDConfig.LatencyThreshold"},
 		{AIMDConfig{Window: WindowConfig{Quantile: 2}}, "AIMDConfig.Window.Quantile"},
 	} {
@@ -55,7 +59,8 @@ func TestAIMDConfigErrors(t *testing.T) {
 }
 
 // Additive increase only while the limit is in use and nothing dropped;
-// multiplicative decrease on a drop or a slow window.
+// multiplicative decrease on a drop or a slow window; after a run of
+// congested windows, back to the limit the run's first cut left.
 func TestAIMDRules(t *testing.T) {
 	a, err := NewAIMD(AIMDConfig{InitialLimit: 100, Increase: 5, LatencyThreshold: 50 * time.Millisecond, Window: WindowConfig{MinSamples: 1}})
 	if err != nil {
@@ -74,11 +79,15 @@ func TestAIMDRules(t *testing.T) {
 		s    shed.Sample
 		want int
 	}{
-		{"in use, fast", shed.Sample{Timed: true, Latency: 10 * time.Millisecond, InFlight: 50}, 105},
-		{"not in use", shed.Sample{Timed: true, Latency: 10 * time.Millisecond, InFlight: 52}, 105},
-		{"slow", shed.Sample{Timed: true, Latency: 60 * time.Millisecond, InFlight: 105}, 94},
-		{"drop", shed.Sample{Dropped: true, InFlight: 94}, 85},
-		{"in use again", shed.Sample{Timed: true, Latency: 10 * time.Millisecond, InFlight: 85}, 90},
+		// Slow start, capped at 75 / MinUtilization = 100: +Increase.
+		{"in use, fast", shed.Sample{Timed: true, Latency: 10 * time.Millisecond, InFlight: 75}, 105},
+		{"not in use", shed.Sample{Timed: true, Latency: 10 * time.Millisecond, InFlight: 78}, 105},
+		{"in use after slow start", shed.Sample{Timed: true, Latency: 10 * time.Millisecond, InFlight: 79}, 110},
+		{"slow", shed.Sample{Timed: true, Latency: 60 * time.Millisecond, InFlight: 110}, 99},
+		{"drop", shed.Sample{Dropped: true, InFlight: 99}, 89},
+		{"drop again", shed.Sample{Dropped: true, InFlight: 89}, 80},
+		{"in use again: back to the first cut", shed.Sample{Timed: true, Latency: 10 * time.Millisecond, InFlight: 80}, 99},
+		{"then additive", shed.Sample{Timed: true, Latency: 10 * time.Millisecond, InFlight: 99}, 104},
 	} {
 		if got := window(step.s); got != step.want {
 			t.Fatalf("%s: limit %d, want %d", step.name, got, step.want)
@@ -86,9 +95,47 @@ func TestAIMDRules(t *testing.T) {
 	}
 }
 
+// TestAIMDDropTolerance: a background of drops that admitting less does
+// not change (8%, below DefaultDropTolerance) leaves the limit alone;
+// drops above the tolerance cut it every window; a negative tolerance
+// cuts on any drop, as Netflix's AIMD.
+func TestAIMDDropTolerance(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		tolerance float64
+		share     float64
+		cut       bool
+	}{
+		{"background 8%", 0, 0.08, false},
+		{"overload 40%", 0, 0.4, true},
+		{"any drop", -1, 0.08, true},
+		{"tolerance 0.5, 40%", 0.5, 0.4, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a, err := NewAIMD(AIMDConfig{DropTolerance: tc.tolerance})
+			if err != nil {
+				t.Fatal(err)
+			}
+			m := newModel(healthyRate, healthyLatency)
+			steady := m.settle(t, a, 1000)
+			m.dropRand, m.dropProb = rand.New(rand.NewPCG(1, 2)), tc.share
+			got := m.run(a, 20)
+			t.Logf("steady %d, with %.0f%% drops: %v", steady, 100*tc.share, got)
+			if low := slices.Min(got); tc.cut != (low < steady) {
+				t.Fatalf("lowest limit %d from %d: cut = %v, want %v", low, steady, low < steady, tc.cut)
+			}
+			if tc.cut && got[len(got)-1] > steady/2 {
+				t.Fatalf("20 windows of drops above the tolerance left the limit at %d of %d", got[len(got)-1], steady)
+			}
+		})
+	}
+}
+
 // TestAIMDSlowStart: from 20, with 1,000 requests in flight if nothing
-// limits them, AIMD doubles per window until the first congested window,
-// never past twice the in-flight peak, then grows by Increase only.
+// limits them, AIMD grows multiplicatively per window until the first
+// congested window, never past in-flight / MinUtilization (x4/3 here, as
+// the limit binds); after it, never past the first cut again, and once
+// settled by Increase only.
 func TestAIMDSlowStart(t *testing.T) {
 	a, err := NewAIMD(AIMDConfig{LatencyThreshold: 15 * time.Millisecond})
 	if err != nil {
@@ -96,13 +143,13 @@ func TestAIMDSlowStart(t *testing.T) {
 	}
 	m := newModel(100_000, healthyLatency)
 	m.latency = knee(healthyLatency, 500) // 15 ms at 750 in flight
-	ramp := m.run(a, 8)
+	ramp := m.run(a, 14)
 	t.Logf("ramp: %v", ramp)
-	if ramp[0] != 40 || ramp[1] != 80 {
-		t.Fatalf("slow start %v: want 40, 80, ... (x2 per window in use)", ramp)
+	if ramp[0] != 26 || ramp[1] != 34 {
+		t.Fatalf("slow start %v: want 26, 34, ... (in flight / 0.75 per window in use)", ramp)
 	}
-	if slices.Max(ramp) < 500 {
-		t.Fatalf("slow start %v never reached the knee at 500", ramp)
+	if i := slices.IndexFunc(ramp, func(l int) bool { return l >= 500 }); i < 0 || i > 11 {
+		t.Fatalf("slow start %v did not reach the knee at 500 within 12 windows", ramp)
 	}
 	cut := -1
 	for i := 1; i < len(ramp); i++ {
@@ -114,12 +161,19 @@ func TestAIMDSlowStart(t *testing.T) {
 	if cut < 0 {
 		t.Fatalf("no congestion in %v", ramp)
 	}
-	after := m.run(a, 20)
+	after := m.run(a, 100)
 	t.Logf("after the first congestion: %v", after)
-	for i := 1; i < len(after); i++ {
-		if d := after[i] - after[i-1]; d > DefaultIncrease {
-			t.Fatalf("after slow start the limit grew by %d in a window (%v), want <= %d", d, after, DefaultIncrease)
+	prev := ramp[len(ramp)-1]
+	for i, l := range after {
+		// Past the first congestion, steps above Increase only return
+		// to a limit a run's first cut left, below the 750 that congests.
+		if l-prev > DefaultIncrease && l >= 750 {
+			t.Fatalf("window %d after: the limit jumped from %d to %d, past the congestion at 750 (%v)", i, prev, l, after)
 		}
+		prev = l
+	}
+	if lo, hi := slices.Min(after), slices.Max(after); lo < 600 || hi > 760 {
+		t.Fatalf("after the first congestion the limit ranged over [%d, %d], want within [600, 760] around the 750 that congests", lo, hi)
 	}
 
 	// Growth 1 is Netflix's AIMD: +Increase per window from the start.

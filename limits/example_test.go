@@ -61,16 +61,20 @@ func ExampleNewAIMD() {
 	}
 	now := time.Unix(0, 0)
 	a.Observe(shed.Sample{Now: now})
-	feedWindow(a, &now, 10*time.Millisecond, 1000) // in use, fast: slow start doubles
+	feedWindow(a, &now, 10*time.Millisecond, 1000) // in use, fast: slow start, up to in flight / 0.75
 	fmt.Println(a.Limit())
 	feedWindow(a, &now, 80*time.Millisecond, 1000) // too slow: x0.9, slow start ends
+	feedWindow(a, &now, 80*time.Millisecond, 1000) // still too slow: x0.9
 	fmt.Println(a.Limit())
-	feedWindow(a, &now, 10*time.Millisecond, 1000) // fast again: +1
+	feedWindow(a, &now, 10*time.Millisecond, 1000) // fast again: back to the first cut
+	fmt.Println(a.Limit())
+	feedWindow(a, &now, 10*time.Millisecond, 1000) // then +1 per window
 	fmt.Println(a.Limit())
 	// Output:
-	// 200
-	// 180
-	// 181
+	// 133
+	// 108
+	// 120
+	// 121
 }
 
 func ExampleNewFixed() {

@@ -87,16 +87,22 @@ func TestSlowdownCutsAndRecovery(t *testing.T) {
 			m.latency = flat(healthyLatency)
 			back := m.run(src, 10)
 			t.Logf("10 ms again: %v", back)
+			if got := back[9]; float64(got) < 0.9*float64(steady) {
+				t.Fatalf("10 windows after the latency recovered the limit is %d, want >= 90%% of %d", got, steady)
+			}
 			if k.gradient {
-				if got := back[9]; float64(got) < 0.9*float64(steady) {
-					t.Fatalf("10 windows after the latency recovered the limit is %d, want >= 90%% of %d", got, steady)
-				}
 				return
 			}
-			// AIMD: additive increase, Increase (1) per window while in use.
-			for i := 1; i < len(back); i++ {
-				if back[i] != back[i-1]+DefaultIncrease {
-					t.Fatalf("AIMD recovery %v: want +%d per window", back, DefaultIncrease)
+			// AIMD: slow start back to the limit the first cut left
+			// (Backoff x healthy), then Increase (1) per window.
+			first := int(float64(steady) * DefaultBackoff)
+			i := slices.IndexFunc(back, func(l int) bool { return l >= first })
+			if i < 0 || i > 3 {
+				t.Fatalf("AIMD recovery %v: want back at the first cut's %d within 4 windows", back, first)
+			}
+			for j := i + 1; j < len(back); j++ {
+				if back[j] != back[j-1]+DefaultIncrease {
+					t.Fatalf("AIMD recovery %v: want +%d per window once back at %d", back, DefaultIncrease, first)
 				}
 			}
 		})
@@ -115,7 +121,8 @@ func TestSteadyDropsNeverClimb(t *testing.T) {
 				m.drop, m.untimed = true, untimed
 				limits := m.run(src, 60)
 				t.Logf("every request dropped: %v", limits)
-				prev, bound := steady, float64(steady)
+				// The exact limit behind the integer one is below steady+1.
+				prev, bound := steady, float64(steady+1)
 				for i, l := range limits {
 					if l > prev {
 						t.Fatalf("window %d: limit climbed from %d to %d under steady drops", i, prev, l)
