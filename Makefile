@@ -30,7 +30,7 @@ bench-peers: ## hot path against x/sync/semaphore, go-concurrency-limits and fai
 	cd bench && $(GO) test -run '^$$' -bench . -benchmem -cpu 1,2 -count 5 . | tee results/hotpath.txt | $(GO) run ./cmd/hotpath
 
 sim-peers: ## the simulator suite with the peers, failsafe-go included (module bench/)
-	cd bench && $(GO) run ./cmd/shedsim -suite -policies 'static;shedkit-gradient;gcl-gradient2;failsafe-adaptive' -out ../out/sim-peers
+	cd bench && $(GO) run ./cmd/shedsim -suite -policies 'static;shedkit-gradient;shedkit-aimd;gcl-gradient2;gcl-aimd;failsafe-adaptive' -out ../out/sim-peers
 
 test-bench: ## vet and test the bench/ module: peers, and the 10-second loopback soak (not part of the library)
 	cd bench && $(GO) vet ./... && $(GO) test -race -count=1 -timeout 5m ./...
