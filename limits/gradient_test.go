@@ -410,3 +410,57 @@ func TestGradientBenignStepWhileNotBinding(t *testing.T) {
 		t.Fatalf("a 12%% latency step well under the limit cut it from %d to %d", before, lo)
 	}
 }
+
+// TestGradientOnsetWindowIsNotTheBestThroughput: a dependency loses most
+// of its capacity. The window in which that begins still holds fast
+// completions of earlier work, so by Little's law it shows a throughput
+// (in flight / latency) above what the dependency now serves. Cutting then
+// keeps the real throughput (the queue shortens and the latency falls with
+// it): the episode must go on cutting, not take the lower throughput for
+// work lost and re-learn the queueing latency as the new normal.
+func TestGradientOnsetWindowIsNotTheBestThroughput(t *testing.T) {
+	g := newGradient(t, GradientConfig{InitialLimit: 200})
+	now := t0
+	g.Observe(shed.Sample{Now: now})
+	window := func(lat time.Duration, inFlight, timed, drops int) int {
+		step := time.Second / time.Duration(timed+drops)
+		for i := range timed + drops {
+			now = now.Add(step)
+			s := shed.Sample{Now: now, InFlight: inFlight}
+			if i < timed {
+				s.Timed, s.Latency = true, lat
+			} else {
+				s.Dropped = true
+			}
+			g.Observe(s)
+		}
+		return g.Limit()
+	}
+	base := 50 * time.Millisecond
+	for range 25 {
+		window(base, 70, 1000, 0)
+	}
+	if st := g.State(); st.Baseline != base || st.Limit != 200 {
+		t.Fatalf("healthy: %+v, want baseline %v and limit 200", st, base)
+	}
+	// Onset: 80 in flight at 8.6x the latency reads as 186 requests/s;
+	// the dependency now serves about 137 (80 ms x 137 = 11 in flight
+	// without a queue).
+	got := []int{window(430*time.Millisecond, 80, 100, 2)}
+	got = append(got, window(0, 150, 0, 100))                     // every request times out
+	got = append(got, window(800*time.Millisecond, 110, 100, 30)) // x = 137
+	got = append(got, window(555*time.Millisecond, 76, 120, 5))   // x = 137
+	got = append(got, window(490*time.Millisecond, 67, 130, 0))   // x = 137
+	got = append(got, window(420*time.Millisecond, 57, 135, 0))   // x = 136: 48% less in flight
+	got = append(got, window(350*time.Millisecond, 48, 137, 0))   // x = 137
+	got = append(got, window(300*time.Millisecond, 41, 137, 0))   // x = 137
+	got = append(got, window(300*time.Millisecond, 41, 137, 0))   // closes the last one
+	st := g.State()
+	t.Logf("limits %v, state %+v", got, st)
+	if st.Relearned != 0 || st.Baseline != base {
+		t.Fatalf("the queue was re-learned as the new normal: %+v", st)
+	}
+	if last := got[len(got)-1]; last > 50 {
+		t.Fatalf("limit %d after the latency kept falling with each cut, want it cut on to 50 or less", last)
+	}
+}
