@@ -64,8 +64,9 @@
 //     admitting less only loses throughput. Once the in-flight work fell
 //     by 40% and throughput fell below 85% of the episode's best, the
 //     latency (or the drop rate) is not ours: the limit holds for
-//     RelearnWindows windows, then takes it as the new normal and recovers
-//     to the knee (the least in-flight work that had the best throughput).
+//     RelearnWindows windows, then takes it as the new normal and returns
+//     at once to the knee (the least in-flight work that had the best
+//     throughput).
 //     There is no periodic re-measurement at a pinned low limit (Envoy's
 //     minRTT probing), hence no periodic bursts of rejections.
 //   - Reacting twice to one congestion. A window's drops surface at the

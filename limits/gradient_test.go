@@ -147,7 +147,17 @@ func TestGradientRelearnsWithoutBursts(t *testing.T) {
 	steady := m.settle(t, g, 100)
 
 	m.latency = flat(slowLatency)
-	limits := m.run(g, 300)
+	var limits []int
+	for range 300 {
+		before := g.State().Relearned
+		l := m.runWindow(g)
+		// The window that re-learns restores the knee of the episode
+		// (160: cutting below it lost throughput) at once.
+		if g.State().Relearned > before && float64(l) < 0.8*float64(steady) {
+			t.Fatalf("the window that re-learned left the limit at %d, want the knee, 80%% of %d", l, steady)
+		}
+		limits = append(limits, l)
+	}
 	st := g.State()
 	if st.Relearned != 1 || st.Baseline != slowLatency {
 		t.Fatalf("after 300 windows at 20 ms: %+v, want the baseline re-learned once to 20ms", st)
