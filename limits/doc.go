@@ -142,8 +142,9 @@
 //   - latency back to 10 ms: Gradient stays above 90% of its healthy
 //     limit; AIMD is back at its first cut (90%) in 2 windows, then grows
 //     by 1 per window;
-//   - every request dropped: the limit falls by Backoff every window to
-//     MinLimit, never climbing;
+//   - every request dropped: the limit falls to MinLimit, never climbing,
+//     by Backoff every window (AIMD; Gradient from the second such window
+//     in a row cuts by a quarter);
 //   - +-25% jitter: no cut;
 //   - from 20 with a true capacity of 500: Gradient passes 400 in 4
 //     windows and stays within [600, 607] (1.2 x 500 is where latency

@@ -234,7 +234,10 @@ type gradientState struct {
 	// a normal latency) do not cut the limit below it (see
 	// dropFloorShare).
 	dropFloor float64
-	lastPhase Phase
+	// allDropped counts consecutive windows in which nearly all work
+	// was dropped and too little succeeded to measure a latency.
+	allDropped int
+	lastPhase  Phase
 }
 
 // NewGradient returns a Gradient configured by cfg.
@@ -418,6 +421,15 @@ func (g *Gradient) update(w *WindowSummary) {
 		if dropSig || ceilSig {
 			cut = c.Backoff
 		}
+		if st.allDropped > 0 && !hasLat && dropRate > allDroppedShare {
+			// A second window in a row in which nearly everything timed
+			// out: the work in flight is far beyond what the dependency
+			// serves, and Backoff alone (10%) would take many windows to
+			// get there. Cut as much as a latency far above the tolerance
+			// would. (A slowdown's onset has one such window: work started
+			// just before it; losing servers has several.)
+			cut = min(cut, 1-c.Smoothing*0.5)
+		}
 		if latSig {
 			gradient := max(0.5, tol/ratio)
 			cut = min(cut, 1-c.Smoothing*(1-gradient))
@@ -466,6 +478,11 @@ func (g *Gradient) update(w *WindowSummary) {
 			next = lim * c.Growth
 		}
 		lim = max(lim, min(next, inFlight/c.MinUtilization))
+	}
+	if !hasLat && dropRate > allDroppedShare {
+		st.allDropped++
+	} else {
+		st.allDropped = 0
 	}
 	if lim >= st.limit {
 		st.cutLast = false
@@ -553,6 +570,13 @@ func (g *Gradient) dropThreshold(n int) float64 {
 	}
 	return q + 2*math.Sqrt(q*(1-min(q, 1))/float64(n))
 }
+
+// allDroppedShare: a window without a latency that dropped more than this
+// share of its work dropped nearly all of it. In simulation (sim/, seeds
+// 1-20) cutting by the gradient's largest step from the second such window
+// on took the goodput during a ten-fold capacity loss from 88.2% to 91.1%
+// and left the other scenarios where they were.
+const allDroppedShare = 0.9
 
 // holdThroughput: a cut that leaves less than this share of the episode's
 // best throughput has cut into useful work.

@@ -474,3 +474,31 @@ func TestGradientOnsetWindowIsNotTheBestThroughput(t *testing.T) {
 		t.Fatalf("limit %d after the latency kept falling with each cut, want it cut on to 50 or less", last)
 	}
 }
+
+// TestGradientAllDroppedCutsDeeper: one window in which everything timed
+// out (a slowdown's onset catches the work started just before it) cuts
+// by Backoff; from the second such window in a row, the work in flight is
+// far beyond what the dependency serves, and each cuts by a quarter.
+func TestGradientAllDroppedCutsDeeper(t *testing.T) {
+	g := newGradient(t, GradientConfig{})
+	m := newModel(healthyRate, healthyLatency)
+	steady := m.settle(t, g, 100)
+	m.drop, m.untimed = true, true
+	got := m.run(g, 3)
+	t.Logf("steady %d, then every request dropped: %v", steady, got)
+	want := []int{int(float64(steady) * 0.9), int(float64(steady) * 0.9 * 0.75), int(float64(steady) * 0.9 * 0.75 * 0.75)}
+	for i := range want {
+		if d := got[i] - want[i]; d < -1 || d > 1 {
+			t.Fatalf("limits %v, want about %v (x0.9, then x0.75 per window)", got, want)
+		}
+	}
+	// One such window between healthy ones cuts by Backoff only.
+	m.drop, m.untimed = false, false
+	m.settle(t, g, 200)
+	before := g.Limit()
+	m.drop, m.untimed = true, true
+	one := m.run(g, 1)[0]
+	if want := int(float64(before) * 0.9); one < want-1 {
+		t.Fatalf("a single window of drops cut %d to %d, want %d (Backoff)", before, one, want)
+	}
+}
