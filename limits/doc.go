@@ -73,6 +73,12 @@
 //     clients' deadline and its latency at completion, so the window after
 //     a cut mostly shows work admitted before it: when it is no worse than
 //     the window that caused the cut, the limit waits for the cut to show.
+//     Once an episode has shown that the queue is ours (the work in
+//     flight fell by 30% and the throughput did not), it no longer waits:
+//     it cuts toward the in-flight work that Little's law says serves the
+//     same throughput at the tolerance, at most halving per window, so
+//     that a dependency that lost most of its servers is matched within
+//     a few windows.
 //   - Growth without use. As Gradient2 and Vegas, the limit does not grow
 //     while in-flight work is below half of it.
 //   - Mixed costs. Latency counts per unit of shed.Sample.Cost (unless

@@ -406,7 +406,8 @@ func (g *Gradient) update(w *WindowSummary) {
 		if ceilSig {
 			lim *= c.Backoff
 		}
-	case (dropSig || latSig || ceilSig) && st.cutLast && ratio <= (1+band)*st.cutRatio && dropRate <= st.cutDrop && dropRate <= maxBackgroundDrops:
+	case (dropSig || latSig || ceilSig) && st.cutLast && ratio <= (1+band)*st.cutRatio && dropRate <= st.cutDrop && dropRate <= maxBackgroundDrops &&
+		!(latSig && st.ep.queueIsOurs(w.MeanInFlight, cur)):
 		// The window right after a cut mostly shows work admitted before
 		// it (drops surface at the deadline, latency at completion): if
 		// it is no worse than the window that caused the cut, wait for
@@ -433,6 +434,14 @@ func (g *Gradient) update(w *WindowSummary) {
 		if latSig {
 			gradient := max(0.5, tol/ratio)
 			cut = min(cut, 1-c.Smoothing*(1-gradient))
+			if st.ep.queueIsOurs(w.MeanInFlight, cur) {
+				// Cutting shortened the queue and kept the throughput:
+				// by Little's law the same throughput at Tolerance x the
+				// baseline needs tol x in-flight / ratio. Go there, at
+				// most halving per window, without waiting a window for
+				// the last cut to show.
+				cut = min(cut, max(0.5, tol*w.MeanInFlight/ratio/lim))
+			}
 		}
 		lim *= cut
 		if dropSig && !latSig && !ceilSig && dropRate <= maxBackgroundDrops {
@@ -649,6 +658,23 @@ func (e *episode) dropRate() float64 {
 	}
 	return float64(e.holdDrops) / float64(e.holdN)
 }
+
+// queueIsOurs reports whether this episode has shown that the queue is
+// ours: since it began the work in flight fell by oursCut (the window at
+// hand, with inFlight in flight at latency cur, included) and the
+// throughput did not.
+func (e *episode) queueIsOurs(inFlight, cur float64) bool {
+	return e.active && e.xMax > 0 && inFlight <= (1-oursCut)*e.inFlight && inFlight/cur >= 0.9*e.xMax
+}
+
+// oursCut is how much the work in flight must have fallen within an
+// episode, at the same throughput, before Gradient cuts by Little's law
+// instead of by the clamped gradient. In simulation (sim/, seeds 1-20) it
+// took the goodput during a ten-fold capacity loss from 91.1% to 92.5%
+// (the others moved by 0.2 points at most); 0.2 cost the slowdown 1.5
+// points over seeds 1-10 (the fall of a slowdown's onset passes for a
+// queue that drains).
+const oursCut = 0.3
 
 // hold takes one congested window of latency cur with inFlight in flight
 // and reports whether the limit should hold instead of being cut: once the

@@ -502,3 +502,27 @@ func TestGradientAllDroppedCutsDeeper(t *testing.T) {
 		t.Fatalf("a single window of drops cut %d to %d, want %d (Backoff)", before, one, want)
 	}
 }
+
+// TestGradientCutsToLittlesLawOnceTheQueueIsOurs: a dependency that served
+// 500 in flight at 10 ms loses nine servers in ten. Cutting keeps its
+// throughput and shortens the queue; once the episode has shown that,
+// Gradient cuts straight toward the in-flight work that serves the same
+// throughput at its tolerance (Little's law), at most halving per window,
+// instead of a quarter every other window.
+func TestGradientCutsToLittlesLawOnceTheQueueIsOurs(t *testing.T) {
+	g := newGradient(t, GradientConfig{})
+	m := newModel(40_000, healthyLatency) // 400 in flight
+	m.latency = knee(healthyLatency, 500)
+	steady := m.settle(t, g, 200)
+	m.latency = knee(healthyLatency, 50) // 5,000 requests/s at most
+	got := m.run(g, 12)
+	t.Logf("steady %d, after the loss: %v", steady, got)
+	// At 5,000/s and the 1.2 tolerance, 60 in flight.
+	i := slices.IndexFunc(got, func(l int) bool { return l <= 75 })
+	if i < 0 || i > 7 {
+		t.Fatalf("limits %v: want at most 75 within 8 windows", got)
+	}
+	if st := g.State(); st.Relearned != 0 {
+		t.Fatalf("the queue was re-learned as the new normal: %+v", st)
+	}
+}
