@@ -656,12 +656,17 @@ func TestTransportBreakerIgnoresSlownessAndShedding(t *testing.T) {
 			cfg.Breaker = BreakerConfig{ConsecutiveFailures: 3, OpenTimeout: time.Minute}
 			tr, _ := testTransport(t, cfg)
 			for i := 0; i < 6; i++ {
-				do(t, tr, get(t, up.url()))
+				_, _, rep, err := do(t, tr, get(t, up.url()))
+				if errors.Is(err, ErrCircuitOpen) || rep.Denied == ReasonBreaker || rep.Attempts != 1 {
+					t.Fatalf("request %d: %v, report %+v: want one attempt sent, none refused by the breaker", i, err, rep)
+				}
 			}
 			if s, ok := tr.BreakerState(up.host()); !ok || s != gobreaker.StateClosed {
 				t.Fatalf("breaker %v after 6 such attempts, want closed", s)
 			}
-			if up.hits.Load() != 6 {
+			// A 5 ms attempt can time out before it reaches the host on a
+			// loaded machine; the other answers always arrive.
+			if cfg.AttemptTimeout == 0 && up.hits.Load() != 6 {
 				t.Fatalf("%d of 6 attempts reached the host", up.hits.Load())
 			}
 		})
