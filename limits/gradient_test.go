@@ -525,4 +525,14 @@ func TestGradientCutsToLittlesLawOnceTheQueueIsOurs(t *testing.T) {
 	if st := g.State(); st.Relearned != 0 {
 		t.Fatalf("the queue was re-learned as the new normal: %+v", st)
 	}
+
+	// The servers come back. The limit binds and the latency is at the
+	// healthy baseline: it grows by half per window, not by sqrt(limit),
+	// and is back above the 400 in flight within 8 windows.
+	m.latency = knee(healthyLatency, 500)
+	back := m.run(g, 8)
+	t.Logf("servers back: %v", back)
+	if back[len(back)-1] < 400 {
+		t.Fatalf("after the loss: %v, want >= 400 within 8 windows", back)
+	}
 }
