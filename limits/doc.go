@@ -48,7 +48,9 @@
 //     high), then by QueueAllowance, sqrt(limit) by default, as Envoy;
 //     a quarter of that between 80% and 115% of the limit at which the
 //     last congestion began, to probe gently near the knee as TCP CUBIC
-//     does near its last maximum.
+//     does near its last maximum. A limit that binds while the latency is
+//     at or below the healthy baseline (no queue at all: a dependency that
+//     got its servers back) grows by half per window.
 //   - Creep under steady timeouts. Gradient2 ignores drops and lets its
 //     baseline follow the latency it causes, so a stable but bad latency
 //     ends at the maximum. Here drops cut the limit, LatencyCeiling gives an
