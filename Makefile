@@ -13,8 +13,9 @@ JAEGER_BIN     := .cache/bin/jaeger-$(JAEGER_VERSION)
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
 
-test: fmtcheck vet ## gofmt check, go vet, and every test with the race detector (both modules, the 10-second soak included)
+test: fmtcheck vet ## gofmt check, go vet, every test with the race detector (both modules, the 10-second soak included), and the simulation suite's ranges without it
 	$(GO) test -race -count=1 -timeout 12m ./...
+	$(GO) test -count=1 -run 'TestSuiteExpectations|TestNoPeerDominates' ./sim/
 	$(MAKE) --no-print-directory test-bench
 
 fmtcheck: ## fail if gofmt would change a file

@@ -14,7 +14,7 @@ import (
 // requests per policy; it is checked by `shedsim -suite -check`, and here
 // at a small scale (TestFleetSmall). Under the race detector, which
 // slows the simulator 25-fold, only the slowdown runs, with no limit and
-// shedkit's Gradient.
+// shedkit's Gradient; make test runs the whole of it without -race too.
 func TestSuiteExpectations(t *testing.T) {
 	var jobs []Job
 	for _, name := range SuiteNames() {
@@ -96,6 +96,77 @@ func TestFleetSmall(t *testing.T) {
 	for _, s := range []*Summary{static, grad} {
 		if s.TriggerGoodputRatio < 0.9 || s.Recovery > 5 {
 			t.Errorf("%s: trigger goodput %.3f recovery %.0fs, want >= 0.9 and <= 5s", s.Policy, s.TriggerGoodputRatio, s.Recovery)
+		}
+	}
+}
+
+// TestNoPeerDominates: in no built-in scenario (the fleet aside, for time)
+// does a peer policy (no limit, or go-concurrency-limits' Gradient2, Vegas
+// or AIMD at their defaults) dominate a shedkit policy over the run: at
+// least as much goodput and at most the admitted p99, one of them clearly.
+// Where a peer has a lower p99 it admitted less. The static limit is left
+// out: it is set at the capacity that the scenario's author knows. (The
+// same holds against failsafe-go, in bench/results/suite-all.txt.)
+func TestNoPeerDominates(t *testing.T) {
+	if raceEnabled {
+		t.Skip("about 40 simulations; run without -race (make test does)")
+	}
+	mine := []string{"shedkit-gradient", "shedkit-aimd"}
+	peers := []string{"none", "gcl-gradient2", "gcl-vegas", "gcl-aimd"}
+	var jobs []Job
+	for _, name := range SuiteNames() {
+		if name == "fleet" {
+			continue
+		}
+		sc, err := Builtin(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, n := range append(slices.Clone(mine), peers...) {
+			p, err := ParsePolicy(n)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if i < len(mine) {
+				mine[i] = p.Name() // canonical, as results name it
+			} else {
+				peers[i-len(mine)] = p.Name()
+			}
+			jobs = append(jobs, Job{Scenario: sc, Policy: p, Seed: 1})
+		}
+	}
+	results, err := RunBatch(context.Background(), jobs, 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type key struct{ scenario, policy string }
+	got := map[key]*Summary{}
+	for i := range results {
+		got[key{results[i].Scenario.Name, results[i].Policy}] = &results[i].Summary
+	}
+	for _, name := range SuiteNames() {
+		for _, m := range mine {
+			s, ok := got[key{name, m}]
+			if name == "fleet" {
+				continue
+			}
+			if !ok {
+				t.Fatalf("%s: no result for %s", name, m)
+			}
+			for _, p := range peers {
+				// Differences under half a point of goodput or 2% of
+				// p99 are ties.
+				o, ok := got[key{name, p}]
+				if !ok {
+					t.Fatalf("%s: no result for %s", name, p)
+				}
+				better := o.GoodputRatio > s.GoodputRatio+0.005 || o.AdmittedP99 < 0.98*s.AdmittedP99
+				notWorse := o.GoodputRatio >= s.GoodputRatio-0.005 && o.AdmittedP99 <= 1.02*s.AdmittedP99
+				if better && notWorse {
+					t.Errorf("%s: %s (goodput %.3f, admitted p99 %v) dominates %s (%.3f, %v)",
+						name, p, o.GoodputRatio, o.AdmittedP99, m, s.GoodputRatio, s.AdmittedP99)
+				}
+			}
 		}
 	}
 }
