@@ -39,11 +39,10 @@
 // Gradient2 and fixes the weaknesses its users report:
 //
 //   - Slow ramp-up. Gradient2 adds queueSize x smoothing = 0.8 per window:
-//     20 to 200 takes minutes. Gradient starts in slow start, growing the
-//     limit multiplicatively every window (Growth, never past the
-//     in-flight peak / MinUtilization: 1.54x while it binds) until the
-//     first congestion signal or the first rise of latency above the
-//     baseline's noise band (10%): from 20 it passes 500 in 8 windows. After a congestion it grows by Growth
+//     20 to 200 takes minutes. Gradient starts in slow start, doubling the
+//     limit every window (Growth) until the first congestion signal or the
+//     first rise of latency above the baseline's noise band (10%): from 20
+//     it passes 500 in 5 windows. After a congestion it grows by Growth
 //     again up to 80% of the last limit without congestion (recovery: the
 //     congestion shows a window late, so that limit was often already too
 //     high), then by QueueAllowance, sqrt(limit) by default, as Envoy;
@@ -82,9 +81,8 @@
 //     same throughput at the tolerance, at most halving per window, so
 //     that a dependency that lost most of its servers is matched within
 //     a few windows.
-//   - Growth without use. The limit does not grow while in-flight work is
-//     below 65% of it (Gradient2 and Vegas: half, which leaves twice the
-//     work in flight for a surge to fill before the first signal).
+//   - Growth without use. As Gradient2 and Vegas, the limit does not grow
+//     while in-flight work is below half of it.
 //   - Mixed costs. Latency counts per unit of shed.Sample.Cost (unless
 //     WindowConfig.IgnoreCost), so that a few large requests among small
 //     ones (LLM tokens) do not read as congestion.
@@ -128,7 +126,7 @@
 // slowed ten-fold), [DefaultMaxLimit] 1,000, [DefaultTolerance] 1.2
 // (Envoy; Gradient2's 1.5 queues too much in the simulator's suite), [DefaultSmoothing] 0.5 (Gradient2's 0.2 cuts only 40% in 10
 // windows at double latency), [DefaultGrowth] 2 (TCP slow start),
-// [DefaultMinUtilization] 0.65 (Gradient2, Vegas: 0.5; AIMD
+// [DefaultMinUtilization] 0.5 (Gradient2, Vegas; AIMD
 // [DefaultAIMDMinUtilization] 0.75), [DefaultRelearnWindows] 1,
 // [DefaultBaselineWindows] 20, [DefaultIncrease] 1 (Netflix AIMD),
 // [DefaultDropTolerance] 0.15 (AIMD; Gradient's default is 0 and it
@@ -143,7 +141,7 @@
 // The tests drive each limit with a closed-form model in virtual time: a
 // constant arrival rate, in-flight work by Little's law capped by the
 // limit. At 10,000 requests per second and 10 ms (100 in flight; Gradient
-// settles at 153, AIMD at 134):
+// settles near 200, twice the work in flight, AIMD at 134):
 //
 //   - latency 10 ms to 20 ms: Gradient falls to 51% of its healthy limit in
 //     5 windows, then (the model's dependency has no knee: admitting less
@@ -156,7 +154,7 @@
 //     by Backoff every window (AIMD; Gradient from the second such window
 //     in a row cuts by a quarter);
 //   - +-25% jitter: no cut;
-//   - from 20 with a true capacity of 500: Gradient passes 400 in 8
-//     windows and stays within [600, 618] (1.2 x 500 is where latency
+//   - from 20 with a true capacity of 500: Gradient passes 400 in 4
+//     windows and stays within [600, 607] (1.2 x 500 is where latency
 //     reaches the tolerance) for 500 windows, without creep.
 package limits

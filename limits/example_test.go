@@ -25,10 +25,10 @@ func ExampleNewGradient() {
 	now := time.Unix(0, 0)
 	g.Observe(shed.Sample{Now: now}) // opens the first window
 
-	// Slow start: the limit grows by half per window while 300 requests
-	// want to run and the latency stays at 10 ms (never past the work in
-	// flight / MinUtilization, 0.65); it stops at 300 / 0.65.
-	for range 8 {
+	// Slow start: the limit doubles while 300 requests want to run and
+	// the latency stays at 10 ms; it stops growing once it is twice what
+	// is used.
+	for range 5 {
 		feedWindow(g, &now, 10*time.Millisecond, 300)
 		fmt.Print(g.Limit(), " ")
 	}
@@ -41,17 +41,17 @@ func ExampleNewGradient() {
 		fmt.Print(g.Limit(), " ")
 	}
 	fmt.Println(g.State().Phase)
-	// It recovers: with the limit in use and the latency back at its
-	// healthy baseline (no queue at all), it grows by half per window.
+	// It recovers: the limit grows by sqrt(limit) per window while it is
+	// in use.
 	for range 2 {
 		feedWindow(g, &now, 10*time.Millisecond, 300)
 		fmt.Print(g.Limit(), " ")
 	}
 	fmt.Println(g.State().Phase)
 	// Output:
-	// 30 46 70 107 164 252 387 461 slow-start
-	// 346 346 259 congested
-	// 310 461 steady
+	// 40 80 160 320 600 slow-start
+	// 450 450 337 congested
+	// 355 374 steady
 }
 
 func ExampleNewAIMD() {
@@ -123,8 +123,8 @@ func ExampleGradient_limiter() {
 		panic(err)
 	}
 	// Every second: 100 rounds in which 50 requests want to run for
-	// 10 ms each. The limit grows every window while it is in use, and
-	// stops at the 50 in flight / MinUtilization (0.65). (The first window
+	// 10 ms each. The limit doubles every window while it is in use, and
+	// stops at twice the 50 in flight. (The first window
 	// opens at the first release, so it closes a round late.)
 	now := time.Unix(0, 0)
 	for range 5 {
@@ -146,8 +146,8 @@ func ExampleGradient_limiter() {
 	}
 	// Output:
 	// 20
-	// 30
-	// 46
-	// 70
-	// 76
+	// 40
+	// 80
+	// 100
+	// 100
 }

@@ -30,19 +30,10 @@ const (
 	// Repeated every window, it halves the limit in 7 windows.
 	DefaultBackoff = 0.9
 	// DefaultMinUtilization: a limit grows only in windows whose largest
-	// in-flight count reached 65% of it, and never past that count / 0.65
-	// (1.54x). A limit that is not used has learned nothing about
-	// capacity. Netflix's Gradient2 and Vegas use half ("don't grow the
-	// limit if we are app limited"), which leaves the limit at twice the
-	// work in flight: what a surge or a slowed dependency gets before the
-	// first window shows it. In simulation (sim/, seeds 1-20, goodput
-	// during the trigger) 0.65 took Gradient from 88.8% to 90.9% in the
-	// 10x slowdown, from 92.5% to 94.2% in the capacity loss and from 91.4%
-	// to 94.4% in the 3x spike, and cost the retry storm 4.4 points (53.1%
-	// to 48.7%): its 10 s slowdown starts at 45% load, where more headroom
-	// lets more through before the first cut. AIMD has its own default,
-	// DefaultAIMDMinUtilization.
-	DefaultMinUtilization = 0.65
+	// in-flight count reached half of it, as Netflix's Gradient2 and Vegas
+	// ("don't grow the limit if we are app limited"). A limit that is not
+	// used has learned nothing about capacity.
+	DefaultMinUtilization = 0.5
 )
 
 // Defaults of GradientConfig.
@@ -64,10 +55,8 @@ const (
 	DefaultSmoothing = 0.5
 	// DefaultGrowth multiplies the limit per window during slow start and
 	// while recovering to the limit that held before congestion: 2, as TCP
-	// slow start doubles per round trip. Slow start never grows past the
-	// in-flight peak / MinUtilization, so with the default 0.65 it grows
-	// 1.54x per window while the limit binds: from 20 it passes 500 in 8
-	// windows, where Gradient2's +0.8 per window needs 600 windows.
+	// slow start doubles per round trip. From 20, slow start passes 500 in
+	// 5 windows, where Gradient2's +0.8 per window needs 600 windows.
 	DefaultGrowth = 2.0
 	// DefaultRelearnWindows is how many windows a congestion episode holds
 	// the limit, once cutting has stopped helping, before it re-learns the
@@ -114,9 +103,8 @@ type GradientConfig struct {
 	// limit. Default math.Sqrt, as Envoy's adaptive concurrency (Netflix
 	// uses a constant 4, which ramps up too slowly at high limits).
 	QueueAllowance func(limit float64) float64
-	// Growth multiplies the limit per window in slow start (never past
-	// the in-flight peak / MinUtilization) and in recovery, > 1. Default
-	// DefaultGrowth.
+	// Growth multiplies the limit per window in slow start and in
+	// recovery, > 1. Default DefaultGrowth.
 	Growth float64
 
 	// LatencyCeiling, when set, is an absolute latency target: a window

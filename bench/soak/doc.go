@@ -71,8 +71,8 @@
 //     and during it <= 3 x the slow service time (each the configured or
 //     the effective one, whichever is longer). The healthy bound leaves
 //     room for the interactive queue (up to one service time) and for the
-//     Gradient's slow start, which grows the limit by half in its first
-//     window; the slowdown bound is the design's "admitted p99 <= 3x". Without
+//     Gradient's slow start, which doubles the limit in its first window;
+//     the slowdown bound is the design's "admitted p99 <= 3x". Without
 //     shedding both reach the request deadline (TestSoakWithoutSheddingFails:
 //     p99 over 10 x the service time before the slowdown).
 //   - answered-in-time: no response slower than RequestTimeout + 1 s.
