@@ -141,12 +141,13 @@
 //	  - {policy: none, metric: recovery, min: 60s}
 //
 // The built-in suite ([Suite], shedsim -suite, shedsim -print NAME) covers
-// steady load, a 10x upstream slowdown, a ten-fold loss of upstream
-// capacity (the work in flight it takes falls ten-fold too), a 3x spike, a
-// retry storm that turns metastable without budgets and the same with
-// budgets, interactive and batch traffic at 3x overload, an LLM token-cost
-// mix and a fleet of 100 replicas. Each file states its expectations: the
-// ranges that hold today.
+// steady load, a 10x upstream slowdown (and the same with an upstream
+// provisioned with room), a ten-fold loss of upstream capacity (the work
+// in flight it takes falls ten-fold too), a 3x spike, a retry storm that
+// turns metastable without budgets and the same with budgets, interactive
+// and batch traffic at 3x overload, an LLM token-cost mix and a fleet of
+// 100 replicas. Each file states its expectations: the ranges that hold
+// today.
 //
 // # Policies
 //

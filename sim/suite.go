@@ -13,7 +13,7 @@ import (
 var suiteFS embed.FS
 
 // suiteOrder is the order of the built-in suite.
-var suiteOrder = []string{"steady", "slowdown", "capacity-loss", "spike", "retry-storm", "retry-budget", "mixed", "llm", "fleet"}
+var suiteOrder = []string{"steady", "slowdown", "slowdown-headroom", "capacity-loss", "spike", "retry-storm", "retry-budget", "mixed", "llm", "fleet"}
 
 // SuiteNames returns the names of the built-in scenarios, in suite order.
 func SuiteNames() []string { return slices.Clone(suiteOrder) }
@@ -34,7 +34,8 @@ func BuiltinSource(name string) ([]byte, error) {
 }
 
 // Suite returns the built-in scenarios: steady load, a 10x upstream
-// slowdown, a ten-fold loss of upstream capacity, a 3x traffic spike, a retry storm that turns metastable
+// slowdown (and the same with an upstream provisioned with room), a
+// ten-fold loss of upstream capacity, a 3x traffic spike, a retry storm that turns metastable
 // without a budget and the same with budgets, interactive and batch at 3x
 // overload, an LLM token-cost mix, and a fleet of 100 replicas.
 func Suite() ([]*Scenario, error) {
