@@ -106,7 +106,10 @@ type RetryError struct {
 }
 
 func (e *RetryError) Error() string {
-	s := "retrybudget: not retried (" + e.Reason.String() + ") after " + strconv.Itoa(e.Attempts) + " attempts"
+	s := "retrybudget: not retried (" + e.Reason.String() + ") after " + strconv.Itoa(e.Attempts) + " attempt"
+	if e.Attempts != 1 {
+		s += "s"
+	}
 	if e.Status != 0 {
 		s += ", last status " + strconv.Itoa(e.Status)
 	}

@@ -8,6 +8,7 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"regexp"
 	"runtime"
 	"strings"
 	"sync/atomic"
@@ -40,6 +41,10 @@ type ClientConfig struct {
 	// window in which the upstream answers every attempt with 503.
 	// Defaults Duration/10 and 7*Duration/10.
 	OutageStart, OutageEnd time.Duration
+	// OutageReset makes the upstream reset the connection (TCP RST)
+	// instead of answering 503 during the outage: every attempt then
+	// fails without a response and costs a connection.
+	OutageReset bool
 	// Budget configures the shared retry budget (zero: Finagle's
 	// defaults, see retrybudget.BudgetConfig).
 	Budget retrybudget.BudgetConfig
@@ -169,6 +174,10 @@ type ClientReport struct {
 	// AfterSent and AfterOK count the logical requests sent once the
 	// outage was over, and those that succeeded.
 	AfterSent, AfterOK uint64
+	// ErrorsOutside counts the logical requests without a response that
+	// were sent neither during the outage nor within a request timeout
+	// before it: with OutageReset, the only ones allowed are those.
+	ErrorsOutside uint64
 	// BudgetDenials is how many retries the budget refused.
 	BudgetDenials uint64
 
@@ -205,6 +214,10 @@ func RunClient(ctx context.Context, cfg ClientConfig) (ClientReport, error) {
 			outageAll.Add(1)
 			if n == 1 {
 				outageFirst.Add(1)
+			}
+			if cfg.OutageReset {
+				resetConn(w)
+				return
 			}
 			// A plain 503: retryable (no no-retry header, no Retry-After).
 			http.Error(w, "unavailable", http.StatusServiceUnavailable)
@@ -291,9 +304,15 @@ func RunClient(ctx context.Context, cfg ClientConfig) (ClientReport, error) {
 		switch {
 		case r.Code == 0:
 			rep.LogicalErrors++
-			if _, ok := seen[r.Error]; !ok && len(rep.ErrorSamples) < 8 {
-				seen[r.Error] = struct{}{}
-				rep.ErrorSamples = append(rep.ErrorSamples, r.Error)
+			if sent := r.Timestamp.Sub(start); sent < outFrom-cfg.Timeout || sent >= outTill {
+				rep.ErrorsOutside++
+			}
+			// One sample per kind of error: ports differ, kinds rarely.
+			if e := portRE.ReplaceAllString(r.Error, ":PORT"); len(rep.ErrorSamples) < 8 {
+				if _, ok := seen[e]; !ok {
+					seen[e] = struct{}{}
+					rep.ErrorSamples = append(rep.ErrorSamples, e)
+				}
 			}
 		case r.Code == http.StatusOK:
 			rep.LogicalOK++
@@ -378,12 +397,24 @@ func (r ClientReport) Checks() []CheckResult {
 	}
 	add("max-attempts", beyond == 0 && r.AttemptsByNumber[0] == 0,
 		"%d attempts beyond MaxAttempts %d, %d without an attempt number", beyond, c.MaxAttempts, r.AttemptsByNumber[0])
-	add("outcomes", r.LogicalErrors == 0 && r.LogicalOther == 0,
-		"%d 200, %d 503, %d other, %d without response %v", r.LogicalOK, r.Logical503, r.LogicalOther, r.LogicalErrors, r.ErrorSamples)
+	// With resets, the requests of the outage end without a response (the
+	// last attempt's error); nothing else may.
+	errorsOK := r.LogicalErrors == 0
+	if c.OutageReset {
+		errorsOK = r.ErrorsOutside == 0
+	}
+	add("outcomes", errorsOK && r.LogicalOther == 0,
+		"%d 200, %d 503, %d other, %d without response (%d outside the outage) %v",
+		r.LogicalOK, r.Logical503, r.LogicalOther, r.LogicalErrors, r.ErrorsOutside, r.ErrorSamples)
 	add("recovered", r.AfterSent > 0 && float64(r.AfterOK) >= t.MinRecovered*float64(r.AfterSent),
 		"%d of %d logical requests sent after the outage succeeded (need >= %.0f%%)", r.AfterOK, r.AfterSent, 100*t.MinRecovered)
-	add("connections-reused", r.ConnsAccepted <= int64(c.Workers+t.ExtraConns),
-		"%d connections for %d attempts (need <= %d workers + %d)", r.ConnsAccepted, r.Attempts, c.Workers, t.ExtraConns)
+	// Each reset costs a connection; everything else reuses them.
+	var resets int64
+	if c.OutageReset {
+		resets = int64(r.OutageAttempts)
+	}
+	add("connections-reused", r.ConnsAccepted <= int64(c.Workers+t.ExtraConns)+resets,
+		"%d connections for %d attempts (need <= %d workers + %d + %d resets)", r.ConnsAccepted, r.Attempts, c.Workers, t.ExtraConns, resets)
 	add("no-leaks-at-end", r.ConnsOpenAfter == 0 && r.GoroutinesAfter <= r.GoroutinesBefore+t.LeftoverGoroutines,
 		"server connections open after closing idle ones %d, goroutines %d before, %d after (tolerance %d)",
 		r.ConnsOpenAfter, r.GoroutinesBefore, r.GoroutinesAfter, t.LeftoverGoroutines)
@@ -402,8 +433,12 @@ func (r ClientReport) WriteTo(w io.Writer) (int64, error) {
 	if c.NoBudget {
 		budget = "no budget"
 	}
-	fmt.Fprintf(&b, "client soak: %v at %d logical req/s, upstream 503 from %v to %v; MaxAttempts %d, %s, breaker %v\n",
-		c.Duration, c.Rate, c.OutageStart, c.OutageEnd, c.MaxAttempts, budget, c.Breaker)
+	outageKind := "503"
+	if c.OutageReset {
+		outageKind = "connection resets"
+	}
+	fmt.Fprintf(&b, "client soak: %v at %d logical req/s, upstream %s from %v to %v; MaxAttempts %d, %s, breaker %v\n",
+		c.Duration, c.Rate, outageKind, c.OutageStart, c.OutageEnd, c.MaxAttempts, budget, c.Breaker)
 	fmt.Fprintf(&b, "  logical %d (achieved %.0f/s): 200 %d, 503 %d, other %d, no response %d\n",
 		r.Logical, r.OfferedRate, r.LogicalOK, r.Logical503, r.LogicalOther, r.LogicalErrors)
 	fmt.Fprintf(&b, "  attempts %d by number:", r.Attempts)
@@ -425,3 +460,19 @@ func (r ClientReport) WriteTo(w io.Writer) (int64, error) {
 	n, err := io.WriteString(w, b.String())
 	return int64(n), err
 }
+
+// resetConn aborts the request's connection with a TCP RST (SO_LINGER 0)
+// and no response.
+func resetConn(w http.ResponseWriter) {
+	conn, _, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		panic(http.ErrAbortHandler) // cannot hijack: abort the response
+	}
+	if tc, ok := conn.(*net.TCPConn); ok {
+		_ = tc.SetLinger(0)
+	}
+	_ = conn.Close()
+}
+
+// portRE matches the port of an address in an error message.
+var portRE = regexp.MustCompile(`:\d+\b`)

@@ -133,6 +133,30 @@ func TestClientSoakShort(t *testing.T) {
 	}
 }
 
+// TestClientSoakResets: the upstream resets every connection during the
+// outage instead of answering 503. Each attempt then fails without a
+// response and costs a connection; the budget must bound the attempts the
+// same way, and nothing may leak.
+func TestClientSoakResets(t *testing.T) {
+	if testing.Short() {
+		t.Skip("5 s load test")
+	}
+	cfg := shortClientConfig(5 * time.Second)
+	cfg.OutageReset = true
+	rep, err := RunClient(context.Background(), cfg)
+	logReport(t, rep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rep.Check(); err != nil {
+		t.Error(err)
+	}
+	if rep.LogicalErrors == 0 || rep.AttemptsByNumber[2] == 0 || rep.BudgetDenials == 0 {
+		t.Errorf("resets not exercised: %d requests without a response, %d second attempts, %d denials",
+			rep.LogicalErrors, rep.AttemptsByNumber[2], rep.BudgetDenials)
+	}
+}
+
 // Without a budget, three attempts per logical request during the outage
 // exceed the budget's bound: the amplification check must fail.
 func TestClientSoakWithoutBudgetFails(t *testing.T) {

@@ -38,6 +38,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	workers := fs.Int("workers", soak.DefaultWorkers, "load generator workers")
 	server := fs.Bool("server", true, "run the server soak")
 	client := fs.Bool("client", true, "run the client soak")
+	resets := fs.Bool("client-resets", false, "client soak: the upstream resets connections during the outage instead of answering 503")
 	quiet := fs.Bool("quiet", false, "no progress lines")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -72,7 +73,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		if d == 0 {
 			d = max(5*time.Second, *duration/3)
 		}
-		rep, err := soak.RunClient(ctx, soak.ClientConfig{Duration: d})
+		rep, err := soak.RunClient(ctx, soak.ClientConfig{Duration: d, OutageReset: *resets})
 		if err != nil {
 			fmt.Fprintln(stderr, "soak:", err)
 			if errors.Is(err, soak.ErrInvalidConfig) {
