@@ -454,8 +454,8 @@ func TestGradientOnsetWindowIsNotTheBestThroughput(t *testing.T) {
 		t.Fatalf("healthy: %+v, want baseline %v and limit 200", st, base)
 	}
 	// Onset: 80 in flight at 8.6x the latency reads as 186 requests/s;
-	// the dependency now serves about 137 (80 ms x 137 = 11 in flight
-	// without a queue).
+	// the dependency now serves about 137 (7 in flight at the healthy
+	// 50 ms, without a queue).
 	got := []int{window(430*time.Millisecond, 80, 100, 2)}
 	got = append(got, window(0, 150, 0, 100))                     // every request times out
 	got = append(got, window(800*time.Millisecond, 110, 100, 30)) // x = 137

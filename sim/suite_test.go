@@ -111,27 +111,32 @@ func TestNoPeerDominates(t *testing.T) {
 	if raceEnabled {
 		t.Skip("about 40 simulations; run without -race (make test does)")
 	}
-	mine := []string{"shedkit-gradient", "shedkit-aimd"}
-	peers := []string{"none", "gcl-gradient2", "gcl-vegas", "gcl-aimd"}
+	// Policies by canonical name, as results name them.
+	parse := func(names ...string) []Policy {
+		var ps []Policy
+		for _, n := range names {
+			p, err := ParsePolicy(n)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ps = append(ps, p)
+		}
+		return ps
+	}
+	mine := parse("shedkit-gradient", "shedkit-aimd")
+	peers := parse("none", "gcl-gradient2", "gcl-vegas", "gcl-aimd")
+	var scenarios []string
 	var jobs []Job
 	for _, name := range SuiteNames() {
 		if name == "fleet" {
 			continue
 		}
+		scenarios = append(scenarios, name)
 		sc, err := Builtin(name)
 		if err != nil {
 			t.Fatal(err)
 		}
-		for i, n := range append(slices.Clone(mine), peers...) {
-			p, err := ParsePolicy(n)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if i < len(mine) {
-				mine[i] = p.Name() // canonical, as results name it
-			} else {
-				peers[i-len(mine)] = p.Name()
-			}
+		for _, p := range append(slices.Clone(mine), peers...) {
 			jobs = append(jobs, Job{Scenario: sc, Policy: p, Seed: 1})
 		}
 	}
@@ -144,27 +149,25 @@ func TestNoPeerDominates(t *testing.T) {
 	for i := range results {
 		got[key{results[i].Scenario.Name, results[i].Policy}] = &results[i].Summary
 	}
-	for _, name := range SuiteNames() {
+	summary := func(scenario string, p Policy) *Summary {
+		s, ok := got[key{scenario, p.Name()}]
+		if !ok {
+			t.Fatalf("%s: no result for %s", scenario, p.Name())
+		}
+		return s
+	}
+	for _, name := range scenarios {
 		for _, m := range mine {
-			s, ok := got[key{name, m}]
-			if name == "fleet" {
-				continue
-			}
-			if !ok {
-				t.Fatalf("%s: no result for %s", name, m)
-			}
+			s := summary(name, m)
 			for _, p := range peers {
 				// Differences under half a point of goodput or 2% of
 				// p99 are ties.
-				o, ok := got[key{name, p}]
-				if !ok {
-					t.Fatalf("%s: no result for %s", name, p)
-				}
+				o := summary(name, p)
 				better := o.GoodputRatio > s.GoodputRatio+0.005 || o.AdmittedP99 < 0.98*s.AdmittedP99
 				notWorse := o.GoodputRatio >= s.GoodputRatio-0.005 && o.AdmittedP99 <= 1.02*s.AdmittedP99
 				if better && notWorse {
 					t.Errorf("%s: %s (goodput %.3f, admitted p99 %v) dominates %s (%.3f, %v)",
-						name, p, o.GoodputRatio, o.AdmittedP99, m, s.GoodputRatio, s.AdmittedP99)
+						name, p.Name(), o.GoodputRatio, o.AdmittedP99, m.Name(), s.GoodputRatio, s.AdmittedP99)
 				}
 			}
 		}

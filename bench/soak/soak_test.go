@@ -113,47 +113,39 @@ func shortClientConfig(d time.Duration) ClientConfig {
 	return cfg
 }
 
-func TestClientSoakShort(t *testing.T) {
+// TestClientSoak: 5 s of the client soak through an outage in which the
+// upstream answers 503, or resets every connection (each attempt then
+// fails without a response and costs a connection). The budget must bound
+// the attempts the same way, and nothing may leak.
+func TestClientSoak(t *testing.T) {
 	if testing.Short() {
-		t.Skip("5 s load test")
+		t.Skip("5 s load tests")
 	}
-	rep, err := RunClient(context.Background(), shortClientConfig(5*time.Second))
-	logReport(t, rep)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := rep.Check(); err != nil {
-		t.Error(err)
-	}
-	// The outage must have made the client want to retry, and the budget
-	// must have refused some of it: otherwise the bound was not tested.
-	if rep.OutageLogical == 0 || rep.AttemptsByNumber[2] == 0 || rep.BudgetDenials == 0 {
-		t.Errorf("outage not exercised: %d logical in the outage, %d second attempts, %d denials",
-			rep.OutageLogical, rep.AttemptsByNumber[2], rep.BudgetDenials)
-	}
-}
-
-// TestClientSoakResets: the upstream resets every connection during the
-// outage instead of answering 503. Each attempt then fails without a
-// response and costs a connection; the budget must bound the attempts the
-// same way, and nothing may leak.
-func TestClientSoakResets(t *testing.T) {
-	if testing.Short() {
-		t.Skip("5 s load test")
-	}
-	cfg := shortClientConfig(5 * time.Second)
-	cfg.OutageReset = true
-	rep, err := RunClient(context.Background(), cfg)
-	logReport(t, rep)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := rep.Check(); err != nil {
-		t.Error(err)
-	}
-	if rep.LogicalErrors == 0 || rep.AttemptsByNumber[2] == 0 || rep.BudgetDenials == 0 {
-		t.Errorf("resets not exercised: %d requests without a response, %d second attempts, %d denials",
-			rep.LogicalErrors, rep.AttemptsByNumber[2], rep.BudgetDenials)
+	for _, resets := range []bool{false, true} {
+		name := "503"
+		if resets {
+			name = "resets"
+		}
+		t.Run(name, func(t *testing.T) {
+			cfg := shortClientConfig(5 * time.Second)
+			cfg.OutageReset = resets
+			rep, err := RunClient(context.Background(), cfg)
+			logReport(t, rep)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := rep.Check(); err != nil {
+				t.Error(err)
+			}
+			// The outage must have made the client want to retry, and the
+			// budget must have refused some of it: otherwise the bound was
+			// not tested. With resets, requests must have ended without a
+			// response.
+			if rep.OutageLogical == 0 || rep.AttemptsByNumber[2] == 0 || rep.BudgetDenials == 0 || (resets && rep.LogicalErrors == 0) {
+				t.Errorf("outage not exercised: %d logical in the outage, %d second attempts, %d denials, %d without a response",
+					rep.OutageLogical, rep.AttemptsByNumber[2], rep.BudgetDenials, rep.LogicalErrors)
+			}
+		})
 	}
 }
 

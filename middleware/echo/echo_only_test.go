@@ -75,13 +75,7 @@ func TestRoutePatterns(t *testing.T) {
 // Echo's error handler will write it.
 func TestHandlerErrors(t *testing.T) {
 	l := twoClasses(t, 4)
-	mw, err := shedecho.New(shedecho.Config{Limiter: l})
-	if err != nil {
-		t.Fatal(err)
-	}
-	e := newEcho()
-	e.Use(middleware.Recover())
-	e.Use(mw)
+	e := shedEcho(t, shedecho.Config{Limiter: l}, middleware.Recover())
 	e.GET("/unavailable", func(c echov4.Context) error { return echov4.NewHTTPError(503) })
 	e.GET("/wrapped", func(c echov4.Context) error {
 		return echov4.NewHTTPError(500).SetInternal(echov4.NewHTTPError(504))
@@ -159,15 +153,10 @@ func TestContextAccess(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mw, err := shedecho.New(shedecho.Config{Limiter: l, Classify: func(c echov4.Context, def shedhttp.Classification) shedhttp.Classification {
+	e := shedEcho(t, shedecho.Config{Limiter: l, Classify: func(c echov4.Context, def shedhttp.Classification) shedhttp.Classification {
 		def.Cost = 50
 		return def
 	}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	e := newEcho()
-	e.Use(mw)
 	var errs []error
 	e.GET("/", func(c echov4.Context) error {
 		if p := shedecho.Permit(c); p == nil || p.Cost() != 50 {

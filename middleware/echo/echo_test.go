@@ -55,6 +55,20 @@ func newEcho() *echov4.Echo {
 	return e
 }
 
+// shedEcho returns a quiet Echo instance with the middlewares before, then
+// the shed middleware built from cfg.
+func shedEcho(t testing.TB, cfg shedecho.Config, before ...echov4.MiddlewareFunc) *echov4.Echo {
+	t.Helper()
+	mw, err := shedecho.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newEcho()
+	e.Use(before...)
+	e.Use(mw)
+	return e
+}
+
 // serve starts e on 127.0.0.1 and shuts it down at cleanup.
 func serve(t testing.TB, e *echov4.Echo) string {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

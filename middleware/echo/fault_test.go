@@ -57,13 +57,7 @@ func TestFaultPanicsUnderLoad(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mw, err := shedecho.New(shedecho.Config{Limiter: l})
-	if err != nil {
-		t.Fatal(err)
-	}
-	e := newEcho()
-	e.Use(middleware.Recover())
-	e.Use(mw)
+	e := shedEcho(t, shedecho.Config{Limiter: l}, middleware.Recover())
 	var panics, oks atomic.Uint64
 	e.GET("/panic", func(c echov4.Context) error {
 		panics.Add(1)
@@ -132,12 +126,7 @@ func TestFaultResetMidRequestBody(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mw, err := shedecho.New(shedecho.Config{Limiter: l})
-	if err != nil {
-		t.Fatal(err)
-	}
-	e := newEcho()
-	e.Use(mw)
+	e := shedEcho(t, shedecho.Config{Limiter: l})
 	reading := make(chan struct{}, 1)
 	readErr := make(chan error, 1)
 	e.POST("/upload", func(c echov4.Context) error {

@@ -47,6 +47,25 @@ func run(args []string, stdout, stderr io.Writer) int {
 	defer stop()
 
 	failed := false
+	// report prints a soak's report and notes a failure; it returns false
+	// on a configuration error (exit 2).
+	report := func(rep interface {
+		io.WriterTo
+		Check() error
+	}, err error) bool {
+		if err != nil {
+			fmt.Fprintln(stderr, "soak:", err)
+			if errors.Is(err, soak.ErrInvalidConfig) {
+				return false
+			}
+			failed = true
+		}
+		_, _ = rep.WriteTo(stdout)
+		if rep.Check() != nil {
+			failed = true
+		}
+		return true
+	}
 	if *server {
 		cfg := soak.Config{
 			Duration: *duration, Rate: *rate, Overload: *overload,
@@ -55,17 +74,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		if !*quiet {
 			cfg.Logf = func(format string, a ...any) { fmt.Fprintf(stderr, format+"\n", a...) }
 		}
-		rep, err := soak.Run(ctx, cfg)
-		if err != nil {
-			fmt.Fprintln(stderr, "soak:", err)
-			if errors.Is(err, soak.ErrInvalidConfig) {
-				return 2
-			}
-			failed = true
-		}
-		_, _ = rep.WriteTo(stdout)
-		if err := rep.Check(); err != nil {
-			failed = true
+		if !report(soak.Run(ctx, cfg)) {
+			return 2
 		}
 	}
 	if *client && ctx.Err() == nil {
@@ -73,17 +83,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		if d == 0 {
 			d = max(5*time.Second, *duration/3)
 		}
-		rep, err := soak.RunClient(ctx, soak.ClientConfig{Duration: d, OutageReset: *resets})
-		if err != nil {
-			fmt.Fprintln(stderr, "soak:", err)
-			if errors.Is(err, soak.ErrInvalidConfig) {
-				return 2
-			}
-			failed = true
-		}
-		_, _ = rep.WriteTo(stdout)
-		if err := rep.Check(); err != nil {
-			failed = true
+		if !report(soak.RunClient(ctx, soak.ClientConfig{Duration: d, OutageReset: *resets})) {
+			return 2
 		}
 	}
 	if failed {
