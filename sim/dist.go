@@ -22,9 +22,19 @@ const (
 	LogNormal
 	// Uniform is uniform on [Min, Max].
 	Uniform
+	// Pareto has median Median and tail index Alpha: the probability of a
+	// draw above x falls as x^-Alpha, so a few draws are orders of
+	// magnitude above the median (Alpha <= 2: infinite variance, Alpha
+	// <= 1: infinite mean; bound it with ClampMax).
+	Pareto
+	// Bimodal mixes two log-normal modes of shape Sigma: the fast one of
+	// median Median, and with probability Share a slow one of median
+	// Ratio x Median (a cache miss, a cold path, a retry inside the
+	// dependency).
+	Bimodal
 )
 
-var distNames = [...]string{"constant", "exponential", "lognormal", "uniform"}
+var distNames = [...]string{"constant", "exponential", "lognormal", "uniform", "pareto", "bimodal"}
 
 // String returns the kind's name as written in scenario files.
 func (k DistKind) String() string {
@@ -40,8 +50,10 @@ func (k DistKind) String() string {
 type Dist struct {
 	Kind DistKind
 	// Value (Constant), Mean (Exponential), Median and Sigma (LogNormal),
-	// Min and Max (Uniform).
+	// Min and Max (Uniform), Median and Alpha (Pareto), Median, Sigma,
+	// Ratio and Share (Bimodal).
 	Value, Mean, Median, Sigma, Min, Max float64
+	Alpha, Ratio, Share                  float64
 	// ClampMin and ClampMax bound every draw (ClampMax zero: no upper
 	// bound).
 	ClampMin, ClampMax float64
@@ -59,6 +71,15 @@ func LogNorm(median, sigma float64) Dist { return Dist{Kind: LogNormal, Median: 
 
 // Unif returns a uniform distribution on [lo, hi].
 func Unif(lo, hi float64) Dist { return Dist{Kind: Uniform, Min: lo, Max: hi} }
+
+// Par returns a Pareto distribution with the given median and tail index.
+func Par(median, alpha float64) Dist { return Dist{Kind: Pareto, Median: median, Alpha: alpha} }
+
+// Bimod returns a mixture of two log-normal modes of shape sigma: median
+// median, and with probability share, median ratio x median.
+func Bimod(median, sigma, ratio, share float64) Dist {
+	return Dist{Kind: Bimodal, Median: median, Sigma: sigma, Ratio: ratio, Share: share}
+}
 
 // IsZero reports whether d is the zero Dist (a constant 0).
 func (d Dist) IsZero() bool { return d == Dist{} }
@@ -81,6 +102,26 @@ func (d Dist) validate(field string) error {
 		}
 		if bad("sigma", d.Sigma) || d.Sigma > 5 {
 			return &FieldError{Path: field + ".sigma", Msg: fmt.Sprintf("must be in [0, 5], got %v", d.Sigma)}
+		}
+	case Pareto:
+		if bad("median", d.Median) || d.Median == 0 {
+			return &FieldError{Path: field + ".median", Msg: fmt.Sprintf("must be > 0, got %v", d.Median)}
+		}
+		if bad("alpha", d.Alpha) || d.Alpha < 0.1 || d.Alpha > 100 {
+			return &FieldError{Path: field + ".alpha", Msg: fmt.Sprintf("must be in [0.1, 100], got %v", d.Alpha)}
+		}
+	case Bimodal:
+		if bad("median", d.Median) || d.Median == 0 {
+			return &FieldError{Path: field + ".median", Msg: fmt.Sprintf("must be > 0, got %v", d.Median)}
+		}
+		if bad("sigma", d.Sigma) || d.Sigma > 5 {
+			return &FieldError{Path: field + ".sigma", Msg: fmt.Sprintf("must be in [0, 5], got %v", d.Sigma)}
+		}
+		if bad("ratio", d.Ratio) || d.Ratio < 1 || d.Ratio > 1e6 {
+			return &FieldError{Path: field + ".ratio", Msg: fmt.Sprintf("must be in [1, 1e6], got %v", d.Ratio)}
+		}
+		if bad("share", d.Share) || d.Share > 1 {
+			return &FieldError{Path: field + ".share", Msg: fmt.Sprintf("must be in [0, 1], got %v", d.Share)}
 		}
 	case Uniform:
 		if bad("min", d.Min) {
@@ -113,6 +154,15 @@ func (d *Dist) sample(r *rand.Rand) float64 {
 		v = d.Median * math.Exp(d.Sigma*r.NormFloat64())
 	case Uniform:
 		v = d.Min + (d.Max-d.Min)*r.Float64()
+	case Pareto:
+		// Inverse transform: the scale x_m = median / 2^(1/alpha).
+		u := 1 - r.Float64() // in (0, 1]
+		v = d.Median * math.Pow(2*u, -1/d.Alpha)
+	case Bimodal:
+		v = d.Median * math.Exp(d.Sigma*r.NormFloat64())
+		if r.Float64() < d.Share {
+			v *= d.Ratio
+		}
 	}
 	if v < d.ClampMin {
 		v = d.ClampMin
@@ -134,6 +184,13 @@ func (d Dist) MeanValue() float64 {
 		return d.Median * math.Exp(d.Sigma*d.Sigma/2)
 	case Uniform:
 		return (d.Min + d.Max) / 2
+	case Pareto:
+		if d.Alpha <= 1 {
+			return math.Inf(1)
+		}
+		return d.Median * math.Pow(2, -1/d.Alpha) * d.Alpha / (d.Alpha - 1)
+	case Bimodal:
+		return d.Median * math.Exp(d.Sigma*d.Sigma/2) * (1 - d.Share + d.Share*d.Ratio)
 	}
 	return 0
 }

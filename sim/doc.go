@@ -76,7 +76,9 @@
 // Durations are Go durations (250ms, 1.5s, 2m). A distribution is a
 // constant (50ms, or 1000 for a cost) or a mapping with dist (constant:
 // value; exponential: mean; lognormal: median or mean, and sigma;
-// uniform: min, max) and optional clamp_min and clamp_max. Every field:
+// uniform: min, max; pareto: median, alpha (tail index); bimodal: median,
+// sigma, ratio (slow mode / fast mode), share (of the slow mode)) and
+// optional clamp_min and clamp_max. Every field:
 //
 //	name: slowdown               # required
 //	description: text

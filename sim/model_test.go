@@ -409,3 +409,34 @@ func TestForeignLimiterError(t *testing.T) {
 		t.Fatalf("err = %v", err)
 	}
 }
+
+// The heavy-tailed and bimodal shapes draw their stated median and mean.
+func TestParetoAndBimodalMoments(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		d    Dist
+	}{
+		{"pareto 2.5", Par(10, 2.5)},
+		{"pareto 1.5 clamped", Dist{Kind: Pareto, Median: 10, Alpha: 1.5, ClampMax: 1e6}},
+		{"bimodal", Bimod(10, 0.3, 20, 0.1)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newStream(1, tc.name)
+			xs := make([]float64, 200000)
+			sum := 0.0
+			for i := range xs {
+				xs[i] = tc.d.sample(r)
+				sum += xs[i]
+			}
+			e := newEmpirical(xs)
+			if med := e.xs[len(xs)/2]; tc.d.Kind == Pareto && math.Abs(med/10-1) > 0.02 {
+				t.Errorf("median %.3f, want 10", med)
+			}
+			if tc.d.ClampMax == 0 {
+				if m := sum / float64(len(xs)); math.Abs(m/tc.d.MeanValue()-1) > 0.05 {
+					t.Errorf("mean %.3f, want %.3f", m, tc.d.MeanValue())
+				}
+			}
+		})
+	}
+}

@@ -302,7 +302,7 @@ func (d *decoder) dist(dst *Dist, isTime bool) fieldFunc {
 			return err
 		}
 		var kind string
-		var median, mean, value, lo, hi, cmin, cmax, sigma *float64
+		var median, mean, value, lo, hi, cmin, cmax, sigma, alpha, ratio, share *float64
 		param := func(dst **float64, isNum bool) fieldFunc {
 			return func(n *yaml.Node, p string) error {
 				var v float64
@@ -321,6 +321,7 @@ func (d *decoder) dist(dst *Dist, isTime bool) fieldFunc {
 			"median": param(&median, false), "sigma": param(&sigma, true),
 			"min": param(&lo, false), "max": param(&hi, false),
 			"clamp_min": param(&cmin, false), "clamp_max": param(&cmax, false),
+			"alpha": param(&alpha, true), "ratio": param(&ratio, true), "share": param(&share, true),
 		})
 		if err != nil {
 			return err
@@ -330,15 +331,18 @@ func (d *decoder) dist(dst *Dist, isTime bool) fieldFunc {
 			"exponential": {"mean"},
 			"lognormal":   {"median", "mean", "sigma"},
 			"uniform":     {"min", "max"},
+			"pareto":      {"median", "alpha"},
+			"bimodal":     {"median", "sigma", "ratio", "share"},
 		}
 		names, ok := allowed[kind]
 		switch {
 		case kind == "" && d.pos[p+".dist"] == nil:
-			return d.errf(n, p+".dist", "a distribution needs dist: constant, exponential, lognormal or uniform")
+			return d.errf(n, p+".dist", "a distribution needs dist: constant, exponential, lognormal, uniform, pareto or bimodal")
 		case !ok:
-			return d.errf(d.pos[p+".dist"], p+".dist", "want one of constant, exponential, lognormal, uniform, got %q", kind)
+			return d.errf(d.pos[p+".dist"], p+".dist", "want one of constant, exponential, lognormal, uniform, pareto, bimodal, got %q", kind)
 		}
-		given := map[string]*float64{"value": value, "mean": mean, "median": median, "sigma": sigma, "min": lo, "max": hi}
+		given := map[string]*float64{"value": value, "mean": mean, "median": median, "sigma": sigma, "min": lo, "max": hi,
+			"alpha": alpha, "ratio": ratio, "share": share}
 		for name, v := range given {
 			if v != nil && !slices.Contains(names, name) {
 				return d.errf(d.pos[p+"."+name], p+"."+name, "not a parameter of a %s distribution (it takes %s)", kind, strings.Join(names, ", "))
@@ -384,6 +388,24 @@ func (d *decoder) dist(dst *Dist, isTime bool) fieldFunc {
 				return err
 			}
 			out = Unif(*lo, *hi)
+		case "pareto", "bimodal":
+			out = Dist{Kind: Pareto}
+			if kind == "bimodal" {
+				out.Kind = Bimodal
+			}
+			for _, f := range []struct {
+				name string
+				v    *float64
+				dst  *float64
+			}{{"median", median, &out.Median}, {"alpha", alpha, &out.Alpha}, {"sigma", sigma, &out.Sigma}, {"ratio", ratio, &out.Ratio}, {"share", share, &out.Share}} {
+				if !slices.Contains(names, f.name) {
+					continue
+				}
+				if err := need(f.name, f.v); err != nil {
+					return err
+				}
+				*f.dst = *f.v
+			}
 		}
 		if cmin != nil {
 			out.ClampMin = *cmin

@@ -191,3 +191,33 @@ func FuzzParseScenario(f *testing.F) {
 		}
 	})
 }
+
+func TestParseHeavyTailedDists(t *testing.T) {
+	const head = "name: d\nduration: 10s\nclasses: [{name: a, rate: 1}]\nupstream: {capacity: 1, service_time: "
+	sc, err := ParseScenario("d.yaml", []byte(head+"{dist: pareto, median: 20ms, alpha: 1.5, clamp_max: 5s}}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := sc.Upstream.ServiceTime, (Dist{Kind: Pareto, Median: 20e6, Alpha: 1.5, ClampMax: 5e9}); got != want {
+		t.Errorf("pareto: got %+v, want %+v", got, want)
+	}
+	sc, err = ParseScenario("d.yaml", []byte(head+"{dist: bimodal, median: 10ms, sigma: 0.3, ratio: 20, share: 0.1}}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := sc.Upstream.ServiceTime, Bimod(10e6, 0.3, 20, 0.1); got != want {
+		t.Errorf("bimodal: got %+v, want %+v", got, want)
+	}
+	for _, tc := range []struct{ dist, want string }{
+		{"{dist: pareto, median: 20ms}", "a pareto distribution needs alpha"},
+		{"{dist: pareto, median: 20ms, alpha: 0}", "alpha: must be in [0.1, 100]"},
+		{"{dist: pareto, median: 20ms, alpha: 2, sigma: 1}", "not a parameter of a pareto distribution"},
+		{"{dist: bimodal, median: 10ms, sigma: 0.3, ratio: 0.5, share: 0.1}", "ratio: must be in [1, 1e6]"},
+		{"{dist: bimodal, median: 10ms, sigma: 0.3, ratio: 5, share: 2}", "share: must be in [0, 1]"},
+	} {
+		_, err := ParseScenario("d.yaml", []byte(head+tc.dist+"}\n"))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: got %v, want an error containing %q", tc.dist, err, tc.want)
+		}
+	}
+}
