@@ -22,7 +22,8 @@ type Scenario struct {
 	// Interval is the length of one row of the time series. Default 1s.
 	Interval time.Duration
 	// Warmup is excluded from every summary figure (adaptive limits start
-	// from their initial limit). Default 10s, at most half the Duration.
+	// from their initial limit). Default 10s (at most half the Duration);
+	// it must be shorter than the Duration.
 	Warmup time.Duration
 	// Trigger is the span of the disturbance that recovery is measured
 	// from. Default: from the first upstream event's start to the last
@@ -350,8 +351,8 @@ func (s *Scenario) normalize() (*Scenario, error) {
 	if c.Warmup == 0 {
 		c.Warmup = min(DefaultWarmup, c.Duration/2)
 	}
-	if c.Warmup > c.Duration/2 {
-		return nil, fieldErr("warmup", "must be at most half the duration (%v), got %v", c.Duration/2, c.Warmup)
+	if c.Warmup >= c.Duration {
+		return nil, fieldErr("warmup", "must be shorter than the duration (%v), got %v", c.Duration, c.Warmup)
 	}
 	if c.Sustain < 0 {
 		return nil, fieldErr("sustain", "must be >= 0, got %v", c.Sustain)
