@@ -337,6 +337,13 @@ func WriteTable(w io.Writer, sums []*Summary) error {
 			num(s.Amplification, 2), pct(s.Wasted), pct(s.RejectedShare), num(s.MeanLimit, 0), strings.Join(cls, " "),
 		})
 	}
+	return writeAligned(w, header, rows, 2, 0)
+}
+
+// writeAligned writes rows under header as aligned columns: the first
+// left columns left-aligned, the others right-aligned, the last one as
+// is; a blank line separates groups of rows whose column group differs.
+func writeAligned(w io.Writer, header []string, rows [][]string, left, group int) error {
 	width := make([]int, len(header))
 	for i, h := range header {
 		width[i] = len(h)
@@ -356,7 +363,7 @@ func WriteTable(w io.Writer, sums []*Summary) error {
 			switch {
 			case i == len(cells)-1:
 				b.WriteString(c)
-			case i < 2:
+			case i < left:
 				b.WriteString(c + strings.Repeat(" ", width[i]-len(c)))
 			default:
 				b.WriteString(strings.Repeat(" ", width[i]-len(c)) + c)
@@ -368,10 +375,10 @@ func WriteTable(w io.Writer, sums []*Summary) error {
 	line(header)
 	prev := ""
 	for i, r := range rows {
-		if i > 0 && r[0] != prev {
+		if i > 0 && r[group] != prev {
 			bw.WriteByte('\n')
 		}
-		prev = r[0]
+		prev = r[group]
 		line(r)
 	}
 	return bw.Flush()

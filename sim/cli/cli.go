@@ -78,6 +78,8 @@ The same -seed, scenario and policies give byte-identical CSV, JSON and tables.
 
 type options struct {
 	scenario, policies, out, sweep, objective, print string
+	family, instances                                string
+	n                                                int
 	suite, quiet, list, check, charts                bool
 	seed                                             uint64
 	workers                                          int
@@ -101,6 +103,9 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&o.charts, "charts", true, "write SVG and PNG charts")
 	fs.IntVar(&o.workers, "workers", 0, "runs in parallel (default GOMAXPROCS); results do not depend on it")
 	fs.BoolVar(&o.list, "list", false, "list the built-in scenarios and the policies")
+	fs.StringVar(&o.family, "family", "", "run a family of random scenarios ("+strings.Join(sim.FamilyNames(), ", ")+"): -n instances, or the -instance list")
+	fs.IntVar(&o.n, "n", 50, "instances of the -family to run")
+	fs.StringVar(&o.instances, "instance", "", "with -family: run these instances (e.g. 3,17) as scenarios, with series and charts")
 	fs.StringVar(&o.print, "print", "", "print the YAML of a built-in scenario")
 	fs.Usage = func() {
 		w := fs.Output()
@@ -140,6 +145,9 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		stdout.Write(src)
 		return ExitOK
+	}
+	if o.family != "" {
+		return runFamily(ctx, o, stdout, stderr)
 	}
 	scenarios, err := loadScenarios(o)
 	if err != nil {
@@ -226,6 +234,11 @@ func runCompare(ctx context.Context, o options, scenarios []*sim.Scenario, stdou
 			jobs = append(jobs, sim.Job{Scenario: sc, Policy: p, Seed: o.seed})
 		}
 	}
+	return runJobs(ctx, o, jobs, stdout, stderr)
+}
+
+// runJobs runs a comparison and writes its table and outputs.
+func runJobs(ctx context.Context, o options, jobs []sim.Job, stdout, stderr io.Writer) int {
 	start := time.Now()
 	bar := newProgress(stderr, o.quiet, len(jobs))
 	results, err := sim.RunBatch(ctx, jobs, o.workers, bar.update)

@@ -184,3 +184,35 @@ func TestSplitPolicies(t *testing.T) {
 		}
 	}
 }
+
+func TestFamily(t *testing.T) {
+	dir := t.TempDir()
+	code, out, errOut := run(t, "-family", "healthy", "-n", "2", "-seed", "5", "-policies", "static;static:limit={warm}", "-out", dir, "-quiet")
+	if code != ExitOK {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	for _, want := range []string{"family healthy, seed 5, 2 instances", "static:limit={warm}", "median"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("report lacks %q:\n%s", want, out)
+		}
+	}
+	for _, f := range []string{"family-healthy.txt", "family-healthy.csv", "family-healthy.svg", "family-healthy.png"} {
+		if st, err := os.Stat(filepath.Join(dir, f)); err != nil || st.Size() == 0 {
+			t.Errorf("%s not written: %v", f, err)
+		}
+	}
+	code, out, errOut = run(t, "-family", "incident", "-instance", "3", "-policies", "static", "-out", "", "-quiet")
+	if code != ExitOK || !strings.Contains(out, "incident-3: ") {
+		t.Errorf("-instance: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	for _, args := range [][]string{
+		{"-family", "nope"},
+		{"-family", "healthy", "-n", "0"},
+		{"-family", "healthy", "-instance", "x"},
+		{"-family", "healthy", "-n", "1", "-policies", "nope"},
+	} {
+		if code, _, _ := run(t, append(args, "-quiet", "-out", "")...); code == ExitOK {
+			t.Errorf("%v: exit 0", args)
+		}
+	}
+}

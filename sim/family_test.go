@@ -1,0 +1,95 @@
+package sim
+
+import (
+	"math"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Every draw of both families is a valid scenario within the documented
+// ranges, and instance i does not depend on how many were drawn.
+func TestFamilyDraws(t *testing.T) {
+	for _, name := range FamilyNames() {
+		t.Run(name, func(t *testing.T) {
+			ins, err := DrawFamily(name, 7, 300)
+			if err != nil {
+				t.Fatal(err)
+			}
+			kinds := map[string]int{}
+			for _, in := range ins {
+				tr := in.Traits
+				if tr.Median < time.Millisecond || tr.Median > 2*time.Second {
+					t.Errorf("#%d: median %v out of [1ms, 2s]", in.Index, tr.Median)
+				}
+				if tr.Servers < 1 || tr.Servers > 5100 || tr.Replicas < 1 || tr.Replicas > 100 {
+					t.Errorf("#%d: %d servers, %d replicas", in.Index, tr.Servers, tr.Replicas)
+				}
+				if tr.Rate < familyMinRate*0.999 || tr.Rate > familyMaxRate*1.001 || tr.Rate/float64(tr.Replicas) < familyMinRepRate*0.999 {
+					t.Errorf("#%d: rate %.1f for %d replicas", in.Index, tr.Rate, tr.Replicas)
+				}
+				if tr.Deadline < 3 || tr.Warmup < 10*time.Second || tr.Warmup > 300*time.Second {
+					t.Errorf("#%d: deadline %.1fx, warm-up %v", in.Index, tr.Deadline, tr.Warmup)
+				}
+				if got := float64(in.Scenario.Duration) / 1e9 * tr.Rate; got > 1.01*familyMaxRequests && !strings.Contains(tr.Incident, "spike") {
+					t.Errorf("#%d: %.0f requests at the healthy rate", in.Index, got)
+				}
+				if (name == "incident") != (tr.Incident != "") || (name == "incident") != (in.Scenario.Trigger != nil) {
+					t.Errorf("#%d: incident %q, trigger %v", in.Index, tr.Incident, in.Scenario.Trigger)
+				}
+				kinds[strings.Fields(tr.Shape)[0][:4]]++
+				if tr.Incident != "" {
+					kinds[strings.Fields(tr.Incident)[0]]++
+				}
+			}
+			// Every shape (and incident) occurs.
+			for _, k := range []string{"cons", "expo", "logn", "pare", "bimo"} {
+				if kinds[k] == 0 {
+					t.Errorf("no %s shape in 300 draws: %v", k, kinds)
+				}
+			}
+			if name == "incident" {
+				for _, k := range []string{"slowdown", "ramp", "capacity", "errors", "spike", "retry", "oscillation", "closed-loop", "batch"} {
+					if kinds[k] == 0 {
+						t.Errorf("no %s incident in 300 draws: %v", k, kinds)
+					}
+				}
+			}
+			f, _ := LookupFamily(name)
+			again, err := f.Draw(7, 123)
+			if err != nil || !reflect.DeepEqual(again, ins[123]) {
+				t.Errorf("instance 123 drawn alone differs from the same drawn among 300")
+			}
+		})
+	}
+	if _, err := LookupFamily("nope"); err == nil {
+		t.Error("unknown family accepted")
+	}
+}
+
+// A family run gives the same summaries whatever the number of workers,
+// and substitutes {warm} and {max} per instance.
+func TestRunFamilyDeterministic(t *testing.T) {
+	run := FamilyRun{Family: "incident", Seed: 3, Only: []int{1, 4}, Policies: []string{"static", "static:limit={warm}"}}
+	var got [][][]Summary
+	for _, w := range []int{1, 2} {
+		run.Workers = w
+		res, err := RunFamily(run)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, res.Summaries)
+		for i, in := range res.Instances {
+			if lim := res.Summaries[i][1].MeanLimit; math.Abs(lim-float64(in.Traits.Warm*in.Scenario.Service.Replicas)) > 1e-9 {
+				t.Errorf("#%d: static:limit={warm} has limit %v, want %d x %d", in.Index, lim, in.Traits.Warm, in.Scenario.Service.Replicas)
+			}
+		}
+	}
+	if !reflect.DeepEqual(got[0], got[1]) {
+		t.Error("summaries depend on the number of workers")
+	}
+	if _, err := RunFamily(FamilyRun{Family: "healthy", N: 1, Policies: []string{"nope"}}); err == nil {
+		t.Error("unknown policy accepted")
+	}
+}
