@@ -158,6 +158,10 @@
 // gcl-gradient2, gcl-vegas and gcl-aimd, with parameters
 // ("shedkit-gradient:tolerance=2,smoothing=0.3"); [RegisterPolicy] adds
 // others. gcl-vegas runs with the library's probe disabled: the probe
-// draws from math/rand's global source, which no seed controls.
+// draws from math/rand's global source, which no seed controls. The gcl
+// policies keep the library's default tuning unless given initial and max
+// (and min, for gcl-gradient2): "gcl-gradient2:initial=500,max=5000"
+// starts warm, with room above the library's default maximum of 200, so
+// that peers can be compared on scenarios that need thousands in flight.
 // [Grid], [Objective] and [Rank] implement sweeps.
 package sim

@@ -129,6 +129,7 @@ func fuzzSmall(n *Scenario) bool {
 func FuzzParsePolicy(f *testing.F) {
 	for _, s := range []string{"none", "static", "static:limit=5", "shedkit-gradient:tolerance=1.5,smoothing=0.3",
 		"shedkit-aimd:backoff=0.5, min=2 ,max=10", "gcl-gradient2:rtt=window", "gcl-vegas:window=500ms", "gcl-aimd:min_samples=3",
+		"gcl-gradient2:initial=500,max=2000,min=30", "gcl-aimd:initial=5,max=4", "gcl-vegas:max=0",
 		"static:limit=", "static:limit=1,limit=2", "nope", "shedkit-gradient:window=1x", "shedkit-gradient:quantile=NaN", "static:limit=99999999999"} {
 		f.Add(s)
 	}

@@ -9,8 +9,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/platinummonkey/go-concurrency-limits/limit"
-
 	"github.com/shedkit/shedkit/limits"
 	"github.com/shedkit/shedkit/limits/gcl"
 	"github.com/shedkit/shedkit/shed"
@@ -190,6 +188,18 @@ func (r *paramReader) int(k string, dst *int) {
 	}
 }
 
+// positive parses an integer >= 1: for limits, where 0 would silently
+// mean the default.
+func (r *paramReader) positive(k string, dst *int) {
+	if v, ok := r.p[k]; ok {
+		if n, err := strconv.Atoi(v); err != nil || n < 1 {
+			r.fail(k, fmt.Errorf("%q is not a positive integer", v))
+		} else {
+			*dst = n
+		}
+	}
+}
+
 func (r *paramReader) float(k string, dst *float64) {
 	if v, ok := r.p[k]; ok {
 		f, err := strconv.ParseFloat(v, 64)
@@ -300,41 +310,65 @@ func init() {
 			}
 			return sourcePolicy(CanonicalPolicyName("shedkit-aimd", p), func() (shed.LimitSource, error) { return limits.NewAIMD(c) }), nil
 		})
-	gclPolicy := func(name, doc string, build func(gcl.Config) (*gcl.Source, error)) {
-		RegisterPolicy(name, doc, append([]string{"rtt"}, windowParams...), func(p map[string]string) (Policy, error) {
-			r := paramReader{policy: name, p: p}
-			var c gcl.Config
-			r.window(&c.Window)
-			switch p["rtt"] {
-			case "", "min":
-			case "window":
-				c.RTT = gcl.RTTWindow
-			default:
-				r.fail("rtt", fmt.Errorf("%q is not min or window", p["rtt"]))
-			}
-			if r.err != nil {
-				return nil, r.err
-			}
-			if _, err := build(c); err != nil {
-				return nil, fmt.Errorf("policy %s: %w", name, err)
-			}
-			return sourcePolicy(CanonicalPolicyName(name, p), func() (shed.LimitSource, error) { return build(c) }), nil
-		})
-	}
-	gclPolicy("gcl-gradient2", "go-concurrency-limits Gradient2, default tuning, through limits/gcl (1 s windows of >= 100 samples, min rtt)", gcl.NewGradient2)
-	gclPolicy("gcl-vegas", "go-concurrency-limits Vegas, default tuning except that its probe (drawn from math/rand's global source) is off, so runs are reproducible", newVegas)
-	gclPolicy("gcl-aimd", "go-concurrency-limits AIMD, default tuning, through limits/gcl", gcl.NewAIMD)
+	gclPolicy("gcl-gradient2", "go-concurrency-limits Gradient2 through limits/gcl (1 s windows of >= 100 samples, min rtt), default tuning except initial=N (default 20), min=N (20), max=N (200, or initial or min if higher)",
+		[]string{"initial", "min", "max"}, gcl.NewGradient2Tuned)
+	gclPolicy("gcl-vegas", "go-concurrency-limits Vegas, default tuning except that its probe (drawn from math/rand's global source) is off, so runs are reproducible; initial=N (default 20), max=N (1000, or initial if higher)",
+		[]string{"initial", "max"}, newVegas)
+	gclPolicy("gcl-aimd", "go-concurrency-limits AIMD through limits/gcl, default tuning; initial=N (default 10), max=N (default none; applied by limits/gcl, as the library's AIMD has none)",
+		[]string{"initial", "max"}, gcl.NewAIMDTuned)
 }
 
-// newVegas builds go-concurrency-limits' Vegas with its default tuning,
-// except the probe multiplier: the library re-bases its no-load latency
-// every jitter x 30 x limit samples with the jitter drawn from math/rand's
-// global source, which would make runs irreproducible (and its
-// ProbeDisabled value is mapped back to 30 by the constructor). A huge
-// multiplier leaves the probe out of any finite run.
-func newVegas(c gcl.Config) (*gcl.Source, error) {
-	v := limit.NewVegasLimitWithRegistry(gcl.Name, 20, nil, 1000, 1.0, nil, nil, nil, nil, nil, math.MaxInt32, nil, nil)
-	return gcl.FromCore(v, c)
+// gclPolicy registers a go-concurrency-limits algorithm. tuning lists the
+// gcl.Tuning parameters it takes (initial, min, max); without them the
+// library's default tuning is kept, so that default results do not move.
+func gclPolicy(name, doc string, tuning []string, build func(gcl.Config, gcl.Tuning) (*gcl.Source, error)) {
+	params := append(append([]string{"rtt"}, tuning...), windowParams...)
+	RegisterPolicy(name, doc, params, func(p map[string]string) (Policy, error) {
+		r := paramReader{policy: name, p: p}
+		var c gcl.Config
+		var t gcl.Tuning
+		r.window(&c.Window)
+		// ParsePolicy rejects the parameters not in tuning.
+		r.positive("initial", &t.InitialLimit)
+		r.positive("min", &t.MinLimit)
+		r.positive("max", &t.MaxLimit)
+		switch p["rtt"] {
+		case "", "min":
+		case "window":
+			c.RTT = gcl.RTTWindow
+		default:
+			r.fail("rtt", fmt.Errorf("%q is not min or window", p["rtt"]))
+		}
+		if r.err != nil {
+			return nil, r.err
+		}
+		if _, err := build(c, t); err != nil {
+			return nil, gclParamError(name, err)
+		}
+		return sourcePolicy(CanonicalPolicyName(name, p), func() (shed.LimitSource, error) { return build(c, t) }), nil
+	})
+}
+
+// gclParamError names the parameter behind a gcl.Tuning error (which names
+// the field), so that the message says what to change in the spec.
+func gclParamError(name string, err error) error {
+	for _, f := range []struct{ field, param string }{
+		{"Tuning.InitialLimit", "initial"}, {"Tuning.MinLimit", "min"}, {"Tuning.MaxLimit", "max"},
+	} {
+		if strings.Contains(err.Error(), ": "+f.field+": ") {
+			return fmt.Errorf("policy %s: parameter %s: %w", name, f.param, err)
+		}
+	}
+	return fmt.Errorf("policy %s: %w", name, err)
+}
+
+// newVegas builds go-concurrency-limits' Vegas without its probe: the
+// library re-bases its no-load latency every jitter x 30 x limit samples
+// with the jitter drawn from math/rand's global source, which would make
+// runs irreproducible.
+func newVegas(c gcl.Config, t gcl.Tuning) (*gcl.Source, error) {
+	t.NoProbe = true
+	return gcl.NewVegasTuned(c, t)
 }
 
 // sourcePolicy builds a limiter around a fresh LimitSource per replica.

@@ -44,6 +44,11 @@ const (
 // Config configures the failsafe-go limiter. Zero fields take failsafe-go's
 // defaults (the Default constants).
 type Config struct {
+	// MinLimit, MaxLimit and InitialLimit bound and start the limit
+	// (WithLimits). A default gives way to the values given: MaxLimit
+	// defaults to DefaultMaxLimit or, if higher, MinLimit or InitialLimit;
+	// InitialLimit defaults to DefaultInitialLimit clamped into
+	// [MinLimit, MaxLimit]. MaxLimit is at most shed.MaxLimit.
 	MinLimit, MaxLimit, InitialLimit uint
 	// MaxLimitFactor caps the limit at this multiple of the largest
 	// in-flight count of the last window (WithMaxLimitFactor), >= 1.
@@ -81,7 +86,9 @@ func (c Config) withDefaults() (Config, error) {
 		c.MinLimit = DefaultMinLimit
 	}
 	if c.MaxLimit == 0 {
-		c.MaxLimit = max(DefaultMaxLimit, c.MinLimit)
+		// A default gives way to the limits given, as in package limits
+		// and limits/gcl: a warm start above 200 raises the maximum.
+		c.MaxLimit = min(max(DefaultMaxLimit, c.MinLimit, c.InitialLimit), shed.MaxLimit)
 	}
 	if c.InitialLimit == 0 {
 		c.InitialLimit = min(max(DefaultInitialLimit, c.MinLimit), c.MaxLimit)

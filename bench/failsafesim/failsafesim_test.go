@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -99,6 +100,38 @@ func TestVirtualTimeDrivesTheLimit(t *testing.T) {
 	// -1 per window.
 	if slowed > healthy-10 {
 		t.Errorf("limit after a 30 s ten-fold slowdown = %d, want <= %d", slowed, healthy-10)
+	}
+}
+
+// initial and max change the limit: the policy starts warm, grows past the
+// default maximum of 200, and stops at max.
+func TestPolicyInitialAndMax(t *testing.T) {
+	failsafesim.Register()
+	for _, tc := range []struct {
+		spec           string
+		start, atLeast int
+		atMost         int
+	}{
+		{"failsafe-adaptive", 20, 21, 200},
+		{"failsafe-adaptive:initial=500,max=2000", 500, 510, 2000},
+		{"failsafe-adaptive:initial=1000,max=1005", 1000, 1005, 1005},
+	} {
+		p, err := sim.ParsePolicy(tc.spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, src, err := p.NewLimiter(sim.PolicyEnv{Config: shed.Config{Clock: func() time.Time { return sim.Epoch }}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// 20 s of work that takes 10 ms, always at the limit: about +1 per
+		// 1 s window.
+		at := []time.Duration{0, 5 * time.Second, 10 * time.Second, 15 * time.Second, 20 * time.Second}
+		got := loop(t, src.(*failsafesim.Source), l, 20*time.Second, func(time.Duration) time.Duration { return 10 * time.Millisecond }, at...)
+		t.Logf("%s: limits %v", tc.spec, got)
+		if hi := slices.Max(got); got[0] != tc.start || hi < tc.atLeast || hi > tc.atMost {
+			t.Errorf("%s: limits %v; want start %d, highest in [%d, %d]", tc.spec, got, tc.start, tc.atLeast, tc.atMost)
+		}
 	}
 }
 
@@ -228,11 +261,19 @@ func TestParsePolicy(t *testing.T) {
 		{spec: "failsafe-adaptive:drops=maybe", err: "drops"},
 		{spec: "failsafe-adaptive:quantile=1", err: "Quantile"},
 		{spec: "failsafe-adaptive:min=0", err: "min"},
-		{spec: "failsafe-adaptive:min=50,max=10", err: "MinLimit"},
+		{spec: "failsafe-adaptive:min=50,max=10", err: "parameter min: failsafesim: invalid config: MinLimit"},
 		{spec: "failsafe-adaptive:max_factor=0.5", err: "MaxLimitFactor"},
 		{spec: "failsafe-adaptive:window=-1s", err: "window"},
 		{spec: "failsafe-adaptive:window=10s,window_max=1s", err: "WindowMax"},
 		{spec: "failsafe-adaptive:bogus=1", err: "unknown parameter"},
+		{spec: "failsafe-adaptive:initial=500,max=2000", name: "failsafe-adaptive:initial=500,max=2000"},
+		{spec: "failsafe-adaptive:initial=500", name: "failsafe-adaptive:initial=500"}, // max raised to 500
+		{spec: "failsafe-adaptive:initial=0", err: "parameter initial"},
+		{spec: "failsafe-adaptive:initial=300,max=250", err: "parameter initial"},
+		{spec: "failsafe-adaptive:min=50,initial=40", err: "parameter initial"},
+		{spec: "failsafe-adaptive:max=100000000", err: "parameter max"},
+		{spec: "failsafe-adaptive:initial=100000000", err: "parameter initial"},
+		{spec: "failsafe-adaptive:max_factor=0.5", err: "parameter max_factor"},
 	} {
 		p, err := sim.ParsePolicy(tc.spec)
 		if tc.err != "" {
@@ -269,6 +310,15 @@ func TestConfigErrors(t *testing.T) {
 		if !errors.Is(err, failsafesim.ErrInvalidConfig) || !strings.Contains(err.Error(), tc.field) {
 			t.Errorf("%+v: error %v, want ErrInvalidConfig naming %s", tc.cfg, err, tc.field)
 		}
+	}
+	// Defaults: a MaxLimit above shed's is an error even when it is a
+	// default raised to InitialLimit; the error then names InitialLimit.
+	if _, err := failsafesim.New(failsafesim.Config{InitialLimit: shed.MaxLimit + 1}); !errors.Is(err, failsafesim.ErrInvalidConfig) || !strings.Contains(err.Error(), "InitialLimit") {
+		t.Errorf("InitialLimit above shed.MaxLimit: %v", err)
+	}
+	// Defaults: a default MaxLimit is raised to a warm InitialLimit.
+	if src, err := failsafesim.New(failsafesim.Config{InitialLimit: 500}); err != nil || src.Limit() != 500 {
+		t.Errorf("InitialLimit 500 without MaxLimit: %v", err)
 	}
 	// Defaults: an initial limit above a small MaxLimit is brought down.
 	src, err := failsafesim.New(failsafesim.Config{MaxLimit: 5})

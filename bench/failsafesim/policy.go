@@ -22,7 +22,7 @@ var policyParams = []string{"min", "max", "initial", "max_factor", "window", "wi
 // Calling it again is harmless.
 func Register() {
 	sim.RegisterPolicy(PolicyName,
-		"failsafe-go v0.9.8 adaptivelimiter, default tuning, in virtual time (clock injected by reflection: see bench/failsafesim); drops=record|drop",
+		"failsafe-go v0.9.8 adaptivelimiter, default tuning, in virtual time (clock injected by reflection: see bench/failsafesim); initial=N (default 20), min=N (1), max=N (200, or initial or min if higher), drops=record|drop",
 		policyParams, NewPolicy)
 }
 
@@ -88,7 +88,7 @@ func NewPolicy(params map[string]string) (sim.Policy, error) {
 		return nil, err
 	}
 	if _, err := New(c); err != nil {
-		return nil, fmt.Errorf("policy %s: %w", PolicyName, err)
+		return nil, paramError(err)
 	}
 	return sim.PolicyFunc(sim.CanonicalPolicyName(PolicyName, params), func(env sim.PolicyEnv) (*shed.Limiter, shed.LimitSource, error) {
 		src, err := New(c)
@@ -101,4 +101,25 @@ func NewPolicy(params map[string]string) (sim.Policy, error) {
 		l, err := shed.New(cfg)
 		return l, src, err
 	}), nil
+}
+
+// configParams maps the Config fields named by New's errors to the
+// parameters that set them.
+var configParams = []struct{ field, param string }{
+	{"MinLimit", "min"}, {"MaxLimit", "max"}, {"InitialLimit", "initial"},
+	{"MaxLimitFactor", "max_factor"}, {"WindowMin", "window"}, {"WindowMax", "window_max"},
+	{"Quantile", "quantile"},
+}
+
+// paramError names the parameter behind a configuration error (which
+// names the Config field), so that the message says what to change in the
+// spec.
+func paramError(err error) error {
+	for _, f := range configParams {
+		// Matched with its separators: MaxLimit is a prefix of MaxLimitFactor.
+		if strings.Contains(err.Error(), ": "+f.field+": ") {
+			return fmt.Errorf("policy %s: parameter %s: %w", PolicyName, f.param, err)
+		}
+	}
+	return fmt.Errorf("policy %s: %w", PolicyName, err)
 }

@@ -6,6 +6,20 @@
 // same limiter. [NewGradient2], [NewVegas] and [NewAIMD] build its
 // algorithms with their default tuning.
 //
+// # Tuning
+//
+// [NewGradient2Tuned], [NewVegasTuned] and [NewAIMDTuned] keep the default
+// tuning except the limits given in a [Tuning]: InitialLimit (start warm),
+// MinLimit (Gradient2 only: Vegas and AIMD have no floor but 1) and
+// MaxLimit (Gradient2 defaults to 200, Vegas to 1000, which is too low
+// for a replica that needs thousands in flight). The library's AIMD has
+// no maximum, so its MaxLimit is a clamp of what the Source reports; the
+// library's own estimate stops at most one increase above it. Zero fields
+// keep the defaults, and defaults give way to the values given (a default
+// maximum is raised to a given initial limit). Tuning.NoProbe turns off
+// Vegas' probe, which draws from math/rand's global source, for
+// reproducible runs.
+//
 // It is a separate package so that importing package limits does not
 // pull in the library.
 //
@@ -50,6 +64,8 @@
 //     a point drawn from math/rand's global source (so runs are not
 //     reproducible), and re-bases on the next sample, congested or not.
 //   - AIMD has no maximum and ignores latency.
+//   - Vegas' ProbeDisabled is mapped back to the default multiplier (30)
+//     by its constructor: the probe cannot be turned off.
 //
 // The adapter avoids the windowing faults (its own window counts every
 // sample, any in-flight count, and any drop in the window), passes an rtt

@@ -74,3 +74,22 @@ func ExampleNewAIMD() {
 	// Output:
 	// 9
 }
+
+// Gradient2 started warm, with room above its default maximum of 200: a
+// replica that needs thousands in flight starts at 500 and can grow to
+// 5,000.
+func ExampleNewGradient2Tuned() {
+	src, err := gcl.NewGradient2Tuned(gcl.Config{}, gcl.Tuning{InitialLimit: 500, MaxLimit: 5000})
+	if err != nil {
+		panic(err)
+	}
+	now := time.Unix(0, 0)
+	src.Observe(shed.Sample{Now: now})
+	for range 500 {
+		now = now.Add(10 * time.Millisecond)
+		src.Observe(shed.Sample{Now: now, Timed: true, Latency: 10 * time.Millisecond, InFlight: src.Limit()})
+	}
+	fmt.Println(src.Limit())
+	// Output:
+	// 504
+}

@@ -206,3 +206,32 @@ func TestFaultDefaultLimiterAllocates(t *testing.T) {
 	}
 	t.Logf("%v allocations per acquire + release", allocs)
 }
+
+// The library's ProbeDisabled is mapped back to the default multiplier by
+// its constructor: Vegas still re-bases within 30 x 20 samples (with the
+// jitter, 15 to 30 x 20). Tuning.NoProbe passes math.MaxInt32 instead.
+func TestFaultVegasProbeDisabledStillProbes(t *testing.T) {
+	rebased := func(probe int) bool {
+		v := limit.NewVegasLimitWithRegistry("x", 20, nil, 1000, 1.0, nil, nil, nil, nil, nil, probe, nil, nil)
+		v.OnSample(0, 1*ms, 1, false)
+		for range 700 {
+			v.OnSample(0, 2*ms, 1, false)
+		}
+		return v.RTTNoLoad() == 2*ms
+	}
+	if !rebased(limit.ProbeDisabled) {
+		t.Fatal("ProbeDisabled no longer probes: Tuning.NoProbe may use it")
+	}
+	s, err := NewVegasTuned(Config{PerSample: true}, Tuning{NoProbe: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := s.Core().(*limit.VegasLimit)
+	v.OnSample(0, 1*ms, 1, false)
+	for range 700 {
+		v.OnSample(0, 2*ms, 1, false)
+	}
+	if v.RTTNoLoad() != 1*ms {
+		t.Errorf("Tuning.NoProbe: Vegas re-based its no-load rtt to %d ns", int64(v.RTTNoLoad()))
+	}
+}

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/platinummonkey/go-concurrency-limits/core"
-	"github.com/platinummonkey/go-concurrency-limits/limit"
 
 	"github.com/shedkit/shedkit/limits"
 	"github.com/shedkit/shedkit/shed"
@@ -73,17 +72,29 @@ type Source struct {
 
 	lastRTT atomic.Int64 // ns; 0 until a timed success was seen
 	mu      sync.Mutex   // serializes per-window forwarding
+
+	// ceiling caps the limit read from the library, for a Tuning.MaxLimit
+	// the library cannot apply itself (AIMD). 0: math.MaxInt32.
+	ceiling int
 }
 
 // FromCore wraps l.
 func FromCore(l core.Limit, cfg Config) (*Source, error) {
+	return fromCore(l, cfg, 0)
+}
+
+// fromCore wraps l, capping the limit it reports at ceiling (0: none).
+func fromCore(l core.Limit, cfg Config, ceiling int) (*Source, error) {
 	if l == nil {
 		return nil, ErrNilLimit
 	}
 	if cfg.RTT > RTTWindow {
 		return nil, configError("Config.RTT", "unknown value %d", cfg.RTT)
 	}
-	s := &Source{core: l, rtt: cfg.RTT}
+	if ceiling <= 0 {
+		ceiling = math.MaxInt32
+	}
+	s := &Source{core: l, rtt: cfg.RTT, ceiling: ceiling}
 	if !cfg.PerSample {
 		if cfg.Window.MinSamples == 0 {
 			cfg.Window.MinSamples = DefaultMinSamples
@@ -105,35 +116,37 @@ func configError(field, format string, args ...any) error {
 
 // NewGradient2 returns a Source around the library's Gradient2 limit with
 // its default tuning (initial 20, min 20, max 200, queue size 4, smoothing
-// 0.2, long window 600).
+// 0.2, long window 600). NewGradient2Tuned changes its limits.
 func NewGradient2(cfg Config) (*Source, error) {
-	return FromCore(limit.NewDefaultGradient2Limit(Name, nil, nil), cfg)
+	return NewGradient2Tuned(cfg, Tuning{})
 }
 
 // NewVegas returns a Source around the library's Vegas limit with its
 // default tuning (initial 20, max 1000, smoothing 1, alpha 3 log10(limit),
-// beta 6 log10(limit), probe multiplier 30).
+// beta 6 log10(limit), probe multiplier 30). NewVegasTuned changes its
+// limits and can turn the probe off.
 func NewVegas(cfg Config) (*Source, error) {
-	return FromCore(limit.NewDefaultVegasLimit(Name, nil, nil), cfg)
+	return NewVegasTuned(cfg, Tuning{})
 }
 
 // NewAIMD returns a Source around the library's AIMD limit with its
 // default tuning (initial 10, backoff 0.9, increase 1, no maximum).
+// NewAIMDTuned changes its limits.
 func NewAIMD(cfg Config) (*Source, error) {
-	return FromCore(limit.NewDefaultAIMDLimit(Name, nil), cfg)
+	return NewAIMDTuned(cfg, Tuning{})
 }
 
 // Core returns the wrapped limit.
 func (s *Source) Core() core.Limit { return s.core }
 
-// Limit returns the library's latest estimate, clamped to at least 1. It is
-// an atomic load.
+// Limit returns the library's latest estimate, clamped to at least 1 and
+// at most Tuning.MaxLimit. It is an atomic load.
 func (s *Source) Limit() int { return int(s.limit.Load()) }
 
 // store caches a limit reported by the library. A NaN estimate converts to
 // an arbitrary integer, hence the clamp.
 func (s *Source) store(n int) {
-	s.limit.Store(int64(min(max(n, 1), math.MaxInt32)))
+	s.limit.Store(int64(min(max(n, 1), s.ceiling)))
 }
 
 // Observe records a finished unit of work.
