@@ -100,8 +100,12 @@
 // to the request's context with [WithReport].
 //
 // The bodies of discarded responses are drained (up to MaxDrainBytes,
-// 64 KiB by default) and closed, so connections are reused. The request
-// body is always closed, even when nothing is sent.
+// 64 KiB, within MaxDrainTime, 100 ms, by default) and closed, so
+// connections are reused. A body that is longer or slower than that, or
+// that never ends, is closed before its end, which closes its connection:
+// a retry never waits on the body of the response it replaces for more
+// than MaxDrainTime, and a response with Connection: close is not drained
+// at all. The request body is always closed, even when nothing is sent.
 //
 // # Circuit breakers
 //

@@ -7,6 +7,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/sony/gobreaker/v2"
@@ -25,6 +26,7 @@ const (
 	DefaultMaxBackoff    = time.Second
 	DefaultMaxRetryAfter = 10 * time.Second
 	DefaultMaxDrainBytes = 64 << 10
+	DefaultMaxDrainTime  = 100 * time.Millisecond
 
 	maxAttemptsLimit = 100
 )
@@ -107,6 +109,13 @@ type TransportConfig struct {
 	// without reading (the connection is lost). Default 64 KiB; negative:
 	// never drain.
 	MaxDrainBytes int64
+	// MaxDrainTime bounds the time spent draining a discarded body. A
+	// body that does not end within it (a slow or endless one) is
+	// closed, which closes its connection: a new connection costs less
+	// than waiting on a body that may never end, and a retry never
+	// waits longer than this for the previous response. It delays the
+	// retry by at most this, on top of the backoff. Default 100ms.
+	MaxDrainTime time.Duration
 
 	// Sleep waits d or until ctx is done, returning ctx.Err() then.
 	// Default: a timer. Tests inject a fake.
@@ -142,6 +151,7 @@ type Transport struct {
 	minAttemptTime time.Duration
 	inbound        InboundPolicy
 	maxDrain       int64
+	maxDrainTime   time.Duration
 	sleep          func(context.Context, time.Duration) error
 	rand           func() float64
 
@@ -159,7 +169,7 @@ func NewTransport(cfg TransportConfig) (*Transport, error) {
 	}{
 		{"BaseBackoff", cfg.BaseBackoff}, {"MaxBackoff", cfg.MaxBackoff},
 		{"MaxRetryAfter", cfg.MaxRetryAfter}, {"AttemptTimeout", cfg.AttemptTimeout},
-		{"MinAttemptTime", cfg.MinAttemptTime},
+		{"MinAttemptTime", cfg.MinAttemptTime}, {"MaxDrainTime", cfg.MaxDrainTime},
 	} {
 		if d.v < 0 {
 			return nil, fmt.Errorf("retrybudget: TransportConfig.%s must not be negative, got %v", d.name, d.v)
@@ -194,6 +204,9 @@ func NewTransport(cfg TransportConfig) (*Transport, error) {
 	}
 	if cfg.MaxDrainBytes == 0 {
 		cfg.MaxDrainBytes = DefaultMaxDrainBytes
+	}
+	if cfg.MaxDrainTime == 0 {
+		cfg.MaxDrainTime = DefaultMaxDrainTime
 	}
 	if cfg.Name == "" {
 		cfg.Name = "default"
@@ -249,6 +262,7 @@ func NewTransport(cfg TransportConfig) (*Transport, error) {
 		minAttemptTime: cfg.MinAttemptTime,
 		inbound:        cfg.Inbound,
 		maxDrain:       cfg.MaxDrainBytes,
+		maxDrainTime:   cfg.MaxDrainTime,
 		sleep:          cfg.Sleep,
 		rand:           cfg.Rand,
 		tracer:         cfg.TracerProvider.Tracer(instrumentationName),
@@ -686,13 +700,29 @@ var statusCodes = func() (s [900]string) {
 	return s
 }()
 
-// discard drains (bounded) and closes the body of a response that will
-// not be returned, so that its connection can be reused.
+// discard closes the body of a response that will not be returned. It
+// drains the body first, so that its connection can be reused, only as
+// long as that is cheap: at most maxDrain bytes within maxDrainTime. A
+// body that is longer or slower is closed before its end, which closes
+// its connection (net/http does not reuse a connection whose body was not
+// read to the end). A response with Connection: close is not drained at
+// all: its connection will not be reused anyway.
 func (t *Transport) discard(resp *http.Response) {
-	if t.maxDrain > 0 && resp.ContentLength <= t.maxDrain {
-		_, _ = io.CopyN(io.Discard, resp.Body, t.maxDrain)
+	if t.maxDrain <= 0 || resp.Close || resp.ContentLength > t.maxDrain {
+		resp.Body.Close()
+		return
 	}
-	resp.Body.Close()
+	// When the time is up, the timer closes the body under the blocked
+	// Read, which then returns an error (net/http's bodies, HTTP/1 and
+	// HTTP/2, allow Close concurrently with Read). The Once makes the
+	// two closes one, and makes discard return only once the body is
+	// closed, whichever closed it.
+	var once sync.Once
+	closeBody := func() { once.Do(func() { resp.Body.Close() }) }
+	timer := time.AfterFunc(t.maxDrainTime, closeBody)
+	_, _ = io.CopyN(io.Discard, resp.Body, t.maxDrain)
+	timer.Stop()
+	closeBody()
 }
 
 type cancelOnClose struct {

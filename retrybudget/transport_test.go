@@ -33,6 +33,7 @@ func TestNewTransportValidation(t *testing.T) {
 		{"huge retry-after", TransportConfig{MaxRetryAfter: 25 * time.Hour}, "MaxRetryAfter"},
 		{"negative attempt timeout", TransportConfig{AttemptTimeout: -1}, "AttemptTimeout"},
 		{"negative min attempt", TransportConfig{MinAttemptTime: -1}, "MinAttemptTime"},
+		{"negative drain time", TransportConfig{MaxDrainTime: -1}, "MaxDrainTime"},
 		{"bad inbound policy", TransportConfig{Inbound: 9}, "Inbound"},
 		{"no budget and a budget", TransportConfig{NoBudget: true, Budget: Default()}, "NoBudget"},
 		{"bad breaker", TransportConfig{Breaker: BreakerConfig{OpenTimeout: -1}}, "BreakerConfig.OpenTimeout"},
