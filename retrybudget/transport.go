@@ -346,6 +346,8 @@ type roundTrip struct {
 	budget   *Budget
 	throttle *Throttle
 	br       *breaker
+	done     func(error) // reports the outcome to br, once, when set
+	outcome  error       // for done: the last attempt's, see breakerOutcome
 	attempts int
 	denied   Reason
 	waited   time.Duration
@@ -363,7 +365,8 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if method == "" {
 		method = http.MethodGet
 	}
-	rt := roundTrip{t: t, req: req, ctx: ctx, method: method, budget: t.budget, throttle: t.throttle}
+	rt := roundTrip{t: t, req: req, ctx: ctx, method: method, budget: t.budget, throttle: t.throttle,
+		outcome: errAttemptExcluded}
 	if t.budgetFor != nil {
 		if b := t.budgetFor(req); b != nil {
 			rt.budget = b
@@ -391,6 +394,9 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 
 	resp, err := rt.run(now)
+	if rt.done != nil {
+		rt.done(rt.outcome) // one logical request, one count
+	}
 
 	if rt.rec {
 		rt.span.SetAttributes(attrAttempts.Int(rt.attempts))
@@ -432,6 +438,11 @@ func (rt *roundTrip) run(now time.Time) (*http.Response, error) {
 		rt.deny(ReasonDeadline)
 		return nil, &RetryError{Reason: ReasonDeadline}
 	}
+	if reason := rt.begin(now); reason != ReasonNone {
+		closeRequestBody(req)
+		rt.deny(reason)
+		return nil, &RetryError{Reason: reason}
+	}
 	canRetry := replayable(req, rt.method)
 	body := req.Body // the body of the next attempt
 	var (
@@ -441,25 +452,12 @@ func (rt *roundTrip) run(now time.Time) (*http.Response, error) {
 		status  int
 	)
 	for n := 1; ; n++ {
-		var done func(error)
-		if rt.br != nil {
-			d, berr := rt.br.Allow()
-			if berr != nil {
-				closeBody(body)
-				rt.deny(ReasonBreaker)
-				return nil, &RetryError{Reason: ReasonBreaker, Attempts: n - 1, Status: status, Err: lastErr}
-			}
-			done = d
-		}
-		if n == 1 && rt.throttle != nil && !rt.throttle.AllowAt(now, t.rand()) {
-			if done != nil {
-				done(errAttemptExcluded)
-			}
+		if n > 1 && rt.br != nil && rt.br.State() == gobreaker.StateOpen {
+			// Opened by other requests during the backoff wait.
 			closeBody(body)
-			rt.deny(ReasonThrottle)
-			return nil, &RetryError{Reason: ReasonThrottle}
+			rt.deny(ReasonBreaker)
+			return nil, &RetryError{Reason: ReasonBreaker, Attempts: n - 1, Status: status, Err: lastErr}
 		}
-
 		start := now
 		resp, err = rt.attempt(n, body)
 		body = nil
@@ -469,20 +467,8 @@ func (rt *roundTrip) run(now time.Time) (*http.Response, error) {
 		}
 		noRetry := resp != nil && hasValue(resp.Header, NoRetryHeader)
 		callerDone := err != nil && rt.ctx.Err() != nil
-
-		if done != nil {
-			switch {
-			case callerDone, noRetry, status == http.StatusGatewayTimeout, errors.Is(err, ErrAttemptTimeout):
-				// Not a sign that the host is down: the caller gave up, the
-				// server is shedding on purpose (it said so), or the host is
-				// slow. Slowness is the concurrency limit's job; opening the
-				// circuit would turn a slowdown into an outage.
-				done(errAttemptExcluded)
-			case err != nil || status >= 500:
-				done(errAttemptFailed)
-			default:
-				done(nil)
-			}
+		if rt.done != nil {
+			rt.outcome = breakerOutcome(resp, err, callerDone)
 		}
 		retryable := !callerDone && (err != nil || status == http.StatusTooManyRequests ||
 			status == http.StatusBadGateway || status == http.StatusServiceUnavailable ||
@@ -534,6 +520,22 @@ func (rt *roundTrip) run(now time.Time) (*http.Response, error) {
 		}
 		now = time.Now()
 	}
+}
+
+// begin lets the first attempt through the breaker, which counts the
+// logical request from then on, and the throttle.
+func (rt *roundTrip) begin(now time.Time) Reason {
+	if rt.br != nil {
+		done, err := rt.br.Allow()
+		if err != nil {
+			return ReasonBreaker
+		}
+		rt.done = done
+	}
+	if rt.throttle != nil && !rt.throttle.AllowAt(now, rt.t.rand()) {
+		return ReasonThrottle // nothing sent: rt.outcome stays excluded
+	}
+	return ReasonNone
 }
 
 // decide applies the rules that do not consume anything, and returns the
