@@ -65,8 +65,11 @@ type BreakerConfig struct {
 	// never does (consecutive failures are reset by any success anyway).
 	Interval time.Duration
 	// MaxHosts bounds the number of breakers. When full, a new host
-	// replaces a breaker in its fresh state if any, else the least
-	// recently used one. Default [DefaultMaxKeys].
+	// replaces a breaker in its fresh state (closed, no failure counted:
+	// nothing is lost), else one not used lately: a clock hand sweeps
+	// the breakers, passing over each one used since it last passed (an
+	// approximation of least recently used). Adding a host costs O(1)
+	// amortized, whatever MaxHosts. Default [DefaultMaxKeys].
 	MaxHosts int
 }
 
