@@ -2,6 +2,8 @@ package retrybudget
 
 import (
 	"context"
+	"errors"
+	"net"
 	"net/http"
 	"strconv"
 	"testing"
@@ -144,5 +146,66 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 			t.Fatalf("gave up waiting for %s", what)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestTransportServerShutdown: a server that shuts down answers its last
+// requests with Connection: close. The client does not drain such a
+// response before it retries: it closes the connection at once, so the
+// server's Shutdown is not held up by a client reading a body it will
+// throw away, and the retry does not try to reuse the closing connection.
+// (Before the fix, the client drained a trickling body until it ended,
+// and Shutdown waited with it.)
+func TestTransportServerShutdown(t *testing.T) {
+	ignore := goleak.IgnoreCurrent()
+	arrived, shuttingDown, stop := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	defer close(stop)
+	up := newUpstream(t, func(n int, w http.ResponseWriter, r *http.Request) {
+		if n == 1 {
+			close(arrived)
+			<-shuttingDown
+		}
+		endlessBody(true, false, 0, stop)(n, w, r)
+	})
+	base := &http.Transport{}
+	tr, _ := testTransport(t, TransportConfig{Base: base, MaxAttempts: 2, MaxDrainTime: time.Hour})
+	done := make(chan error, 1)
+	req := get(t, up.url())
+	go func() {
+		resp, err := tr.RoundTrip(req)
+		if resp != nil {
+			resp.Body.Close()
+		}
+		done <- err
+	}()
+	<-arrived
+	shut := make(chan error, 1)
+	go func() { shut <- up.srv.Config.Shutdown(context.Background()) }()
+	// Shutdown refuses new work before it closes the listener.
+	waitFor(t, "the listener to close", func() bool {
+		c, err := net.Dial("tcp", up.host())
+		if err == nil {
+			c.Close()
+		}
+		return err != nil
+	})
+	close(shuttingDown)
+
+	select {
+	case err := <-shut:
+		if err != nil {
+			t.Fatalf("Shutdown: %v", err)
+		}
+	case <-time.After(hangBound):
+		t.Fatalf("Shutdown still waiting after %v: the client holds the connection", hangBound)
+	}
+	// The retry finds no server; what matters is that it was not stuck.
+	var re *RetryError
+	if err := <-done; !errors.As(err, &re) || re.Attempts != 2 || re.Status != 0 {
+		t.Fatalf("RoundTrip: %v; want a *RetryError after 2 attempts", err)
+	}
+	base.CloseIdleConnections()
+	if err := goleak.Find(ignore); err != nil {
+		t.Error(err)
 	}
 }
