@@ -93,6 +93,9 @@ func breakerOutcome(resp *http.Response, err error, callerDone bool) error {
 		}
 		return errAttemptFailed
 	}
+	if resp == nil { // a base that breaks the RoundTripper contract
+		return errAttemptExcluded
+	}
 	switch resp.StatusCode {
 	case http.StatusBadGateway, http.StatusServiceUnavailable:
 		if hasValue(resp.Header, NoRetryHeader) || hasValue(resp.Header, "Retry-After") {

@@ -114,7 +114,9 @@ type TransportConfig struct {
 	// closed, which closes its connection: a new connection costs less
 	// than waiting on a body that may never end, and a retry never
 	// waits longer than this for the previous response. It delays the
-	// retry by at most this, on top of the backoff. Default 100ms.
+	// retry by at most this, on top of the backoff. Default 100ms. The
+	// bodies of Base must allow Close while a Read is blocked (those of
+	// net/http's transports do: the Read returns an error).
 	MaxDrainTime time.Duration
 
 	// Sleep waits d or until ctx is done, returning ctx.Err() then.
