@@ -1,6 +1,7 @@
 package retrybudget
 
 import (
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -170,6 +171,42 @@ func BenchmarkTransportOverhead(b *testing.B) {
 				b.Fatal(err)
 			}
 			run(b, tr)
+		})
+	}
+}
+
+// BenchmarkTransportNewHosts sends every request to a host the transport
+// has not seen, with the breaker map full: the cost of adding a host (and
+// evicting one) must not grow with MaxHosts. Its base answers 200 at
+// once, without a network.
+func BenchmarkTransportNewHosts(b *testing.B) {
+	ok := roundTripperFunc(func(r *http.Request) (*http.Response, error) {
+		return &http.Response{StatusCode: 200, Body: http.NoBody, Request: r}, nil
+	})
+	for _, maxHosts := range []int{1000, 5000, 20000} {
+		b.Run(fmt.Sprintf("MaxHosts=%d", maxHosts), func(b *testing.B) {
+			tr, err := NewTransport(TransportConfig{Base: ok, NoBudget: true,
+				Breaker: BreakerConfig{MaxHosts: maxHosts}})
+			if err != nil {
+				b.Fatal(err)
+			}
+			// Twice as many hosts as breakers: each request is a miss.
+			reqs := make([]*http.Request, 2*maxHosts)
+			for i := range reqs {
+				reqs[i], _ = http.NewRequest(http.MethodGet, fmt.Sprintf("http://h%d.example:80/", i), nil)
+			}
+			for _, r := range reqs[:maxHosts] { // fill the map
+				tr.RoundTrip(r)
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := range b.N {
+				resp, err := tr.RoundTrip(reqs[(maxHosts+i)%len(reqs)])
+				if err != nil {
+					b.Fatal(err)
+				}
+				resp.Body.Close()
+			}
 		})
 	}
 }

@@ -3,6 +3,7 @@ package retrybudget
 import (
 	"errors"
 	"fmt"
+	"net/http"
 	"time"
 
 	"github.com/sony/gobreaker/v2"
@@ -18,21 +19,42 @@ const (
 // [Transport] (sony/gobreaker TwoStepCircuitBreaker). Zero fields mean the
 // defaults.
 //
-// A breaker counts an attempt as a failure when it ends in a transport
-// error or a 5xx status, as a success otherwise. It does not count attempts
-// the caller cancelled, attempts that timed out (AttemptTimeout, or a 504),
-// and responses that carry [NoRetryHeader]: those say the host is slow or
-// deliberately shedding, not down. Slowness is for an adaptive concurrency
-// limit to handle; an open circuit would turn a slowdown into an outage. An open breaker fails attempts fast, before
-// anything is sent; after OpenTimeout it lets HalfOpenRequests probes
-// through and closes once they all succeed.
+// A breaker answers one question: can the host serve anyone at all? It
+// counts logical requests, not attempts: a request counts once, with the
+// outcome of its last attempt, so that retries neither multiply a failure
+// nor hide a request they rescued. A request fails when its last attempt
+// shows that the host cannot serve:
+//
+//   - a transport error other than a timeout: connection refused or
+//     reset, connection closed before the response, TLS failure...;
+//   - a 502 or a 503 without an overload signal ([NoRetryHeader] or
+//     Retry-After): what proxies and load balancers answer when nothing
+//     healthy stands behind them.
+//
+// Any other response is a success: the host answered. A 500 (or any other
+// status) speaks of the request, not of the host: counting it would let
+// whoever can make one URL fail (a bug, or crafted input through a
+// gateway) cut the host off for every other caller, and a plain 5xx says
+// nothing about capacity. Not counted at all: requests the caller
+// cancelled, timeouts (AttemptTimeout, the base transport's, a 504), and
+// 502 or 503 with an overload signal. Those say that the host is slow or
+// deliberately shedding, not that it is down; slowness and overload are
+// for an adaptive concurrency limit and the retry budget to handle, and
+// an open circuit would turn a slowdown into an outage.
+//
+// An open breaker fails requests fast, before anything is sent, and
+// stops the retries of requests in flight. After OpenTimeout it lets
+// HalfOpenRequests requests through as probes (with their retries) and
+// closes once they all succeed.
 type BreakerConfig struct {
 	// Disabled turns the breakers off.
 	Disabled bool
-	// ConsecutiveFailures trips a closed breaker. Default 5.
+	// ConsecutiveFailures is the number of failed requests in a row
+	// that trips a closed breaker. Default 5.
 	ConsecutiveFailures uint32
 	// ReadyToTrip, when set, replaces the ConsecutiveFailures rule. It
-	// is called with the breaker's counts after each failure.
+	// is called with the breaker's counts (of logical requests) after
+	// each failure.
 	ReadyToTrip func(gobreaker.Counts) bool
 	// OpenTimeout is how long a breaker stays open. Default 5s.
 	OpenTimeout time.Duration
@@ -43,8 +65,11 @@ type BreakerConfig struct {
 	// never does (consecutive failures are reset by any success anyway).
 	Interval time.Duration
 	// MaxHosts bounds the number of breakers. When full, a new host
-	// replaces a breaker in its fresh state if any, else the least
-	// recently used one. Default [DefaultMaxKeys].
+	// replaces a breaker in its fresh state (closed, no failure counted:
+	// nothing is lost), else one not used lately: a clock hand sweeps
+	// the breakers, passing over each one used since it last passed (an
+	// approximation of least recently used). Adding a host costs O(1)
+	// amortized, whatever MaxHosts. Default [DefaultMaxKeys].
 	MaxHosts int
 }
 
@@ -54,6 +79,34 @@ var (
 )
 
 type breaker = gobreaker.TwoStepCircuitBreaker[struct{}]
+
+// breakerOutcome says what an attempt tells its host's breaker, under the
+// contract of [BreakerConfig]: errAttemptFailed when the host could not
+// serve it, nil when the host answered, errAttemptExcluded when the
+// attempt says neither (the caller gave up, the host is slow, or it is
+// up and shedding on purpose).
+func breakerOutcome(resp *http.Response, err error, callerDone bool) error {
+	if err != nil {
+		var te interface{ Timeout() bool }
+		if callerDone || errors.As(err, &te) && te.Timeout() {
+			return errAttemptExcluded
+		}
+		return errAttemptFailed
+	}
+	if resp == nil { // a base that breaks the RoundTripper contract
+		return errAttemptExcluded
+	}
+	switch resp.StatusCode {
+	case http.StatusBadGateway, http.StatusServiceUnavailable:
+		if hasValue(resp.Header, NoRetryHeader) || hasValue(resp.Header, "Retry-After") {
+			return errAttemptExcluded
+		}
+		return errAttemptFailed
+	case http.StatusGatewayTimeout:
+		return errAttemptExcluded
+	}
+	return nil
+}
 
 type breakers struct {
 	k        keyed[*breaker]

@@ -50,14 +50,48 @@ type BudgetConfig struct {
 // [Default]) or of a destination (see [BudgetMap]), and to live as long
 // as they do. All methods are safe for concurrent use, take no lock and
 // do not allocate.
+//
+// The zero value is a budget with the defaults, named "default", as
+// NewBudget(BudgetConfig{}) returns: a Budget declared or allocated
+// without NewBudget works (it takes its state on first use, once, even
+// when first used concurrently). A Budget must not be copied.
 type Budget struct {
-	name    string
-	ratio   float64
-	reserve float64 // floor x TTL, in retries
-	w       *window
+	name    string // "" in a zero Budget: Name says "default"
+	core    atomic.Pointer[budgetCore]
 	denials atomic.Uint64
 
 	gauges sync.Map // metric.Meter -> struct{}: one balance gauge per meter
+}
+
+// budgetCore is what a budget decides with. It is set once: by NewBudget,
+// or on the first use of a zero Budget.
+type budgetCore struct {
+	ratio   float64
+	reserve float64 // floor x TTL, in retries
+	w       *window
+}
+
+// state returns the budget's core, giving a zero Budget the defaults.
+func (b *Budget) state() *budgetCore {
+	if c := b.core.Load(); c != nil {
+		return c
+	}
+	return b.initDefault()
+}
+
+// initDefault sets the default core of a zero Budget. Of concurrent first
+// uses, one compare-and-swap wins and the others use its core, so that no
+// event counts into a window that is then dropped.
+func (b *Budget) initDefault() *budgetCore {
+	c := &budgetCore{
+		ratio:   DefaultRetryRatio,
+		reserve: DefaultMinRetriesPerSecond * DefaultBudgetTTL.Seconds(),
+		w:       newWindow(DefaultBudgetTTL, DefaultBudgetBuckets),
+	}
+	if b.core.CompareAndSwap(nil, c) {
+		return c
+	}
+	return b.core.Load()
 }
 
 // NewBudget returns a budget configured by cfg, or an error naming the
@@ -99,12 +133,13 @@ func NewBudget(cfg BudgetConfig) (*Budget, error) {
 	if cfg.TTL/time.Duration(cfg.Buckets) < time.Millisecond {
 		return nil, fmt.Errorf("retrybudget: BudgetConfig.TTL/Buckets must be at least 1ms, got %v/%d", cfg.TTL, cfg.Buckets)
 	}
-	return &Budget{
-		name:    cfg.Name,
+	b := &Budget{name: cfg.Name}
+	b.core.Store(&budgetCore{
 		ratio:   cfg.RetryRatio,
 		reserve: cfg.MinRetriesPerSecond * cfg.TTL.Seconds(),
 		w:       newWindow(cfg.TTL, cfg.Buckets),
-	}, nil
+	})
+	return b, nil
 }
 
 var defaultBudget, _ = NewBudget(BudgetConfig{})
@@ -115,10 +150,15 @@ var defaultBudget, _ = NewBudget(BudgetConfig{})
 func Default() *Budget { return defaultBudget }
 
 // Name returns the budget's name.
-func (b *Budget) Name() string { return b.name }
+func (b *Budget) Name() string {
+	if b.name == "" {
+		return "default"
+	}
+	return b.name
+}
 
 // DepositAt records one logical request at now.
-func (b *Budget) DepositAt(now time.Time) { b.w.addA(now) }
+func (b *Budget) DepositAt(now time.Time) { b.state().w.addA(now) }
 
 // TryWithdrawAt asks for one retry at now. It returns true and records the
 // withdrawal when the balance covers it, false (and counts a denial)
@@ -128,7 +168,7 @@ func (b *Budget) DepositAt(now time.Time) { b.w.addA(now) }
 // callers whose clocks straddle a bucket boundary may overshoot it by one
 // retry each.
 func (b *Budget) TryWithdrawAt(now time.Time) bool {
-	if b.w.tryAddB(now, b.ratio, b.reserve) {
+	if c := b.state(); c.w.tryAddB(now, c.ratio, c.reserve) {
 		return true
 	}
 	b.denials.Add(1)
@@ -155,8 +195,9 @@ type BudgetSnapshot struct {
 
 // SnapshotAt returns the budget's state at now.
 func (b *Budget) SnapshotAt(now time.Time) BudgetSnapshot {
-	d, w := b.w.sums(now)
-	allowance := math.Floor(float64(d)*b.ratio + b.reserve + 1e-9)
+	c := b.state()
+	d, w := c.w.sums(now)
+	allowance := math.Floor(float64(d)*c.ratio + c.reserve + 1e-9)
 	return BudgetSnapshot{
 		Balance:     int64(allowance) - int64(w),
 		Deposits:    d,
@@ -170,7 +211,7 @@ func (b *Budget) Snapshot() BudgetSnapshot { return b.SnapshotAt(time.Now()) }
 
 // idleAt reports whether the budget holds no event in its window, which
 // makes it equivalent to a fresh one.
-func (b *Budget) idleAt(now time.Time) bool { return b.w.idle(now) }
+func (b *Budget) idleAt(now time.Time) bool { return b.state().w.idle(now) }
 
 // observeBalance registers, once per meter, the observable gauge
 // shedkit.retry.budget.balance for this budget. The meter keeps a
@@ -188,7 +229,7 @@ func (b *Budget) observeBalance(m metric.Meter) error {
 	if err != nil {
 		return err
 	}
-	opt := metric.WithAttributeSet(attribute.NewSet(attrBudget.String(b.name)))
+	opt := metric.WithAttributeSet(attribute.NewSet(attrBudget.String(b.Name())))
 	_, err = m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
 		o.ObserveInt64(g, b.Snapshot().Balance, opt)
 		return nil

@@ -333,3 +333,55 @@ func TestBudgetSaturates(t *testing.T) {
 		t.Fatalf("saturated count = %d, want %d", a, countMask)
 	}
 }
+
+// TestBudgetZeroValue: a zero Budget is usable, with the defaults of
+// NewBudget(BudgetConfig{}), from its first use on, even when that first
+// use is concurrent. (Before the fix, Snapshot and every other method of
+// a zero Budget panicked.)
+func TestBudgetZeroValue(t *testing.T) {
+	var zero Budget
+	if s := zero.Snapshot(); s != (BudgetSnapshot{Balance: 100}) {
+		t.Fatalf("snapshot of a zero budget = %+v, want the default floor of 100 retries", s)
+	}
+	if zero.Name() != "default" {
+		t.Fatalf("Name() = %q, want %q", zero.Name(), "default")
+	}
+
+	// It decides as a budget with the defaults does.
+	var b Budget
+	ref := mustBudget(t, BudgetConfig{})
+	for i := range 600 {
+		at := t0.Add(time.Duration(i) * 50 * time.Millisecond)
+		b.DepositAt(at)
+		ref.DepositAt(at)
+		for range 3 {
+			if got, want := b.TryWithdrawAt(at), ref.TryWithdrawAt(at); got != want {
+				t.Fatalf("step %d: zero budget allowed %v, default budget %v", i, got, want)
+			}
+		}
+	}
+	end := t0.Add(30 * time.Second)
+	if got, want := b.SnapshotAt(end), ref.SnapshotAt(end); got != want {
+		t.Fatalf("snapshot %+v, want %+v", got, want)
+	}
+
+	// Concurrent first uses share one state: no deposit is lost.
+	var c Budget
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for range 100 {
+				c.DepositAt(t0)
+			}
+		})
+	}
+	wg.Wait()
+	if s := c.SnapshotAt(t0); s.Deposits != 800 {
+		t.Fatalf("%d deposits counted of 800", s.Deposits)
+	}
+
+	// A Transport takes it.
+	if _, err := NewTransport(TransportConfig{Budget: &Budget{}}); err != nil {
+		t.Fatalf("NewTransport with a zero Budget: %v", err)
+	}
+}

@@ -100,17 +100,30 @@
 // to the request's context with [WithReport].
 //
 // The bodies of discarded responses are drained (up to MaxDrainBytes,
-// 64 KiB by default) and closed, so connections are reused. The request
-// body is always closed, even when nothing is sent.
+// 64 KiB, within MaxDrainTime, 100 ms, by default) and closed, so
+// connections are reused. A body that is longer or slower than that, or
+// that never ends, is closed before its end, which closes its connection:
+// a retry never waits on the body of the response it replaces for more
+// than MaxDrainTime, and a response with Connection: close is not drained
+// at all. The request body is always closed, even when nothing is sent.
 //
 // # Circuit breakers
 //
 // One sony/gobreaker TwoStepCircuitBreaker per destination host
 // (URL.Host), at most Breaker.MaxHosts of them (1024 by default; a new
-// host replaces a breaker in its fresh state, else the least recently
-// used one). A breaker trips after 5 consecutive failures (transport
-// errors or 5xx), stays open 5 s, then lets one probe through. An open
-// breaker fails fast and sends nothing: it is not an attempt on the wire.
+// host replaces a breaker in its fresh state, else one not used lately,
+// in O(1) amortized time). A breaker asks whether the host can serve
+// anyone at all, and counts logical requests, each once with the outcome
+// of its last attempt. It trips after 5 failed requests in a row, stays
+// open 5 s, then lets one probe through. A request fails on a transport
+// error other than a timeout, or on a 502 or 503 that carries no overload
+// signal ([NoRetryHeader] or Retry-After); any other response is a
+// success, a 500 included: it speaks of the request, and counting it
+// would let whoever can make one URL fail cut the host off for everyone.
+// Timeouts, 504s, explicit overload signals and cancelled requests are
+// not counted: slowness and shedding are not outages (see
+// [BreakerConfig]). An open breaker fails fast and sends nothing: it is
+// not an attempt on the wire.
 //
 // # Retry protocol between layers
 //

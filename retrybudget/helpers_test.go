@@ -14,9 +14,10 @@ import (
 
 // upstream is a loopback server whose answers are scripted per hit.
 type upstream struct {
-	srv   *httptest.Server
-	hits  atomic.Int64
-	conns atomic.Int64 // new connections accepted
+	srv    *httptest.Server
+	hits   atomic.Int64
+	conns  atomic.Int64 // new connections accepted
+	closed atomic.Int64 // connections closed or hijacked
 
 	mu       sync.Mutex
 	attempts []string // AttemptHeader of each hit
@@ -40,8 +41,11 @@ func newUpstream(t *testing.T, answer func(n int, w http.ResponseWriter, r *http
 		answer(n, w, r)
 	}))
 	u.srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
-		if s == http.StateNew {
+		switch s {
+		case http.StateNew:
 			u.conns.Add(1)
+		case http.StateClosed, http.StateHijacked:
+			u.closed.Add(1)
 		}
 	}
 	u.srv.Start()

@@ -221,9 +221,9 @@ func TestMetrics(t *testing.T) {
 	})
 	tr, _ := testTransport(t, TransportConfig{Name: "api", MeterProvider: mp, Budget: b,
 		Breaker: BreakerConfig{ConsecutiveFailures: 2}})
-	do(t, tr, get(t, up.url())) // 503, retry, 200
-	do(t, tr, get(t, up.url())) // 503, the budget denies the retry
-	do(t, tr, get(t, up.url())) // 503, the 2nd failure in a row trips the breaker: no retry
+	do(t, tr, get(t, up.url())) // 503, retry, 200: served, a success for the breaker
+	do(t, tr, get(t, up.url())) // 503, the budget denies the retry: a failure
+	do(t, tr, get(t, up.url())) // the same: the 2nd failed request in a row trips the breaker
 	do(t, tr, get(t, up.url())) // breaker open: nothing sent
 
 	var rm metricdata.ResourceMetrics
@@ -240,8 +240,8 @@ func TestMetrics(t *testing.T) {
 		{"shedkit.retry.attempts", "", "", 4},
 		{"shedkit.retry.attempts", attrResend, "false", 3},
 		{"shedkit.retry.attempts", attrResend, "true", 1},
-		{"shedkit.retry.denied", attrReason, "budget", 1},
-		{"shedkit.retry.denied", attrReason, "breaker", 2}, // 3rd request's retry, 4th request
+		{"shedkit.retry.denied", attrReason, "budget", 2},  // 2nd and 3rd requests' retries
+		{"shedkit.retry.denied", attrReason, "breaker", 1}, // 4th request
 		{"shedkit.retry.breaker.transitions", attrBreakerState, "open", 1},
 		{"shedkit.retry.budget.balance", attrBudget, "test", 0},
 	}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/sony/gobreaker/v2"
@@ -25,6 +26,7 @@ const (
 	DefaultMaxBackoff    = time.Second
 	DefaultMaxRetryAfter = 10 * time.Second
 	DefaultMaxDrainBytes = 64 << 10
+	DefaultMaxDrainTime  = 100 * time.Millisecond
 
 	maxAttemptsLimit = 100
 )
@@ -107,6 +109,15 @@ type TransportConfig struct {
 	// without reading (the connection is lost). Default 64 KiB; negative:
 	// never drain.
 	MaxDrainBytes int64
+	// MaxDrainTime bounds the time spent draining a discarded body. A
+	// body that does not end within it (a slow or endless one) is
+	// closed, which closes its connection: a new connection costs less
+	// than waiting on a body that may never end, and a retry never
+	// waits longer than this for the previous response. It delays the
+	// retry by at most this, on top of the backoff. Default 100ms. The
+	// bodies of Base must allow Close while a Read is blocked (those of
+	// net/http's transports do: the Read returns an error).
+	MaxDrainTime time.Duration
 
 	// Sleep waits d or until ctx is done, returning ctx.Err() then.
 	// Default: a timer. Tests inject a fake.
@@ -142,6 +153,7 @@ type Transport struct {
 	minAttemptTime time.Duration
 	inbound        InboundPolicy
 	maxDrain       int64
+	maxDrainTime   time.Duration
 	sleep          func(context.Context, time.Duration) error
 	rand           func() float64
 
@@ -159,7 +171,7 @@ func NewTransport(cfg TransportConfig) (*Transport, error) {
 	}{
 		{"BaseBackoff", cfg.BaseBackoff}, {"MaxBackoff", cfg.MaxBackoff},
 		{"MaxRetryAfter", cfg.MaxRetryAfter}, {"AttemptTimeout", cfg.AttemptTimeout},
-		{"MinAttemptTime", cfg.MinAttemptTime},
+		{"MinAttemptTime", cfg.MinAttemptTime}, {"MaxDrainTime", cfg.MaxDrainTime},
 	} {
 		if d.v < 0 {
 			return nil, fmt.Errorf("retrybudget: TransportConfig.%s must not be negative, got %v", d.name, d.v)
@@ -194,6 +206,9 @@ func NewTransport(cfg TransportConfig) (*Transport, error) {
 	}
 	if cfg.MaxDrainBytes == 0 {
 		cfg.MaxDrainBytes = DefaultMaxDrainBytes
+	}
+	if cfg.MaxDrainTime == 0 {
+		cfg.MaxDrainTime = DefaultMaxDrainTime
 	}
 	if cfg.Name == "" {
 		cfg.Name = "default"
@@ -249,6 +264,7 @@ func NewTransport(cfg TransportConfig) (*Transport, error) {
 		minAttemptTime: cfg.MinAttemptTime,
 		inbound:        cfg.Inbound,
 		maxDrain:       cfg.MaxDrainBytes,
+		maxDrainTime:   cfg.MaxDrainTime,
 		sleep:          cfg.Sleep,
 		rand:           cfg.Rand,
 		tracer:         cfg.TracerProvider.Tracer(instrumentationName),
@@ -332,6 +348,8 @@ type roundTrip struct {
 	budget   *Budget
 	throttle *Throttle
 	br       *breaker
+	done     func(error) // reports the outcome to br, once, when set
+	outcome  error       // for done: the last attempt's, see breakerOutcome
 	attempts int
 	denied   Reason
 	waited   time.Duration
@@ -349,7 +367,8 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if method == "" {
 		method = http.MethodGet
 	}
-	rt := roundTrip{t: t, req: req, ctx: ctx, method: method, budget: t.budget, throttle: t.throttle}
+	rt := roundTrip{t: t, req: req, ctx: ctx, method: method, budget: t.budget, throttle: t.throttle,
+		outcome: errAttemptExcluded}
 	if t.budgetFor != nil {
 		if b := t.budgetFor(req); b != nil {
 			rt.budget = b
@@ -377,6 +396,9 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 
 	resp, err := rt.run(now)
+	if rt.done != nil {
+		rt.done(rt.outcome) // one logical request, one count
+	}
 
 	if rt.rec {
 		rt.span.SetAttributes(attrAttempts.Int(rt.attempts))
@@ -418,6 +440,11 @@ func (rt *roundTrip) run(now time.Time) (*http.Response, error) {
 		rt.deny(ReasonDeadline)
 		return nil, &RetryError{Reason: ReasonDeadline}
 	}
+	if reason := rt.begin(now); reason != ReasonNone {
+		closeRequestBody(req)
+		rt.deny(reason)
+		return nil, &RetryError{Reason: reason}
+	}
 	canRetry := replayable(req, rt.method)
 	body := req.Body // the body of the next attempt
 	var (
@@ -427,25 +454,12 @@ func (rt *roundTrip) run(now time.Time) (*http.Response, error) {
 		status  int
 	)
 	for n := 1; ; n++ {
-		var done func(error)
-		if rt.br != nil {
-			d, berr := rt.br.Allow()
-			if berr != nil {
-				closeBody(body)
-				rt.deny(ReasonBreaker)
-				return nil, &RetryError{Reason: ReasonBreaker, Attempts: n - 1, Status: status, Err: lastErr}
-			}
-			done = d
-		}
-		if n == 1 && rt.throttle != nil && !rt.throttle.AllowAt(now, t.rand()) {
-			if done != nil {
-				done(errAttemptExcluded)
-			}
+		if n > 1 && rt.br != nil && rt.br.State() == gobreaker.StateOpen {
+			// Opened by other requests during the backoff wait.
 			closeBody(body)
-			rt.deny(ReasonThrottle)
-			return nil, &RetryError{Reason: ReasonThrottle}
+			rt.deny(ReasonBreaker)
+			return nil, &RetryError{Reason: ReasonBreaker, Attempts: n - 1, Status: status, Err: lastErr}
 		}
-
 		start := now
 		resp, err = rt.attempt(n, body)
 		body = nil
@@ -455,20 +469,8 @@ func (rt *roundTrip) run(now time.Time) (*http.Response, error) {
 		}
 		noRetry := resp != nil && hasValue(resp.Header, NoRetryHeader)
 		callerDone := err != nil && rt.ctx.Err() != nil
-
-		if done != nil {
-			switch {
-			case callerDone, noRetry, status == http.StatusGatewayTimeout, errors.Is(err, ErrAttemptTimeout):
-				// Not a sign that the host is down: the caller gave up, the
-				// server is shedding on purpose (it said so), or the host is
-				// slow. Slowness is the concurrency limit's job; opening the
-				// circuit would turn a slowdown into an outage.
-				done(errAttemptExcluded)
-			case err != nil || status >= 500:
-				done(errAttemptFailed)
-			default:
-				done(nil)
-			}
+		if rt.done != nil {
+			rt.outcome = breakerOutcome(resp, err, callerDone)
 		}
 		retryable := !callerDone && (err != nil || status == http.StatusTooManyRequests ||
 			status == http.StatusBadGateway || status == http.StatusServiceUnavailable ||
@@ -520,6 +522,22 @@ func (rt *roundTrip) run(now time.Time) (*http.Response, error) {
 		}
 		now = time.Now()
 	}
+}
+
+// begin lets the first attempt through the breaker, which counts the
+// logical request from then on, and the throttle.
+func (rt *roundTrip) begin(now time.Time) Reason {
+	if rt.br != nil {
+		done, err := rt.br.Allow()
+		if err != nil {
+			return ReasonBreaker
+		}
+		rt.done = done
+	}
+	if rt.throttle != nil && !rt.throttle.AllowAt(now, rt.t.rand()) {
+		return ReasonThrottle // nothing sent: rt.outcome stays excluded
+	}
+	return ReasonNone
 }
 
 // decide applies the rules that do not consume anything, and returns the
@@ -686,13 +704,29 @@ var statusCodes = func() (s [900]string) {
 	return s
 }()
 
-// discard drains (bounded) and closes the body of a response that will
-// not be returned, so that its connection can be reused.
+// discard closes the body of a response that will not be returned. It
+// drains the body first, so that its connection can be reused, only as
+// long as that is cheap: at most maxDrain bytes within maxDrainTime. A
+// body that is longer or slower is closed before its end, which closes
+// its connection (net/http does not reuse a connection whose body was not
+// read to the end). A response with Connection: close is not drained at
+// all: its connection will not be reused anyway.
 func (t *Transport) discard(resp *http.Response) {
-	if t.maxDrain > 0 && resp.ContentLength <= t.maxDrain {
-		_, _ = io.CopyN(io.Discard, resp.Body, t.maxDrain)
+	if t.maxDrain <= 0 || resp.Close || resp.ContentLength > t.maxDrain {
+		resp.Body.Close()
+		return
 	}
-	resp.Body.Close()
+	// When the time is up, the timer closes the body under the blocked
+	// Read, which then returns an error (net/http's bodies, HTTP/1 and
+	// HTTP/2, allow Close concurrently with Read). The Once makes the
+	// two closes one, and makes discard return only once the body is
+	// closed, whichever closed it.
+	var once sync.Once
+	closeBody := func() { once.Do(func() { resp.Body.Close() }) }
+	timer := time.AfterFunc(t.maxDrainTime, closeBody)
+	_, _ = io.CopyN(io.Discard, resp.Body, t.maxDrain)
+	timer.Stop()
+	closeBody()
 }
 
 type cancelOnClose struct {

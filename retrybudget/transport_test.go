@@ -33,6 +33,7 @@ func TestNewTransportValidation(t *testing.T) {
 		{"huge retry-after", TransportConfig{MaxRetryAfter: 25 * time.Hour}, "MaxRetryAfter"},
 		{"negative attempt timeout", TransportConfig{AttemptTimeout: -1}, "AttemptTimeout"},
 		{"negative min attempt", TransportConfig{MinAttemptTime: -1}, "MinAttemptTime"},
+		{"negative drain time", TransportConfig{MaxDrainTime: -1}, "MaxDrainTime"},
 		{"bad inbound policy", TransportConfig{Inbound: 9}, "Inbound"},
 		{"no budget and a budget", TransportConfig{NoBudget: true, Budget: Default()}, "NoBudget"},
 		{"bad breaker", TransportConfig{Breaker: BreakerConfig{OpenTimeout: -1}}, "BreakerConfig.OpenTimeout"},
@@ -485,16 +486,6 @@ func TestTransportBreaker(t *testing.T) {
 	}
 }
 
-func TestTransportBreakerTripsBetweenRetries(t *testing.T) {
-	up := newUpstream(t, statuses(503))
-	tr, _ := testTransport(t, TransportConfig{MaxAttempts: 5,
-		Breaker: BreakerConfig{ConsecutiveFailures: 2, OpenTimeout: time.Minute}})
-	status, body, rep, err := do(t, tr, get(t, up.url()))
-	if err != nil || status != 503 || body != "Service Unavailable" || rep.Denied != ReasonBreaker || up.hits.Load() != 2 {
-		t.Fatalf("status %d err %v report %+v hits %d", status, err, rep, up.hits.Load())
-	}
-}
-
 func TestTransportThrottle(t *testing.T) {
 	th, err := NewThrottle(ThrottleConfig{})
 	if err != nil {
@@ -642,6 +633,12 @@ func TestTransportBreakerIgnoresSlownessAndShedding(t *testing.T) {
 			case <-time.After(time.Second):
 			}
 		}, TransportConfig{AttemptTimeout: 5 * time.Millisecond}},
+		{"the base transport's timeout", func(_ int, w http.ResponseWriter, r *http.Request) {
+			select {
+			case <-r.Context().Done():
+			case <-time.After(time.Second):
+			}
+		}, TransportConfig{Base: &http.Transport{ResponseHeaderTimeout: 5 * time.Millisecond}}},
 		{"504 from a proxy", statuses(504), TransportConfig{}},
 		{"503 with the no-retry header", func(_ int, w http.ResponseWriter, _ *http.Request) {
 			w.Header().Set(NoRetryHeader, NoRetryValue)
@@ -666,7 +663,7 @@ func TestTransportBreakerIgnoresSlownessAndShedding(t *testing.T) {
 			}
 			// A 5 ms attempt can time out before it reaches the host on a
 			// loaded machine; the other answers always arrive.
-			if cfg.AttemptTimeout == 0 && up.hits.Load() != 6 {
+			if cfg.AttemptTimeout == 0 && cfg.Base == nil && up.hits.Load() != 6 {
 				t.Fatalf("%d of 6 attempts reached the host", up.hits.Load())
 			}
 		})

@@ -1,0 +1,188 @@
+package retrybudget
+
+import (
+	"errors"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sony/gobreaker/v2"
+)
+
+// withRetryAfter answers code with a Retry-After of one second.
+func withRetryAfter(code int) func(int, http.ResponseWriter, *http.Request) {
+	return func(_ int, w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Retry-After", "1")
+		w.WriteHeader(code)
+	}
+}
+
+// TestBreakerIgnoresRequestErrors: a status that speaks of the request,
+// or of a live server managing its load, must not open the circuit. In a
+// gateway, a user who can make one URL fail must not cut a host off for
+// every other user. (Before the fix, five POST /500 opened the breaker,
+// and GET /ok to the same host then failed with ErrCircuitOpen.)
+func TestBreakerIgnoresRequestErrors(t *testing.T) {
+	tests := []struct {
+		name   string
+		method string
+		answer func(int, http.ResponseWriter, *http.Request)
+	}{
+		{"POST 500", http.MethodPost, statuses(500)},
+		{"GET 500", http.MethodGet, statuses(500)},
+		{"501", http.MethodGet, statuses(501)},
+		{"505", http.MethodGet, statuses(505)},
+		{"507", http.MethodGet, statuses(507)},
+		{"404", http.MethodGet, statuses(404)},
+		{"429", http.MethodGet, statuses(429)},
+		{"503 with Retry-After", http.MethodGet, withRetryAfter(503)},
+		{"502 with Retry-After", http.MethodGet, withRetryAfter(502)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			up := newUpstream(t, func(n int, w http.ResponseWriter, r *http.Request) {
+				if r.URL.Path == "/ok" {
+					io.WriteString(w, "ok")
+					return
+				}
+				tt.answer(n, w, r)
+			})
+			// The default breaker: 5 consecutive failures open it for 5 s.
+			tr, _ := testTransport(t, TransportConfig{Breaker: BreakerConfig{OpenTimeout: DefaultBreakerOpenTimeout}})
+			for i := range 10 {
+				req, _ := http.NewRequest(tt.method, up.srv.URL+"/fail", strings.NewReader("x"))
+				if _, _, _, err := do(t, tr, req); err != nil {
+					t.Fatalf("request %d to /fail: %v", i, err)
+				}
+			}
+			status, _, rep, err := do(t, tr, get(t, up.srv.URL+"/ok"))
+			if err != nil || status != 200 || rep.Attempts != 1 {
+				t.Fatalf("GET /ok after 10 %s: status %d, report %+v, err %v; want 200", tt.name, status, rep, err)
+			}
+			if s, _ := tr.BreakerState(up.host()); s != gobreaker.StateClosed {
+				t.Fatalf("breaker %v, want closed", s)
+			}
+		})
+	}
+}
+
+// TestBreakerTripsOnHostFailures: what says the host cannot serve opens
+// the circuit, counted once per logical request, however many attempts
+// it made. (Before the fix, every attempt counted: one request retried 3
+// times opened a breaker set to trip after 3 failures.)
+func TestBreakerTripsOnHostFailures(t *testing.T) {
+	reset := func(_ int, w http.ResponseWriter, _ *http.Request) {
+		if c, _, err := http.NewResponseController(w).Hijack(); err == nil {
+			c.Close()
+		}
+	}
+	tests := []struct {
+		name    string
+		refused bool
+		answer  func(int, http.ResponseWriter, *http.Request)
+	}{
+		{name: "connection refused", refused: true},
+		{name: "connection closed before the response", answer: reset},
+		{name: "502", answer: statuses(502)},
+		{name: "503", answer: statuses(503)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var target string
+			if tt.refused {
+				target = refusedURL(t)
+			} else {
+				target = newUpstream(t, tt.answer).url()
+			}
+			u, _ := url.Parse(target)
+			tr, _ := testTransport(t, TransportConfig{MaxAttempts: 3,
+				Breaker: BreakerConfig{ConsecutiveFailures: 3, OpenTimeout: time.Minute}})
+			for i := 1; i <= 3; i++ {
+				_, _, rep, err := do(t, tr, get(t, target))
+				if errors.Is(err, ErrCircuitOpen) || rep.Attempts != 3 || rep.Denied != ReasonMaxAttempts {
+					t.Fatalf("request %d: report %+v, err %v; want 3 attempts, none refused by the breaker", i, rep, err)
+				}
+				want := gobreaker.StateClosed
+				if i == 3 {
+					want = gobreaker.StateOpen
+				}
+				if s, _ := tr.BreakerState(u.Host); s != want {
+					t.Fatalf("breaker %v after %d failed requests, want %v", s, i, want)
+				}
+			}
+			_, _, rep, err := do(t, tr, get(t, target))
+			var re *RetryError
+			if !errors.Is(err, ErrCircuitOpen) || !errors.As(err, &re) || re.Attempts != 0 || rep.Attempts != 0 {
+				t.Fatalf("with the circuit open: report %+v, err %v; want ErrCircuitOpen and nothing sent", rep, err)
+			}
+		})
+	}
+}
+
+// TestBreakerCountsTheFinalOutcome: a request whose retry succeeds was
+// served: it counts as a success, not as a failure and a success.
+func TestBreakerCountsTheFinalOutcome(t *testing.T) {
+	up := newUpstream(t, func(n int, w http.ResponseWriter, _ *http.Request) {
+		if n%2 == 1 {
+			w.WriteHeader(503)
+			return
+		}
+		io.WriteString(w, "ok")
+	})
+	tr, _ := testTransport(t, TransportConfig{Breaker: BreakerConfig{ConsecutiveFailures: 1, OpenTimeout: time.Minute}})
+	for i := range 5 {
+		status, _, rep, err := do(t, tr, get(t, up.url()))
+		if err != nil || status != 200 || rep.Attempts != 2 {
+			t.Fatalf("request %d: status %d report %+v err %v; want 200 after a retry", i, status, rep, err)
+		}
+	}
+	if s, _ := tr.BreakerState(up.host()); s != gobreaker.StateClosed {
+		t.Fatalf("breaker %v, want closed: every request was served", s)
+	}
+}
+
+// TestBreakerOpenedMeanwhileStopsRetries: a breaker opened by other
+// requests while one is in flight stops that one's retries: the caller
+// gets its response, untouched.
+func TestBreakerOpenedMeanwhileStopsRetries(t *testing.T) {
+	arrived, release := make(chan struct{}), make(chan struct{})
+	up := newUpstream(t, func(n int, w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/slow" && n == 1 {
+			close(arrived)
+			<-release
+		}
+		w.WriteHeader(503)
+		io.WriteString(w, "Service Unavailable")
+	})
+	tr, _ := testTransport(t, TransportConfig{MaxAttempts: 3,
+		Breaker: BreakerConfig{ConsecutiveFailures: 2, OpenTimeout: time.Minute}})
+	type result struct {
+		status int
+		body   string
+		rep    Report
+		err    error
+	}
+	done := make(chan result, 1)
+	slow := get(t, up.srv.URL+"/slow")
+	go func() {
+		var r result
+		r.status, r.body, r.rep, r.err = do(t, tr, slow)
+		done <- r
+	}()
+	<-arrived
+	for range 2 { // two failed requests open the circuit
+		if _, _, rep, err := do(t, tr, get(t, up.srv.URL+"/fail")); err != nil || rep.Attempts != 3 {
+			close(release)
+			t.Fatalf("report %+v err %v; want 3 attempts", rep, err)
+		}
+	}
+	close(release)
+	r := <-done
+	if r.err != nil || r.status != 503 || r.body != "Service Unavailable" || r.rep.Denied != ReasonBreaker || r.rep.Attempts != 1 {
+		t.Fatalf("in-flight request: status %d body %q report %+v err %v; want its 503, not retried (breaker)",
+			r.status, r.body, r.rep, r.err)
+	}
+}

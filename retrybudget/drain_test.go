@@ -1,0 +1,211 @@
+package retrybudget
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"strconv"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+// hangBound is how long a test waits for a RoundTrip that the bugs it
+// guards against make hang forever. It detects hangs; it measures nothing.
+const hangBound = 5 * time.Second
+
+// endlessBody answers 503 headers at once, then a body that never ends:
+// nothing more, or one byte every 100 ms (10 B/s), until the client goes
+// away or stop is closed.
+func endlessBody(trickle, connClose bool, length int, stop <-chan struct{}) func(int, http.ResponseWriter, *http.Request) {
+	return func(_ int, w http.ResponseWriter, r *http.Request) {
+		if length > 0 {
+			w.Header().Set("Content-Length", strconv.Itoa(length))
+		}
+		if connClose {
+			w.Header().Set("Connection", "close")
+		}
+		w.WriteHeader(http.StatusServiceUnavailable)
+		w.(http.Flusher).Flush()
+		tick := time.NewTicker(100 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-r.Context().Done():
+				return
+			case <-stop:
+				return
+			case <-tick.C:
+				if trickle {
+					w.Write([]byte{'x'})
+					w.(http.Flusher).Flush()
+				}
+			}
+		}
+	}
+}
+
+// TestTransportEndlessBody: a retryable response whose body never ends
+// (or trickles) must not hold the retrying client. The drain of a
+// discarded body is bounded in time; a cut drain closes its connection;
+// the caller gets the last 503 promptly, as a bare http.Transport would
+// give the first; nothing is left behind, goroutine or connection.
+// (Before the fix, the drain read until the body ended: forever without
+// a deadline, and until the deadline with one, which the caller then got
+// as an error instead of the 503.)
+func TestTransportEndlessBody(t *testing.T) {
+	tests := []struct {
+		name      string
+		trickle   bool
+		connClose bool
+		length    int           // Content-Length; 0: chunked
+		deadline  time.Duration // of the caller; 0: none
+		cfg       TransportConfig
+	}{
+		{name: "endless, no deadline"},
+		{name: "endless, 3s deadline", deadline: 3 * time.Second},
+		{name: "60 KB at 10 B/s", trickle: true, length: 60 << 10},
+		{name: "trickle, chunked", trickle: true},
+		// A connection the server closes is not reused: draining it is
+		// wasted time, however long the drain may take.
+		{name: "Connection: close is not drained", trickle: true, connClose: true,
+			cfg: TransportConfig{MaxDrainTime: time.Hour}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ignore := goleak.IgnoreCurrent()
+			stop := make(chan struct{})
+			up := newUpstream(t, endlessBody(tt.trickle, tt.connClose, tt.length, stop))
+			base := &http.Transport{MaxIdleConnsPerHost: 16}
+			cfg := tt.cfg
+			cfg.Base = base
+			tr, _ := testTransport(t, cfg)
+
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			if tt.deadline > 0 {
+				ctx, cancel = context.WithTimeout(ctx, tt.deadline)
+				defer cancel()
+			}
+			var rep Report
+			type result struct {
+				resp *http.Response
+				err  error
+			}
+			req := get(t, up.url()).WithContext(WithReport(ctx, &rep))
+			done := make(chan result, 1)
+			go func() {
+				resp, err := tr.RoundTrip(req)
+				done <- result{resp, err}
+			}()
+			var r result
+			select {
+			case r = <-done:
+			case <-time.After(hangBound):
+				cancel() // unblocks the bug, so that the test can end
+				close(stop)
+				if r = <-done; r.resp != nil {
+					r.resp.Body.Close()
+				}
+				t.Fatalf("RoundTrip still blocked after %v on a body that never ends", hangBound)
+			}
+			if r.err != nil {
+				close(stop)
+				t.Fatalf("RoundTrip: %v, want the 503", r.err)
+			}
+			if r.resp.StatusCode != 503 || rep.Attempts != 3 || rep.Denied != ReasonMaxAttempts {
+				t.Errorf("status %d, report %+v: want the 3rd 503, after 3 attempts", r.resp.StatusCode, rep)
+			}
+			r.resp.Body.Close() // unread: the caller gives up on it
+			// Every attempt had its own connection: a cut drain closes it
+			// rather than return it to the pool. And all are closed now.
+			if n := up.conns.Load(); n != 3 {
+				t.Errorf("%d connections for 3 attempts, want one each", n)
+			}
+			waitFor(t, "the server to see every connection closed", func() bool {
+				return up.closed.Load() == up.conns.Load()
+			})
+			base.CloseIdleConnections()
+			close(stop)
+			up.srv.Close()
+			if err := goleak.Find(ignore); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+}
+
+// waitFor polls cond until it holds, failing the test after hangBound.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(hangBound)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("gave up waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestTransportServerShutdown: a server that shuts down answers its last
+// requests with Connection: close. The client does not drain such a
+// response before it retries: it closes the connection at once, so the
+// server's Shutdown is not held up by a client reading a body it will
+// throw away, and the retry does not try to reuse the closing connection.
+// (Before the fix, the client drained a trickling body until it ended,
+// and Shutdown waited with it.)
+func TestTransportServerShutdown(t *testing.T) {
+	ignore := goleak.IgnoreCurrent()
+	arrived, shuttingDown, stop := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	defer close(stop)
+	up := newUpstream(t, func(n int, w http.ResponseWriter, r *http.Request) {
+		if n == 1 {
+			close(arrived)
+			<-shuttingDown
+		}
+		endlessBody(true, false, 0, stop)(n, w, r)
+	})
+	base := &http.Transport{}
+	tr, _ := testTransport(t, TransportConfig{Base: base, MaxAttempts: 2, MaxDrainTime: time.Hour})
+	done := make(chan error, 1)
+	req := get(t, up.url())
+	go func() {
+		resp, err := tr.RoundTrip(req)
+		if resp != nil {
+			resp.Body.Close()
+		}
+		done <- err
+	}()
+	<-arrived
+	shut := make(chan error, 1)
+	go func() { shut <- up.srv.Config.Shutdown(context.Background()) }()
+	// Shutdown refuses new work before it closes the listener.
+	waitFor(t, "the listener to close", func() bool {
+		c, err := net.Dial("tcp", up.host())
+		if err == nil {
+			c.Close()
+		}
+		return err != nil
+	})
+	close(shuttingDown)
+
+	select {
+	case err := <-shut:
+		if err != nil {
+			t.Fatalf("Shutdown: %v", err)
+		}
+	case <-time.After(hangBound):
+		t.Fatalf("Shutdown still waiting after %v: the client holds the connection", hangBound)
+	}
+	// The retry finds no server; what matters is that it was not stuck.
+	var re *RetryError
+	if err := <-done; !errors.As(err, &re) || re.Attempts != 2 || re.Status != 0 {
+		t.Fatalf("RoundTrip: %v; want a *RetryError after 2 attempts", err)
+	}
+	base.CloseIdleConnections()
+	if err := goleak.Find(ignore); err != nil {
+		t.Error(err)
+	}
+}
