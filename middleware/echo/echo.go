@@ -156,9 +156,6 @@ func New(cfg Config) (echov4.MiddlewareFunc, error) {
 			}
 			st, rej := e.Admit(r, cl)
 			if st == nil {
-				if rej.Status == 0 {
-					return nil // the client went away while waiting
-				}
 				return rejectWith(c, rej)
 			}
 

@@ -164,9 +164,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	st, rej := e.Admit(r, cl)
 	if st == nil {
-		if rej.Status != 0 {
-			h.rejectWith(w, r, rej)
-		}
+		h.rejectWith(w, r, rej)
 		return
 	}
 

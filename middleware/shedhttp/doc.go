@@ -17,7 +17,11 @@
 //     its rate;
 //  4. asks the shed.Limiter for admission: 503 when it rejects (413 when
 //     the request's cost exceeds the whole cost budget and could never be
-//     admitted);
+//     admitted), and 503 when the request context ends while the request
+//     waits in the queue: the server may have cancelled it (a cancelled
+//     http.Server.BaseContext at shutdown, an outer middleware) while the
+//     client still waits, and a client must never read a success for work
+//     that did not run (a 503 to a client that has gone is harmless);
 //  5. runs the handler with the permit in its context, and releases the
 //     permit exactly once when the handler returns, panics or its client
 //     goes away.

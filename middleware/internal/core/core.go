@@ -281,8 +281,9 @@ func RemoteHost(addr string) string {
 
 // Admit rate limits and admits r as classified by cl. On admission it
 // returns the request state, which is also the handler's context. Else it
-// returns the rejection to answer with; a zero Rejection means the client
-// went away while waiting and nothing should be written.
+// returns the rejection to answer with, always one with a status: even
+// when the request context ended while it waited, something must be
+// written (see rejection).
 func (e *Engine) Admit(r *http.Request, cl shedhttp.Classification) (*State, shedhttp.Rejection) {
 	ctx := r.Context()
 	dryReason := ""
@@ -338,8 +339,14 @@ func (e *Engine) rejection(ctx context.Context, cl shedhttp.Classification, err 
 			e.annotateRejected(ctx, shed.ReasonQueueTimeout.String(), cl.Class, cl.Cost, true)
 			return shedhttp.Rejection{Status: http.StatusServiceUnavailable, Reason: shed.ReasonQueueTimeout, RetryAfter: time.Second, Class: cl.Class, Err: err}
 		default:
-			// The client went away: there is nobody to answer.
-			return shedhttp.Rejection{}
+			// The context ended while the request waited. The client may
+			// have gone, or the server may have cancelled it (a cancelled
+			// http.Server.BaseContext at shutdown, an outer middleware)
+			// while the client still waits. Writing nothing would make
+			// net/http answer an empty 200 for work that never ran; a 503
+			// to a client that has gone is harmless.
+			e.annotateRejected(ctx, shedhttp.ReasonCancelled, cl.Class, cl.Cost, true)
+			return shedhttp.Rejection{Status: http.StatusServiceUnavailable, RetryAfter: time.Second, Class: cl.Class, Err: err}
 		}
 	}
 	e.annotateRejected(ctx, rj.Reason.String(), cl.Class, cl.Cost, true)

@@ -203,10 +203,12 @@ func TestAdmitReasons(t *testing.T) {
 	if rej.Status != 503 || rej.Reason != shed.ReasonDeadline || rej.RetryAfter < time.Second || rej.RetryAfter%time.Second != 0 {
 		t.Errorf("deadline: %+v", rej)
 	}
-	// A client that is gone gets nothing.
+	// A context that ended (the client left, or the server cancelled it
+	// while the client waits) still gets a 503: never nothing, which
+	// net/http would send as an empty 200.
 	ctx, cancel := context.WithCancel(bg)
 	cancel()
-	if st, rej := e.Admit(req(ctx), shedhttp.Classification{}); st != nil || rej.Status != 0 {
+	if st, rej := e.Admit(req(ctx), shedhttp.Classification{}); st != nil || rej.Status != 503 || rej.RetryAfter != time.Second || !errors.Is(rej.Err, context.Canceled) {
 		t.Errorf("cancelled: %v %+v", st, rej)
 	}
 	// A context deadline that passes while queued.

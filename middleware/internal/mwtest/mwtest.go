@@ -262,6 +262,7 @@ func Run(t *testing.T, a Adapter) {
 		{"Panic", testPanic},
 		{"ClientDisconnect", testClientDisconnect},
 		{"DisconnectWhileQueued", testDisconnectWhileQueued},
+		{"ServerCancelWhileQueued", testServerCancelWhileQueued},
 		{"Streaming", testStreaming},
 		{"Hijack", testHijack},
 		{"Outcomes", testOutcomes},
@@ -757,6 +758,72 @@ func testDisconnectWhileQueued(t *testing.T, a Adapter) {
 	if _, ok := calls.Load("/q"); ok {
 		t.Error("the handler ran for a request whose client left while queued")
 	}
+}
+
+// testServerCancelWhileQueued: the server, not the client, ends the
+// context of queued requests (an outer middleware that cancels at
+// shutdown, as a cancelled http.Server.BaseContext does). Their clients
+// are still there: each gets the sanitized 503, never an empty 200 for
+// work that did not happen, and the handler does not run.
+func testServerCancelWhileQueued(t *testing.T, a Adapter) {
+	l := twoClasses(t, 2)
+	held := make([]shed.Permit, 2)
+	for i := range held {
+		held[i], _ = l.TryAcquire(shed.Request{Class: 1})
+	}
+	shutdown, stop := context.WithCancel(context.Background())
+	defer stop()
+	outer := func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			ctx, cancel := context.WithCancel(r.Context())
+			defer cancel()
+			defer context.AfterFunc(shutdown, cancel)()
+			next.ServeHTTP(w, r.WithContext(ctx))
+		})
+	}
+	var ran sync.Map
+	app := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ran.Store(r.URL.Query().Get("id"), true)
+		io.WriteString(w, "charged")
+	})
+	s := a.start(t, Options{Limiter: l, DefaultClass: "interactive", Outer: outer}, app)
+	const n = 3
+	type result struct {
+		resp *http.Response
+		body []byte
+		err  error
+	}
+	results := make(chan result, n)
+	for i := range n {
+		go func() {
+			resp, err := s.client.Post(fmt.Sprintf("%s/charge?id=%d", s.url, i), "application/json", strings.NewReader(`{"amount":1}`))
+			if err != nil {
+				results <- result{err: err}
+				return
+			}
+			b, err := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			results <- result{resp, b, err}
+		}()
+	}
+	WaitFor(t, "the requests to queue", func() bool { return l.Snapshot().Queued == n })
+	stop()
+	for range n {
+		r := <-results
+		if r.err != nil {
+			t.Errorf("POST /charge: %v", r.err)
+			continue
+		}
+		checkProblem(t, r.resp, r.body, http.StatusServiceUnavailable, true, "cancel", "shutdown", "context")
+	}
+	for i := range held {
+		held[i].Release(shed.Ignored)
+	}
+	waitIdle(t, l)
+	ran.Range(func(id, _ any) bool {
+		t.Errorf("the handler ran for request %v, whose context ended while it was queued", id)
+		return true
+	})
 }
 
 // testStreaming: a streaming response holds its permit until the handler
