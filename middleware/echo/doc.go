@@ -21,7 +21,10 @@
 //     health and metrics endpoints.
 //   - Routes match the route pattern (Context.Path, for example
 //     "/users/:id") when the middleware runs after routing (Echo.Use, or a
-//     group), then path prefixes.
+//     group), then path prefixes. Prefixes and SkipPaths match the path
+//     Echo's router matches (echo.GetPath: the raw path when the client
+//     percent-encoded it), so that /%68ealthz, which Echo does not route
+//     to /healthz, is not skipped as /healthz.
 //   - The default rate-limit key is Context.RealIP, which honours
 //     Echo.IPExtractor: configure it to trust your proxies' forwarding
 //     headers, not the client's.

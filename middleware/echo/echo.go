@@ -27,8 +27,9 @@ type Config struct {
 	// the request's route pattern (Context.Path(), for example
 	// "/users/:id"; set only when the middleware runs after routing, that
 	// is with Echo.Use or on a group, not with Echo.Pre), or else when it is
-	// a prefix of the request path; the longest matching prefix wins.
-	// Requests that match none get DefaultClass.
+	// a prefix of the path Echo's router matches (Request.URL.RawPath when
+	// set, else Request.URL.Path, as echo.GetPath); the longest matching
+	// prefix wins. Requests that match none get DefaultClass.
 	Routes map[string]string
 	// DefaultClass is the class of requests that nothing else classifies.
 	// Default: the limiter's last (lowest-priority) class, so that no
@@ -72,8 +73,11 @@ type Config struct {
 	// the body through http.MaxBytesReader, which fails past the bound.
 	MaxBodyBytes int64
 
-	// SkipPaths are request paths (exact Request.URL.Path values, such as
-	// "/healthz" or "/metrics") that bypass the middleware entirely.
+	// SkipPaths are request paths (such as "/healthz" or "/metrics") that
+	// bypass the middleware entirely. They match exactly the path Echo's
+	// router matches (Request.URL.RawPath when set, else Request.URL.Path,
+	// as echo.GetPath), so a percent-encoded variant such as /%68ealthz,
+	// which Echo routes to another handler (/:name), is not skipped.
 	SkipPaths []string
 
 	// Outcome maps the final response status of an admitted request to
@@ -141,7 +145,7 @@ func New(cfg Config) (echov4.MiddlewareFunc, error) {
 	return func(next echov4.HandlerFunc) echov4.HandlerFunc {
 		return func(c echov4.Context) error {
 			r := c.Request()
-			if skipper(c) || e.Skip(r.URL.Path) {
+			if skipper(c) || e.Skip(r) {
 				return next(c)
 			}
 			if rej, tooLarge := e.CheckBody(r); tooLarge {

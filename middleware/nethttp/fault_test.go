@@ -708,3 +708,61 @@ func TestFaultBaseContextCancelledWhileQueued(t *testing.T) {
 		t.Errorf("handler ran %d times, admitted %d, cancelled %d; want 0, 1 (the holder), %d", charged.Load(), c.admitted, c.cancelled, n)
 	}
 }
+
+// TestEncodedPathServeMux: behind net/http's ServeMux, whatever the
+// percent-encoding of a path, the expensive handler never runs unlimited:
+// SkipPaths and Routes see the path as the client sent it, which is never
+// more permissive than what the mux routes. /%68ealthz, which the mux
+// serves with the health handler, is then limited too (safe), and /a%2Fb,
+// which the mux does not split at the encoded slash and so routes to
+// /{report}, is not taken for the skipped /a/b.
+func TestEncodedPathServeMux(t *testing.T) {
+	l := newLimiter(t, 1)
+	var reports atomic.Int64
+	mux := http.NewServeMux()
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "healthy") })
+	mux.HandleFunc("/a/b", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ab") })
+	mux.HandleFunc("/{report}", func(w http.ResponseWriter, r *http.Request) {
+		reports.Add(1)
+		io.WriteString(w, "report "+r.PathValue("report"))
+	})
+	mw, err := nethttp.New(nethttp.Config{Limiter: l, SkipPaths: []string{"/healthz", "/a/b"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(mw(mux))
+	defer srv.Close()
+	client := &http.Client{Transport: &http.Transport{}}
+	defer client.CloseIdleConnections()
+	get := func(path string) (int, string) {
+		t.Helper()
+		resp, err := client.Get(srv.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	p, _ := l.TryAcquire(shed.Request{})
+	defer p.Release(shed.Ignored)
+	for _, tc := range []struct {
+		path   string
+		status int
+		body   string
+	}{
+		{"/healthz", 200, "healthy"},
+		{"/a/b", 200, "ab"},
+		{"/a%2Fb", 503, ""},
+		{"/%68ealthz", 503, ""},
+		{"/q", 503, ""},
+	} {
+		status, body := get(tc.path)
+		if status != tc.status || (tc.body != "" && body != tc.body) {
+			t.Errorf("%s with the limit full: %d %q, want %d %q", tc.path, status, body, tc.status, tc.body)
+		}
+	}
+	if n := reports.Load(); n != 0 {
+		t.Errorf("the report handler ran %d times with the limit full", n)
+	}
+}

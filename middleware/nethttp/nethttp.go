@@ -19,9 +19,11 @@ type Config struct {
 	// skipped must pass. Required.
 	Limiter *shed.Limiter
 
-	// Routes maps path prefixes (of Request.URL.Path) to class names; the
-	// longest matching prefix wins. Requests that match none, and every
-	// request when Routes is empty, get DefaultClass.
+	// Routes maps path prefixes to class names; the longest matching
+	// prefix wins. Requests that match none, and every request when Routes
+	// is empty, get DefaultClass. Prefixes match the path as the client
+	// sent it: Request.URL.RawPath when set, else Request.URL.Path (see
+	// SkipPaths).
 	Routes map[string]string
 	// DefaultClass is the class of requests that nothing else classifies.
 	// Default: the limiter's last (lowest-priority) class, so that no
@@ -65,8 +67,17 @@ type Config struct {
 	// the body through http.MaxBytesReader, which fails past the bound.
 	MaxBodyBytes int64
 
-	// SkipPaths are request paths (exact Request.URL.Path values, such as
-	// "/healthz" or "/metrics") that bypass the middleware entirely.
+	// SkipPaths are request paths (such as "/healthz" or "/metrics") that
+	// bypass the middleware entirely. They match the path exactly as the
+	// client sent it: Request.URL.RawPath when the client used an
+	// encoding other than the canonical one, else Request.URL.Path. A
+	// percent-encoded variant (/%68ealthz, /a%2Fb for /a/b) is therefore
+	// never skipped: some routers (chi, and ServeMux for an encoded slash)
+	// send it to another handler, and skipping it would let a client
+	// bypass the limit. Such a request is limited like any other, and
+	// takes DefaultClass unless a route prefix matches its raw path: keep
+	// DefaultClass the lowest class (the default) so that no encoding can
+	// raise a request's priority.
 	SkipPaths []string
 	// Skip, when set, bypasses the middleware for the requests it returns
 	// true for, in addition to SkipPaths.
@@ -147,7 +158,7 @@ type handler struct {
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	e := h.e
-	if e.Skip(r.URL.Path) || (h.skip != nil && h.skip(r)) {
+	if e.Skip(r) || (h.skip != nil && h.skip(r)) {
 		h.next.ServeHTTP(w, r)
 		return
 	}

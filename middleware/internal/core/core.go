@@ -209,12 +209,29 @@ func (e *Engine) NeedsKey() bool { return e.anyRate }
 // MaxBody returns the maximum body size, 0 for none.
 func (e *Engine) MaxBody() int64 { return e.maxBody }
 
-// Skip reports whether path bypasses the middleware.
-func (e *Engine) Skip(path string) bool {
+// RequestPath is the path SkipPaths and Routes prefixes match: the path
+// as the client sent it, URL.RawPath when set (the client used an encoding
+// other than the canonical one), else URL.Path. It is what the routers that
+// route on the raw path match (Echo, chi), so a skip or a class can never
+// be had by percent-encoding a path (/%68ealthz) that such a router sends
+// elsewhere. Routers that decode first (net/http's ServeMux) see the same
+// path whenever it is canonically encoded; for the rest the middleware is
+// stricter than the router (not skipped, DefaultClass), never more lenient.
+// It allocates nothing.
+func RequestPath(r *http.Request) string {
+	if r.URL.RawPath != "" {
+		return r.URL.RawPath
+	}
+	return r.URL.Path
+}
+
+// Skip reports whether r bypasses the middleware: its RequestPath is one
+// of SkipPaths.
+func (e *Engine) Skip(r *http.Request) bool {
 	if e.skip == nil {
 		return false
 	}
-	_, ok := e.skip[path]
+	_, ok := e.skip[RequestPath(r)]
 	return ok
 }
 
@@ -230,8 +247,8 @@ func (e *Engine) CheckBody(r *http.Request) (shedhttp.Rejection, bool) {
 
 // Classify returns the default classification of r: the class from the
 // trusted class header, else from the route (an exact match of route, the
-// framework's route pattern, then the longest matching prefix of the
-// path), else the default class; the key from the trusted key header, else
+// framework's route pattern, then the longest prefix of RequestPath(r)
+// that Routes holds), else the default class; the key from the trusted key header, else
 // "" (the adapter fills in the client address).
 func (e *Engine) Classify(r *http.Request, route string) shedhttp.Classification {
 	cl := shedhttp.Classification{Class: e.classOf(r, route)}
@@ -261,7 +278,7 @@ func (e *Engine) classOf(r *http.Request, rt string) shed.Class {
 			return c
 		}
 	}
-	path := r.URL.Path
+	path := RequestPath(r)
 	for _, ro := range e.routes {
 		if strings.HasPrefix(path, ro.prefix) {
 			return ro.class

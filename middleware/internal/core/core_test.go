@@ -95,6 +95,9 @@ func TestClassify(t *testing.T) {
 		{path: "/api/x", class: 0},
 		{path: "/api/bulk/x", class: 1},
 		{path: "/api", class: 1},
+		{path: "/%61pi/x", class: 1},             // the raw path has no /api/ prefix
+		{path: "/api%2Fx", class: 1},             // an encoded slash is not a separator
+		{path: "/api/group%2Fproject", class: 0}, // after the prefix it is
 		{path: "/users/7", route: "/users/:id", class: 0},
 		{path: "/users/7", route: "/other", class: 1},
 		{path: "/", header: http.Header{"X-Class": {"interactive"}}, class: 0},
@@ -113,6 +116,26 @@ func TestClassify(t *testing.T) {
 		cl := e.Classify(r, tc.route)
 		if cl.Class != tc.class || cl.Key != tc.key {
 			t.Errorf("%s (route %q, %v): class %d key %q, want %d %q", tc.path, tc.route, tc.header, cl.Class, cl.Key, tc.class, tc.key)
+		}
+	}
+}
+
+// TestSkipRawPath: a skipped path matches only as the client sent it.
+func TestSkipRawPath(t *testing.T) {
+	e, err := core.New(core.Config{Limiter: limiter(t), SkipPaths: []string{"/healthz", "/a/b"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for path, want := range map[string]bool{
+		"/healthz": true, "/a/b": true,
+		"/%68ealthz": false, "/health%7a": false, "/a%2Fb": false, "/a%2fb": false, "/healthz/": false, "/a/%62": false,
+	} {
+		r := httptest.NewRequest(http.MethodGet, path, nil)
+		if got := e.Skip(r); got != want {
+			t.Errorf("Skip(%s) = %v, want %v (Path %q, RawPath %q)", path, got, want, r.URL.Path, r.URL.RawPath)
+		}
+		if got := core.RequestPath(r); got != path {
+			t.Errorf("RequestPath(%s) = %q", path, got)
 		}
 	}
 }

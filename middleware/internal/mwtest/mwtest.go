@@ -268,6 +268,7 @@ func Run(t *testing.T, a Adapter) {
 		{"Outcomes", testOutcomes},
 		{"Reconcile", testReconcile},
 		{"Skip", testSkip},
+		{"EncodedPath", testEncodedPath},
 		{"CostTooLarge", testCostTooLarge},
 		{"Draining", testDraining},
 		{"Spans", testSpans},
@@ -995,6 +996,50 @@ func testSkip(t *testing.T, a Adapter) {
 	if snap := l.Snapshot(); snap.Classes[0].Admitted+snap.Classes[1].Admitted != 0 {
 		t.Error("a skipped request reached the limiter")
 	}
+}
+
+// testEncodedPath: SkipPaths and Routes prefixes match the path as the
+// client sent it, the path routers that route on the raw path (Echo, chi)
+// see. Percent-encoding a skipped path does not bypass a full limiter, and
+// encoding a route prefix (or a slash of it) does not buy its class.
+func testEncodedPath(t *testing.T, a Adapter) {
+	l := twoClasses(t, 4)
+	s := a.start(t, Options{
+		Limiter:   l,
+		SkipPaths: []string{"/healthz", "/a/b"},
+		Routes:    map[string]string{"/api/": "interactive"},
+	}, a.classApp(l))
+	for _, tc := range []struct{ path, class string }{
+		{"/api/x", "interactive"},
+		{"/api/v4/projects/group%2Fproject", "interactive"}, // an encoded slash after the prefix
+		{"/%61pi/x", "batch"},
+		{"/api%2Fx", "batch"},
+		{"/healthz", "none"},
+		{"/a/b", "none"},
+	} {
+		if resp, _ := s.get(tc.path, nil); resp.StatusCode != 200 || resp.Header.Get("X-Class") != tc.class {
+			t.Errorf("%s: status %d class %q, want 200 %q", tc.path, resp.StatusCode, resp.Header.Get("X-Class"), tc.class)
+		}
+	}
+	held := make([]shed.Permit, 4)
+	for i := range held {
+		held[i], _ = l.TryAcquire(shed.Request{Class: 0})
+	}
+	for _, path := range []string{"/%68ealthz", "/health%7A", "/%2Fhealthz", "/a%2Fb", "/a/%62"} {
+		resp, body := s.get(path, nil)
+		if resp.StatusCode != 503 {
+			t.Errorf("%s with the limit full: status %d class %q, want 503 (not skipped)", path, resp.StatusCode, resp.Header.Get("X-Class"))
+			continue
+		}
+		checkProblem(t, resp, body, 503, true)
+	}
+	if resp, _ := s.get("/healthz", nil); resp.StatusCode != 200 {
+		t.Errorf("/healthz with the limit full: status %d, want 200 (skipped)", resp.StatusCode)
+	}
+	for i := range held {
+		held[i].Release(shed.Ignored)
+	}
+	waitIdle(t, l)
 }
 
 // testCostTooLarge: a request that could never be admitted gets 413, not
