@@ -37,9 +37,18 @@ type Config struct {
 	ClassHeader string
 	// KeyHeader names a trusted request header (set by a proxy or an
 	// authentication layer: tenant, API key) whose value is the
-	// rate-limit key. Empty, absent or repeated: the key is the host of
-	// Request.RemoteAddr.
+	// rate-limit key. Empty, absent or repeated: the key is the client's
+	// address, the host of Request.RemoteAddr (see IPv6KeyPrefix).
 	KeyHeader string
+	// IPv6KeyPrefix is the prefix length, in bits, of the default key of
+	// an IPv6 client: all the addresses of one /64 (the default,
+	// shedhttp.DefaultIPv6KeyPrefix) share one rate-limit bucket, because
+	// whoever holds a /64 can send from any address in it. IPv4 clients,
+	// also IPv4-mapped ones, are keyed by their address. 128 keys each
+	// IPv6 address apart; a shorter prefix (48, 56) groups larger
+	// networks, and the clients behind them. It does not apply to keys
+	// from KeyHeader or Classify.
+	IPv6KeyPrefix int
 	// Classify, when set, refines the default classification (computed
 	// from Routes, DefaultClass, ClassHeader and KeyHeader, passed as def):
 	// for example it sets the cost from the request, or the key from an
@@ -115,6 +124,7 @@ func New(cfg Config) (func(http.Handler) http.Handler, error) {
 		DefaultClass:         cfg.DefaultClass,
 		ClassHeader:          cfg.ClassHeader,
 		KeyHeader:            cfg.KeyHeader,
+		IPv6KeyPrefix:        cfg.IPv6KeyPrefix,
 		RateLimits:           cfg.RateLimits,
 		KeyStore:             cfg.KeyStore,
 		RateLimitDryRun:      cfg.RateLimitDryRun,
@@ -168,7 +178,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	cl := e.Classify(r, "")
 	if cl.Key == "" && h.needKey {
-		cl.Key = core.RemoteHost(r.RemoteAddr)
+		cl.Key = e.AddrKey(core.RemoteHost(r.RemoteAddr))
 	}
 	if h.classify != nil {
 		cl = h.classify(r, cl)

@@ -36,7 +36,11 @@
 // KeyHeader), which should be a header that a trusted proxy sets and
 // overwrites. Otherwise the class comes from the route, and the key is the
 // client's address (net/http: the host of Request.RemoteAddr; Echo:
-// Context.RealIP, which honours Echo's IPExtractor).
+// Context.RealIP, which honours Echo's IPExtractor). An IPv6 address counts
+// by its /64 ([DefaultIPv6KeyPrefix], the middleware's IPv6KeyPrefix):
+// whoever holds a /64 can send from any of its 2^64 addresses, and keying
+// by the full address would give each request a fresh bucket. IPv4
+// addresses, also IPv4-mapped ones, count by themselves.
 //
 // # Responses
 //

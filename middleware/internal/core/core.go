@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/netip"
 	"sort"
 	"strings"
 	"time"
@@ -38,6 +39,7 @@ type Config struct {
 	DefaultClass         string
 	ClassHeader          string
 	KeyHeader            string
+	IPv6KeyPrefix        int
 	RateLimits           map[string]shedhttp.RateLimit
 	KeyStore             shedhttp.KeyStore
 	RateLimitDryRun      bool
@@ -67,6 +69,7 @@ type Engine struct {
 	defClass     shed.Class
 	classHeader  string
 	keyHeader    string
+	v6Bits       int
 	rates        [shed.MaxClasses]rateRule
 	anyRate      bool
 	store        shedhttp.KeyStore
@@ -150,6 +153,14 @@ func New(cfg Config) (*Engine, error) {
 			return nil, configError("KeyHeader", "invalid header name %q", cfg.KeyHeader)
 		}
 		e.keyHeader = http.CanonicalHeaderKey(cfg.KeyHeader)
+	}
+	switch p := cfg.IPv6KeyPrefix; {
+	case p == 0:
+		e.v6Bits = shedhttp.DefaultIPv6KeyPrefix
+	case p < 0 || p > 128:
+		return nil, configError("IPv6KeyPrefix", "must be a prefix length in [1, 128] (0 for the default %d), got %d", shedhttp.DefaultIPv6KeyPrefix, p)
+	default:
+		e.v6Bits = p
 	}
 	for name, rl := range cfg.RateLimits {
 		field := fmt.Sprintf("RateLimits[%q]", name)
@@ -285,6 +296,37 @@ func (e *Engine) classOf(r *http.Request, rt string) shed.Class {
 		}
 	}
 	return e.defClass
+}
+
+// AddrKey returns the default rate-limit key of a client whose address is
+// host (an IP address without port, as RemoteHost or Echo's RealIP return
+// it); see AddrKey.
+func (e *Engine) AddrKey(host string) string { return AddrKey(host, e.v6Bits) }
+
+// AddrKey returns the rate-limit key of the client address host: an IPv4
+// address as itself (a /32), also when it comes IPv4-mapped
+// ("::ffff:192.0.2.1"); an IPv6 address as its prefix of v6Bits bits in
+// CIDR notation ("2001:db8:1:2::/64"), without its zone. A host that is not
+// an IP address (a Unix socket's "@", garbage from a forwarding header) is
+// its own key. A single IPv6 subscriber gets a /64 or more, so keying by
+// the full address would let it pick a fresh bucket for every request.
+// Only IPv6 and mapped hosts allocate (the key is a new string).
+func AddrKey(host string, v6Bits int) string {
+	if strings.IndexByte(host, ':') < 0 {
+		return host // IPv4 (already canonical from net/http), or not an IP
+	}
+	a, err := netip.ParseAddr(host)
+	if err != nil {
+		return host
+	}
+	if a.Is4In6() {
+		return a.Unmap().String()
+	}
+	p, err := a.WithZone("").Prefix(v6Bits)
+	if err != nil {
+		return host // v6Bits outside [0, 128]: New does not allow it
+	}
+	return p.String()
 }
 
 // RemoteHost returns the host part of a RemoteAddr ("ip:port"), or addr

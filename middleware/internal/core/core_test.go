@@ -58,6 +58,8 @@ func TestConfigErrors(t *testing.T) {
 		{"zero burst", core.Config{Limiter: l, RateLimits: map[string]shedhttp.RateLimit{"batch": {Rate: 1}}}, `RateLimits["batch"]: burst`},
 		{"negative body", core.Config{Limiter: l, MaxBodyBytes: -1}, "MaxBodyBytes"},
 		{"empty skip path", core.Config{Limiter: l, SkipPaths: []string{"/ok", ""}}, "SkipPaths[1]"},
+		{"negative IPv6 prefix", core.Config{Limiter: l, IPv6KeyPrefix: -1}, "IPv6KeyPrefix"},
+		{"IPv6 prefix too long", core.Config{Limiter: l, IPv6KeyPrefix: 129}, "IPv6KeyPrefix"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := core.New(tc.cfg)
@@ -137,6 +139,52 @@ func TestSkipRawPath(t *testing.T) {
 		if got := core.RequestPath(r); got != path {
 			t.Errorf("RequestPath(%s) = %q", path, got)
 		}
+	}
+}
+
+func TestAddrKey(t *testing.T) {
+	for _, tc := range []struct {
+		host string
+		bits int
+		want string
+	}{
+		{"192.0.2.1", 64, "192.0.2.1"},
+		{"192.0.2.1", 128, "192.0.2.1"},
+		{"::ffff:192.0.2.1", 64, "192.0.2.1"},
+		{"::ffff:c000:201", 64, "192.0.2.1"},
+		{"2001:db8:1:2:3:4:5:6", 64, "2001:db8:1:2::/64"},
+		{"2001:DB8:1:2::ffff", 64, "2001:db8:1:2::/64"},
+		{"2001:db8:1:2:3:4:5:6", 48, "2001:db8:1::/48"},
+		{"2001:db8:1:2:3:4:5:6", 56, "2001:db8:1::/56"},
+		{"2001:db8:1:2ff:3:4:5:6", 56, "2001:db8:1:200::/56"},
+		{"2001:db8:1:2:3:4:5:6", 128, "2001:db8:1:2:3:4:5:6/128"},
+		{"fe80::1%eth0", 64, "fe80::/64"},
+		{"fe80::1%eth0", 128, "fe80::1/128"},
+		{"::1", 64, "::/64"},
+		{"::", 64, "::/64"},
+		// Not an IP address: the key is the host, unchanged.
+		{"", 64, ""},
+		{"@", 64, "@"},
+		{"not-an-ip", 64, "not-an-ip"},
+		{"[2001:db8::1]", 64, "[2001:db8::1]"},
+		{"2001:db8::1:80:", 64, "2001:db8::1:80:"},
+		{"192.0.2.1:80", 64, "192.0.2.1:80"},
+		{"::ffff:192.0.2.300", 64, "::ffff:192.0.2.300"},
+		{"fe80::1%", 64, "fe80::1%"},
+	} {
+		if got := core.AddrKey(tc.host, tc.bits); got != tc.want {
+			t.Errorf("AddrKey(%q, %d) = %q, want %q", tc.host, tc.bits, got, tc.want)
+		}
+	}
+	e, err := core.New(core.Config{Limiter: limiter(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := e.AddrKey("2001:db8:1:2::7"); got != "2001:db8:1:2::/64" {
+		t.Errorf("default prefix: %q, want the /64", got)
+	}
+	if n := testing.AllocsPerRun(100, func() { e.AddrKey(core.RemoteHost("192.0.2.1:4711")) }); n != 0 {
+		t.Errorf("an IPv4 key allocates %v times", n)
 	}
 }
 

@@ -42,6 +42,7 @@ type Options struct {
 	RateLimitDryRun      bool
 	MaxBodyBytes         int64
 	SkipPaths            []string
+	IPv6KeyPrefix        int
 	Outcome              func(r *http.Request, status int) shed.Outcome
 	DisableNoRetryHeader bool
 	Observer             shed.Observer
@@ -258,6 +259,7 @@ func Run(t *testing.T, a Adapter) {
 		{"SpoofedClassHeader", testSpoofedClassHeader},
 		{"SpoofedKeyHeader", testSpoofedKeyHeader},
 		{"KeyFlood", testKeyFlood},
+		{"IPv6Key", testIPv6Key},
 		{"BodyLimit", testBodyLimit},
 		{"Panic", testPanic},
 		{"ClientDisconnect", testClientDisconnect},
@@ -579,6 +581,58 @@ func testSpoofedKeyHeader(t *testing.T, a Adapter) {
 			resp, _ := s.get("/", h("10.0.0.2"))
 			if got := resp.StatusCode == 429; got != tc.want429 {
 				t.Errorf("second request from the same address claiming another key: status %d", resp.StatusCode)
+			}
+		})
+	}
+}
+
+// testIPv6Key: the default rate-limit key of an IPv6 client is its /64
+// (IPv6KeyPrefix), so that a client cannot get a fresh bucket by picking
+// another of the 2^64 addresses it holds; an IPv4 client is keyed by its
+// address, also when it arrives IPv4-mapped. The client addresses come from
+// a trusted forwarding middleware in front, as behind a proxy, so that the
+// requests still travel over 127.0.0.1.
+func testIPv6Key(t *testing.T, a Adapter) {
+	realIP := func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			r2 := r.WithContext(r.Context())
+			r2.RemoteAddr = net.JoinHostPort(r.Header.Get("X-Test-Client"), "4711")
+			next.ServeHTTP(w, r2)
+		})
+	}
+	for _, tc := range []struct {
+		prefix  int
+		clients []string // each pair: a first request (admitted), then a second one
+		want    []int    // status of each second request
+	}{
+		{0, []string{
+			"2001:db8:1:2::1", "2001:db8:1:2:ffff:ffff:ffff:ffff", // the same /64
+			"2001:db8:1:3::1", "2001:db8:1:3::1", // the same address
+			"192.0.2.1", "::ffff:192.0.2.1", // IPv4 and IPv4-mapped
+			"192.0.2.2", "192.0.2.3", // IPv4 is keyed by address
+			"fe80::1%eth0", "fe80::2%eth1", // zones do not count
+			"2001:db8:4::1", "2001:db8:5::1", // other /64s
+		}, []int{429, 429, 429, 200, 429, 200}},
+		{48, []string{"2001:db8:4::1", "2001:db8:4:ffff::1"}, []int{429}},
+		{128, []string{"2001:db8:1:2::1", "2001:db8:1:2::2"}, []int{200}},
+	} {
+		t.Run(fmt.Sprintf("prefix=%d", tc.prefix), func(t *testing.T) {
+			l := twoClasses(t, 100)
+			s := a.start(t, Options{
+				Limiter:       l,
+				RateLimits:    map[string]shedhttp.RateLimit{"batch": {Rate: 1e-3, Burst: 1}},
+				IPv6KeyPrefix: tc.prefix,
+				Clock:         NewFakeClock().Now,
+				Outer:         realIP,
+			}, a.classApp(l))
+			for i := 0; i < len(tc.clients); i += 2 {
+				first, second := tc.clients[i], tc.clients[i+1]
+				if resp, _ := s.get("/", http.Header{"X-Test-Client": {first}}); resp.StatusCode != 200 {
+					t.Errorf("first request from %s: status %d, want 200", first, resp.StatusCode)
+				}
+				if resp, _ := s.get("/", http.Header{"X-Test-Client": {second}}); resp.StatusCode != tc.want[i/2] {
+					t.Errorf("%s after %s: status %d, want %d", second, first, resp.StatusCode, tc.want[i/2])
+				}
 			}
 		})
 	}
