@@ -52,6 +52,10 @@
 // handler (bench_test.go): the request state, which is also the request's
 // context (1), the request copy that carries it (1), and the closure that
 // Echo builds for every middleware added with Echo.Use on every request
-// (1). Echo's Response already records the status, so no writer wrapper is
-// needed. Rejections allocate nothing but Echo's middleware closure.
+// (1). Echo's Response already records the status; to see a hijack, the
+// middleware wraps Response.Writer for the request's duration, with a
+// wrapper kept in the request state for net/http's HTTP/1 writer (no
+// allocation) and with github.com/felixge/httpsnoop for any other writer
+// that can be hijacked. Rejections allocate nothing but Echo's middleware
+// closure.
 package echo

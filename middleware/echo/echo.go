@@ -89,6 +89,16 @@ type Config struct {
 	// which Echo routes to another handler (/:name), is not skipped.
 	SkipPaths []string
 
+	// HoldHijacked keeps the permit of a request whose handler hijacks
+	// the connection (a WebSocket upgrade, through Response.Hijack or
+	// http.ResponseController) until the handler returns, that is for the
+	// connection's life, so that the limit bounds open connections too.
+	// By default the permit is released, as Ignored, when the handler
+	// hijacks the connection: it covers the request up to the upgrade,
+	// and idle connections do not hold capacity that requests need. See
+	// the package documentation.
+	HoldHijacked bool
+
 	// Outcome maps the final response status of an admitted request to
 	// its permit's outcome. Default shedhttp.DefaultOutcome. When the
 	// handler returns an error and has not written a response, the status
@@ -129,6 +139,7 @@ func New(cfg Config) (echov4.MiddlewareFunc, error) {
 		RateLimitDryRun:      cfg.RateLimitDryRun,
 		MaxBodyBytes:         cfg.MaxBodyBytes,
 		SkipPaths:            cfg.SkipPaths,
+		HoldHijacked:         cfg.HoldHijacked,
 		Outcome:              cfg.Outcome,
 		DisableNoRetryHeader: cfg.DisableNoRetryHeader,
 		Observer:             cfg.Observer,
@@ -178,17 +189,24 @@ func New(cfg Config) (echov4.MiddlewareFunc, error) {
 				r2.Body = http.MaxBytesReader(c.Response().Writer, r.Body, n)
 			}
 			c.SetRequest(r2)
+			// Echo's Response records the status itself; the wrapper is
+			// there to see a hijack (Response.Hijack goes through it).
+			res := c.Response()
+			w := res.Writer
+			res.Writer = st.WrapWriter(w, false)
 			// Release on every path. Without recover, a panic keeps its
 			// original stack: the deferred call releases the permit and
 			// the panic goes on (to Echo's Recover middleware, if any).
 			returned := false
 			defer func() {
 				if !returned {
+					res.Writer = w
 					e.ReleasePanicked(st)
 				}
 			}()
 			err := next(c)
 			returned = true
+			res.Writer = w
 			c.SetRequest(r)
 			e.Release(st, r, status(c, err))
 			return err

@@ -5,8 +5,6 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/felixge/httpsnoop"
-
 	"github.com/shedkit/shedkit/middleware/internal/core"
 	"github.com/shedkit/shedkit/middleware/shedhttp"
 	"github.com/shedkit/shedkit/shed"
@@ -92,6 +90,15 @@ type Config struct {
 	// true for, in addition to SkipPaths.
 	Skip func(r *http.Request) bool
 
+	// HoldHijacked keeps the permit of a request whose handler hijacks
+	// the connection (a WebSocket upgrade) until the handler returns,
+	// that is for the connection's life, so that the limit bounds open
+	// connections too. By default the permit is released, as Ignored,
+	// when the handler hijacks the connection: it covers the request up
+	// to the upgrade, and idle connections do not hold capacity that
+	// requests need. See the package documentation.
+	HoldHijacked bool
+
 	// Outcome maps the final response status of an admitted request to
 	// its permit's outcome. Default shedhttp.DefaultOutcome. It is not
 	// called when the handler panicked or the request context ended; see
@@ -130,6 +137,7 @@ func New(cfg Config) (func(http.Handler) http.Handler, error) {
 		RateLimitDryRun:      cfg.RateLimitDryRun,
 		MaxBodyBytes:         cfg.MaxBodyBytes,
 		SkipPaths:            cfg.SkipPaths,
+		HoldHijacked:         cfg.HoldHijacked,
 		Outcome:              cfg.Outcome,
 		DisableNoRetryHeader: cfg.DisableNoRetryHeader,
 		Observer:             cfg.Observer,
@@ -193,19 +201,10 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if n := e.MaxBody(); n > 0 && r.Body != nil && r.Body != http.NoBody {
 		r2.Body = http.MaxBytesReader(w, r.Body, n)
 	}
-	// httpsnoop keeps every optional interface of w (Flusher, Hijacker,
-	// ReaderFrom, ...) and Unwrap for http.ResponseController; the hook
-	// only records the final status.
-	ww := httpsnoop.Wrap(w, httpsnoop.Hooks{
-		WriteHeader: func(next httpsnoop.WriteHeaderFunc) httpsnoop.WriteHeaderFunc {
-			return func(code int) {
-				if st.Status == 0 && (code >= 200 || code == http.StatusSwitchingProtocols) {
-					st.Status = code
-				}
-				next(code)
-			}
-		},
-	})
+	// The wrapper keeps every optional interface of w (Flusher, Hijacker,
+	// ReaderFrom, ...) and Unwrap for http.ResponseController; it records
+	// the final status and releases the permit at a hijack.
+	ww := st.WrapWriter(w, true)
 	// Release on every path. Without recover, a panic keeps its original
 	// stack: the deferred call releases the permit and the panic goes on.
 	returned := false

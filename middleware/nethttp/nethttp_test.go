@@ -30,6 +30,7 @@ func config(o mwtest.Options) nethttp.Config {
 		MaxBodyBytes:         o.MaxBodyBytes,
 		SkipPaths:            o.SkipPaths,
 		IPv6KeyPrefix:        o.IPv6KeyPrefix,
+		HoldHijacked:         o.HoldHijacked,
 		Outcome:              o.Outcome,
 		DisableNoRetryHeader: o.DisableNoRetryHeader,
 		Observer:             o.Observer,

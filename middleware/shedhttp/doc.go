@@ -24,7 +24,8 @@
 //     that did not run (a 503 to a client that has gone is harmless);
 //  5. runs the handler with the permit in its context, and releases the
 //     permit exactly once when the handler returns, panics or its client
-//     goes away.
+//     goes away, or when it hijacks the connection (unless the
+//     configuration holds hijacked permits: HoldHijacked).
 //
 // The rate limit comes first because it is cheaper and because a client
 // that exceeds its own rate should not take a place in the admission queue.

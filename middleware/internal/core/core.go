@@ -45,6 +45,7 @@ type Config struct {
 	RateLimitDryRun      bool
 	MaxBodyBytes         int64
 	SkipPaths            []string
+	HoldHijacked         bool
 	Outcome              func(r *http.Request, status int) shed.Outcome
 	DisableNoRetryHeader bool
 	Observer             shed.Observer
@@ -76,6 +77,7 @@ type Engine struct {
 	rateDryRun   bool
 	maxBody      int64
 	skip         map[string]struct{}
+	holdHijacked bool
 	outcome      func(r *http.Request, status int) shed.Outcome
 	noRetry      bool
 	observer     shed.Observer
@@ -94,14 +96,15 @@ func New(cfg Config) (*Engine, error) {
 		return nil, configError("Limiter", "required")
 	}
 	e := &Engine{
-		lim:        cfg.Limiter,
-		store:      cfg.KeyStore,
-		rateDryRun: cfg.RateLimitDryRun,
-		maxBody:    cfg.MaxBodyBytes,
-		outcome:    cfg.Outcome,
-		noRetry:    !cfg.DisableNoRetryHeader,
-		observer:   cfg.Observer,
-		clock:      cfg.Clock,
+		lim:          cfg.Limiter,
+		store:        cfg.KeyStore,
+		rateDryRun:   cfg.RateLimitDryRun,
+		maxBody:      cfg.MaxBodyBytes,
+		outcome:      cfg.Outcome,
+		holdHijacked: cfg.HoldHijacked,
+		noRetry:      !cfg.DisableNoRetryHeader,
+		observer:     cfg.Observer,
+		clock:        cfg.Clock,
 	}
 	for _, c := range cfg.Limiter.Snapshot().Classes {
 		e.classNames = append(e.classNames, c.Name)
@@ -371,7 +374,7 @@ func (e *Engine) Admit(r *http.Request, cl shedhttp.Classification) (*State, she
 	if err != nil {
 		return nil, e.rejection(ctx, cl, err)
 	}
-	st := &State{Context: ctx, Permit: p}
+	st := &State{Context: ctx, Permit: p, holdHijacked: e.holdHijacked}
 	if dryReason == "" && p.DryRun() != shed.ReasonNone {
 		dryReason = p.DryRun().String()
 	}
@@ -445,12 +448,19 @@ func (e *Engine) SetRejectHeaders(h http.Header, rej shedhttp.Rejection) {
 
 // Release ends st's permit after the handler returned normally with the
 // given response status (0: none written, which net/http sends as 200).
+// It does nothing when the permit was already released: by the handler,
+// or at a hijack.
 func (e *Engine) Release(st *State, r *http.Request, status int) {
+	if !st.Permit.Valid() {
+		return
+	}
 	if status == 0 {
 		status = http.StatusOK
 	}
 	var o shed.Outcome
 	switch err := st.Context.Err(); {
+	case st.hijacked:
+		o = shed.Ignored // HoldHijacked: it held the connection, not a request
 	case err == nil:
 		o = e.outcome(r, status)
 	case errors.Is(err, context.DeadlineExceeded):

@@ -43,6 +43,7 @@ type Options struct {
 	MaxBodyBytes         int64
 	SkipPaths            []string
 	IPv6KeyPrefix        int
+	HoldHijacked         bool
 	Outcome              func(r *http.Request, status int) shed.Outcome
 	DisableNoRetryHeader bool
 	Observer             shed.Observer
@@ -267,6 +268,7 @@ func Run(t *testing.T, a Adapter) {
 		{"ServerCancelWhileQueued", testServerCancelWhileQueued},
 		{"Streaming", testStreaming},
 		{"Hijack", testHijack},
+		{"IdleHijacked", testIdleHijacked},
 		{"Outcomes", testOutcomes},
 		{"Reconcile", testReconcile},
 		{"Skip", testSkip},
@@ -959,6 +961,78 @@ func testHijack(t *testing.T, a Adapter) {
 	waitIdle(t, l)
 	if s, d, i := released(l); s != 0 || d != 0 || i != 1 {
 		t.Errorf("released success %d dropped %d ignored %d, want one ignored", s, d, i)
+	}
+}
+
+// testIdleHijacked is issue 15's websocket fault: two idle hijacked
+// connections on a limit of 2 must not turn every other request into a
+// 503. The permit covers the request up to the hijack and is released
+// then (Ignored: the connection's life is not a latency); HoldHijacked
+// keeps it until the handler returns, and then the limit is full.
+func testIdleHijacked(t *testing.T, a Adapter) {
+	for _, hold := range []bool{false, true} {
+		t.Run(fmt.Sprintf("HoldHijacked=%v", hold), func(t *testing.T) {
+			l := newLimiter(t, shed.Config{Limit: 2})
+			app := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if r.URL.Path != "/ws" {
+					io.WriteString(w, "ok")
+					return
+				}
+				conn, rw, err := http.NewResponseController(w).Hijack()
+				if err != nil {
+					http.Error(w, err.Error(), 500)
+					return
+				}
+				defer conn.Close()
+				rw.WriteString("HTTP/1.1 101 Switching Protocols\r\nUpgrade: test\r\nConnection: Upgrade\r\n\r\n")
+				rw.Flush()
+				io.Copy(io.Discard, rw) // idle until the client closes
+			})
+			s := a.start(t, Options{Limiter: l, HoldHijacked: hold}, app)
+			var conns []net.Conn
+			defer func() {
+				for _, c := range conns {
+					c.Close()
+				}
+			}()
+			for range 2 {
+				conn, err := net.DialTimeout("tcp", strings.TrimPrefix(s.url, "http://"), 10*time.Second)
+				if err != nil {
+					t.Fatal(err)
+				}
+				conns = append(conns, conn)
+				conn.SetDeadline(time.Now().Add(20 * time.Second))
+				io.WriteString(conn, "GET /ws HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: test\r\n\r\n")
+				resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+				if err != nil || resp.StatusCode != http.StatusSwitchingProtocols {
+					t.Fatalf("upgrade: %v, %v", resp, err)
+				}
+			}
+			want, inFlight := 200, 0
+			if hold {
+				want, inFlight = 503, 2
+			}
+			for range 3 {
+				if resp, _ := s.get("/other", nil); resp.StatusCode != want {
+					t.Errorf("a request next to two idle hijacked connections: status %d, want %d", resp.StatusCode, want)
+				}
+			}
+			if n := l.InFlight(); n != inFlight {
+				t.Errorf("in flight %d with two idle hijacked connections, want %d", n, inFlight)
+			}
+			for _, c := range conns {
+				c.Close()
+			}
+			conns = nil
+			waitIdle(t, l)
+			wantSuccess := uint64(3)
+			if hold {
+				wantSuccess = 0 // the other requests were rejected
+			}
+			if s, d, i := released(l); s != wantSuccess || d != 0 || i != 2 {
+				t.Errorf("released success %d dropped %d ignored %d; want %d, 0, 2 (the hijacked ones)", s, d, i, wantSuccess)
+			}
+		})
 	}
 }
 
