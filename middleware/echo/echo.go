@@ -185,8 +185,14 @@ func New(cfg Config) (echov4.MiddlewareFunc, error) {
 			}
 
 			r2 := r.WithContext(st)
-			if n := e.MaxBody(); n > 0 && r.Body != nil && r.Body != http.NoBody {
-				r2.Body = http.MaxBytesReader(c.Response().Writer, r.Body, n)
+			if r.Body != nil && r.Body != http.NoBody {
+				body := r.Body
+				if n := e.MaxBody(); n > 0 {
+					body = http.MaxBytesReader(c.Response().Writer, body, n)
+				}
+				// Time blocked reading the body is the client's, not the
+				// service's: the release must not count it.
+				r2.Body = st.WatchBody(body)
 			}
 			c.SetRequest(r2)
 			// Echo's Response records the status itself; the wrapper is

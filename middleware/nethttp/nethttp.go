@@ -198,8 +198,14 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 
 	r2 := r.WithContext(st)
-	if n := e.MaxBody(); n > 0 && r.Body != nil && r.Body != http.NoBody {
-		r2.Body = http.MaxBytesReader(w, r.Body, n)
+	if r.Body != nil && r.Body != http.NoBody {
+		body := r.Body
+		if n := e.MaxBody(); n > 0 {
+			body = http.MaxBytesReader(w, body, n)
+		}
+		// Time blocked reading the body is the client's, not the
+		// service's: the release must not count it (see core.clientBound).
+		r2.Body = st.WatchBody(body)
 	}
 	// The wrapper keeps every optional interface of w (Flusher, Hijacker,
 	// ReaderFrom, ...) and Unwrap for http.ResponseController; it records

@@ -78,7 +78,19 @@
 // context was cancelled) is released Ignored, one whose context deadline
 // passed is released Dropped (it did not finish in time), and one whose
 // handler panicked is released Ignored before the panic continues (a bug is
-// not an overload signal; it is neither a latency sample).
+// not an overload signal; it is neither a latency sample). A hijacked
+// connection's permit is released Ignored at the hijack.
+//
+// Time the handler spends blocked reading the request body is the
+// client's, not the service's: the middleware measures it (two reads of
+// the monotonic clock per Read of the body) and releases Ignored, instead
+// of Dropped, a request whose deadline passed but that would have met it
+// without that time (a slow upload behind a request-timeout middleware),
+// and, instead of its status's outcome, one that spent at least half of
+// its time waiting for its body (its latency is mostly the client's). A
+// few slow uploaders therefore cannot drive an adaptive limit down for
+// everyone. Time spent writing to a client that reads slowly is not
+// measured: bound it with the server's WriteTimeout.
 //
 // # Spans
 //

@@ -463,8 +463,14 @@ func (e *Engine) Release(st *State, r *http.Request, status int) {
 		o = shed.Ignored // HoldHijacked: it held the connection, not a request
 	case err == nil:
 		o = e.outcome(r, status)
+		if o != shed.Ignored && st.clientBound(false) {
+			o = shed.Ignored // its time was mostly the client's
+		}
 	case errors.Is(err, context.DeadlineExceeded):
 		o = shed.Dropped // it did not finish in time
+		if st.clientBound(true) {
+			o = shed.Ignored // it would have, but for a slow client
+		}
 	default:
 		o = shed.Ignored // the client went away
 	}

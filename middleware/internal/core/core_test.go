@@ -3,6 +3,7 @@ package core_test
 import (
 	"context"
 	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -185,6 +186,110 @@ func TestAddrKey(t *testing.T) {
 	}
 	if n := testing.AllocsPerRun(100, func() { e.AddrKey(core.RemoteHost("192.0.2.1:4711")) }); n != 0 {
 		t.Errorf("an IPv4 key allocates %v times", n)
+	}
+}
+
+// TestReleaseClientBound: time the handler spent blocked reading the
+// request body is the client's. A request that missed its deadline only
+// because of it, or that spent most of its time in it, is released
+// Ignored; one whose own work missed the deadline or took the time keeps
+// its outcome. The margins (tens of milliseconds against microseconds)
+// make the cases independent of the machine's speed.
+func TestReleaseClientBound(t *testing.T) {
+	const d = 50 * time.Millisecond
+	slowBody := func(ctx context.Context, untilDeadline bool) io.Reader {
+		pr, pw := io.Pipe()
+		go func() {
+			if untilDeadline {
+				<-ctx.Done() // the client sends nothing until the deadline passed
+			} else {
+				time.Sleep(d)
+			}
+			pw.Write([]byte("late"))
+			pw.Close()
+		}()
+		return pr
+	}
+	for _, tc := range []struct {
+		name     string
+		deadline bool
+		slow     bool          // the body arrives slowly
+		work     time.Duration // the handler's own work after reading the body
+		status   int
+		want     shed.Outcome
+	}{
+		{"deadline missed waiting for the client", true, true, 0, 200, shed.Ignored},
+		{"deadline missed working", true, false, 2 * d, 200, shed.Dropped},
+		{"success spent waiting for the client", false, true, 0, 200, shed.Ignored},
+		{"success spent working", false, false, d, 200, shed.Success},
+		{"503 spent waiting for the client", false, true, 0, 503, shed.Ignored},
+		{"503 spent working", false, false, d, 503, shed.Dropped},
+		{"404 stays ignored", false, true, 0, 404, shed.Ignored},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l := limiter(t)
+			e, err := core.New(core.Config{Limiter: l})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.Background(), context.CancelFunc(func() {})
+			if tc.deadline {
+				ctx, cancel = context.WithTimeout(ctx, d)
+			}
+			defer cancel()
+			var body io.Reader = strings.NewReader("fast")
+			if tc.slow {
+				body = slowBody(ctx, tc.deadline)
+			}
+			r := httptest.NewRequest(http.MethodPost, "/", body).WithContext(ctx)
+			st, rej := e.Admit(r, shedhttp.Classification{Class: 1})
+			if st == nil {
+				t.Fatalf("not admitted: %+v", rej)
+			}
+			if _, err := io.ReadAll(st.WatchBody(r.Body)); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(tc.work)
+			if tc.deadline {
+				<-ctx.Done()
+			}
+			e.Release(st, r, tc.status)
+			if got := l.Snapshot().Classes[1].Released; got[tc.want] != 1 {
+				t.Errorf("released %v, want one %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestReleaseWhileBodyRead: the deadline passes while a goroutine of the
+// handler is still blocked reading the body and the handler gives up:
+// the read in progress counts as waiting for the client.
+func TestReleaseWhileBodyRead(t *testing.T) {
+	l := limiter(t)
+	e, err := core.New(core.Config{Limiter: l})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	pr, pw := io.Pipe()
+	r := httptest.NewRequest(http.MethodPost, "/", pr).WithContext(ctx)
+	st, rej := e.Admit(r, shedhttp.Classification{Class: 1})
+	if st == nil {
+		t.Fatalf("not admitted: %+v", rej)
+	}
+	body := st.WatchBody(r.Body)
+	read := make(chan error, 1)
+	go func() {
+		_, err := io.ReadAll(body)
+		read <- err
+	}()
+	<-ctx.Done()
+	e.Release(st, r, http.StatusServiceUnavailable)
+	pw.CloseWithError(errors.New("client gone"))
+	<-read
+	if got := l.Snapshot().Classes[1].Released; got[shed.Ignored] != 1 {
+		t.Errorf("released %v, want one ignored", got)
 	}
 }
 

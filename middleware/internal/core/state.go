@@ -29,6 +29,10 @@ type State struct {
 	// w is the handler's writer when it wraps net/http's HTTP/1 writer,
 	// kept here so that wrapping allocates nothing.
 	w h1Writer
+	// body is the handler's request body when WatchBody wrapped it, and
+	// admitted when (monoNow) it did.
+	body     clientBody
+	admitted int64
 }
 
 type stateKey struct{}

@@ -18,12 +18,14 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
+	"github.com/shedkit/shedkit/limits"
 	"github.com/shedkit/shedkit/middleware/shedhttp"
 	"github.com/shedkit/shedkit/shed"
 )
@@ -269,6 +271,7 @@ func Run(t *testing.T, a Adapter) {
 		{"Streaming", testStreaming},
 		{"Hijack", testHijack},
 		{"IdleHijacked", testIdleHijacked},
+		{"SlowUploads", testSlowUploads},
 		{"Outcomes", testOutcomes},
 		{"Reconcile", testReconcile},
 		{"Skip", testSkip},
@@ -1033,6 +1036,141 @@ func testIdleHijacked(t *testing.T, a Adapter) {
 				t.Errorf("released success %d dropped %d ignored %d; want %d, 0, 2 (the hijacked ones)", s, d, i, wantSuccess)
 			}
 		})
+	}
+}
+
+// testSlowUploads is issue 15's slow-client fault: a few clients that
+// upload slowly must not drive an adaptive limit down for everyone. The
+// time a handler spends blocked reading the body is the client's, not the
+// service's latency: behind a request-timeout middleware such requests
+// miss their deadline (Dropped, before the fix), and without one they
+// succeed with a latency that is mostly the client's (a latency far above
+// the baseline, before the fix). Either way they are released Ignored and
+// the Gradient limit, which here can only stay or fall, stays at 32 while
+// fast requests close window after window.
+func testSlowUploads(t *testing.T, a Adapter) {
+	for _, timeout := range []time.Duration{300 * time.Millisecond, 0} {
+		t.Run(fmt.Sprintf("timeout=%v", timeout), func(t *testing.T) {
+			g, err := limits.NewGradient(limits.GradientConfig{
+				InitialLimit: 32, MaxLimit: 32,
+				Tolerance: 10, // only the slow uploads' latency may count, not the noise of a shared machine
+				Window:    limits.WindowConfig{MinDuration: 20 * time.Millisecond, MinSamples: 10},
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			l := newLimiter(t, shed.Config{Source: g, MaxSamplesPerSecond: -1})
+			var uploads atomic.Int64
+			app := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if r.URL.Path != "/upload" {
+					time.Sleep(2 * time.Millisecond) // the service's own latency
+					io.WriteString(w, "ok")
+					return
+				}
+				_, err := io.ReadAll(r.Body)
+				if err == nil {
+					uploads.Add(1)
+				}
+				if err != nil || r.Context().Err() != nil {
+					w.WriteHeader(http.StatusServiceUnavailable)
+					return
+				}
+				io.WriteString(w, "stored")
+			})
+			opts := Options{Limiter: l}
+			if timeout > 0 {
+				opts.Outer = func(next http.Handler) http.Handler {
+					return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+						ctx, cancel := context.WithTimeout(r.Context(), timeout)
+						defer cancel()
+						next.ServeHTTP(w, r.WithContext(ctx))
+					})
+				}
+			}
+			s := a.start(t, opts, app)
+			stop := make(chan struct{})
+			var wg sync.WaitGroup
+			for range 4 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					slowUploader(t, strings.TrimPrefix(s.url, "http://"), stop)
+				}()
+			}
+			for range 2 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for {
+						select {
+						case <-stop:
+							return
+						default:
+						}
+						resp, err := s.client.Get(s.url + "/fast")
+						if err != nil {
+							t.Errorf("fast request: %v", err)
+							return
+						}
+						io.Copy(io.Discard, resp.Body)
+						resp.Body.Close()
+					}
+				}()
+			}
+			minLimit := g.Limit()
+			deadline := time.Now().Add(20 * time.Second)
+			for uploads.Load() < 8 || g.State().Windows < 20 {
+				if time.Now().After(deadline) {
+					t.Errorf("after 20 s: %d uploads, %d windows", uploads.Load(), g.State().Windows)
+					break
+				}
+				minLimit = min(minLimit, g.Limit())
+				time.Sleep(5 * time.Millisecond)
+			}
+			close(stop)
+			wg.Wait()
+			waitIdle(t, l)
+			minLimit = min(minLimit, g.Limit())
+			if minLimit != 32 {
+				s, d, i := released(l)
+				t.Errorf("the limit fell to %d with %d slow uploads among fast requests (released success %d, dropped %d, ignored %d; gradient %+v)",
+					minLimit, uploads.Load(), s, d, i, g.State())
+			}
+		})
+	}
+}
+
+// slowUploader sends uploads of 12 bytes at 20 bytes per second on one
+// connection until stop is closed.
+func slowUploader(t *testing.T, addr string, stop <-chan struct{}) {
+	conn, err := net.DialTimeout("tcp", addr, 10*time.Second)
+	if err != nil {
+		t.Errorf("dial: %v", err)
+		return
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(30 * time.Second))
+	br := bufio.NewReader(conn)
+	for {
+		io.WriteString(conn, "POST /upload HTTP/1.1\r\nHost: x\r\nContent-Type: application/octet-stream\r\nContent-Length: 12\r\n\r\n")
+		for range 12 {
+			select {
+			case <-stop:
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+			if _, err := conn.Write([]byte{'x'}); err != nil {
+				t.Errorf("upload: %v", err)
+				return
+			}
+		}
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Errorf("upload response: %v", err)
+			return
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
 	}
 }
 
