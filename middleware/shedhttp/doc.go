@@ -90,7 +90,10 @@
 // its time waiting for its body (its latency is mostly the client's). A
 // few slow uploaders therefore cannot drive an adaptive limit down for
 // everyone. Time spent writing to a client that reads slowly is not
-// measured: bound it with the server's WriteTimeout.
+// measured: bound it with the server's WriteTimeout. The middleware's
+// package documentation (Long-lived requests) says what a permit covers
+// for streaming responses, server-sent events, WebSockets and slow
+// uploads, and how to configure each.
 //
 // # Spans
 //

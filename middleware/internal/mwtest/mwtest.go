@@ -269,6 +269,7 @@ func Run(t *testing.T, a Adapter) {
 		{"DisconnectWhileQueued", testDisconnectWhileQueued},
 		{"ServerCancelWhileQueued", testServerCancelWhileQueued},
 		{"Streaming", testStreaming},
+		{"StreamReleasedEarly", testStreamReleasedEarly},
 		{"Hijack", testHijack},
 		{"IdleHijacked", testIdleHijacked},
 		{"SlowUploads", testSlowUploads},
@@ -933,6 +934,58 @@ func testStreaming(t *testing.T, a Adapter) {
 	waitIdle(t, l)
 	if s, _, _ := released(l); s != 1 {
 		t.Errorf("success releases %d, want 1", s)
+	}
+}
+
+// testStreamReleasedEarly is the documented remedy for server-sent events
+// and other endless streams: the handler releases its permit (Ignored)
+// once the stream is set up, so that an open stream holds no slot, and the
+// middleware's own release does nothing more.
+func testStreamReleasedEarly(t *testing.T, a Adapter) {
+	l := newLimiter(t, shed.Config{Limit: 1})
+	more := make(chan struct{})
+	app := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/events" {
+			io.WriteString(w, "ok")
+			return
+		}
+		a.Permit(r).Release(shed.Ignored)
+		w.Header().Set("Content-Type", "text/event-stream")
+		for i := 0; ; i++ {
+			fmt.Fprintf(w, "data: %d\n\n", i)
+			if err := http.NewResponseController(w).Flush(); err != nil {
+				return
+			}
+			select {
+			case <-more:
+			case <-r.Context().Done():
+				return
+			}
+		}
+	})
+	s := a.start(t, Options{Limiter: l}, app)
+	resp, err := s.client.Get(s.url + "/events")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	br := bufio.NewReader(resp.Body)
+	if line, err := br.ReadString('\n'); err != nil || line != "data: 0\n" {
+		t.Fatalf("first event %q, %v", line, err)
+	}
+	// The stream is open and holds no slot: the limit of 1 is free.
+	if r, _ := s.get("/other", nil); r.StatusCode != 200 {
+		t.Errorf("a request next to an open stream: status %d, want 200", r.StatusCode)
+	}
+	more <- struct{}{}
+	if _, err := br.ReadString('\n'); err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	s.client.CloseIdleConnections()
+	waitIdle(t, l)
+	if s, d, i := released(l); s != 1 || d != 0 || i != 1 {
+		t.Errorf("released success %d dropped %d ignored %d, want 1, 0, 1 (the stream once)", s, d, i)
 	}
 }
 
