@@ -128,9 +128,12 @@ func (w *h1Writer) SetWriteDeadline(time.Time) error      { return nil }
 func (w *h1Writer) EnableFullDuplex() error               { return nil }
 
 // rewindBody is a request body that the benchmark rewinds per request.
-type rewindBody struct{ strings.Reader }
+// Like net/http's, it has only Read and Close (no WriteTo for io.Copy).
+type rewindBody struct{ r strings.Reader }
 
-func (*rewindBody) Close() error { return nil }
+func (b *rewindBody) Read(p []byte) (int, error) { return b.r.Read(p) }
+func (*rewindBody) Close() error                 { return nil }
+func (b *rewindBody) Reset(s string)             { b.r.Reset(s) }
 
 // BenchmarkOverheadHTTP1 is BenchmarkOverhead with an HTTP/1 writer, for a
 // GET and for a POST whose handler reads a small JSON body: the requests a
