@@ -21,7 +21,10 @@
 //     health and metrics endpoints.
 //   - Routes match the route pattern (Context.Path, for example
 //     "/users/:id") when the middleware runs after routing (Echo.Use, or a
-//     group), then path prefixes.
+//     group), then path prefixes. Prefixes and SkipPaths match the path
+//     Echo's router matches (echo.GetPath: the raw path when the client
+//     percent-encoded it), so that /%68ealthz, which Echo does not route
+//     to /healthz, is not skipped as /healthz.
 //   - The default rate-limit key is Context.RealIP, which honours
 //     Echo.IPExtractor: configure it to trust your proxies' forwarding
 //     headers, not the client's.
@@ -32,10 +35,49 @@
 //     middleware, if any, with its stack unchanged.
 //   - The permit also covers reading the request body and writing the
 //     response: bound slow clients with the http.Server's ReadTimeout and
-//     WriteTimeout (Echo.Server).
+//     WriteTimeout (Echo.Server). See Long-lived requests.
 //   - Rejections are written directly (RFC 9457 problem body) and the
 //     middleware returns nil; RejectHandler may instead return an error for
 //     Echo's error handler.
+//
+// # Long-lived requests
+//
+// A permit is taken when the request headers have arrived and covers the
+// request's work until the handler returns, hijacks the connection, or
+// releases the permit itself (Permit(c).Release; the middleware's release
+// then does nothing). What that means for requests that last:
+//
+//   - Streaming responses (c.Stream, large downloads, Response.Flush):
+//     the permit is held until the handler returns, including the time
+//     spent writing to a client that reads slowly, and that time is part
+//     of the latency sample. Bound it with Echo.Server.WriteTimeout or,
+//     per request, http.ResponseController.SetWriteDeadline. A handler
+//     whose costly part ends before it streams can release early:
+//     Permit(c).Release(shed.Success) once the data is ready.
+//   - Server-sent events and other endless streams: the handler returns
+//     when the client leaves, so the permit would be held for the
+//     stream's life, and that duration is no latency. Release it once the
+//     stream is set up, with Permit(c).Release(shed.Ignored), so that the
+//     limit bounds the set-up and open streams take no slot; or skip the
+//     route (Skipper, SkipPaths) and bound streams otherwise.
+//   - WebSockets and other hijacked connections: the permit covers the
+//     request up to the upgrade and is released, as Ignored, when the
+//     handler hijacks the connection (c.Response().Hijack, or
+//     http.ResponseController on the Response or its Writer, as
+//     gorilla/websocket and coder/websocket do), so idle connections hold
+//     no slot. Config.HoldHijacked keeps it until the handler returns, for
+//     the connection's life, when the limit should bound open
+//     connections; size the limit (or a class) for them then. WebSockets
+//     over HTTP/2 (extended CONNECT) are not hijacked: treat them as
+//     streams.
+//   - Slow uploads: the permit covers reading the request body, so a
+//     client that sends slowly holds a slot while it does. Bound that
+//     with Echo.Server.ReadTimeout and MaxBodyBytes. The time the handler
+//     spends blocked reading the body is measured and does not count
+//     against the adaptive limit: a request that missed its deadline only
+//     because its body came slowly, or that spent at least half of its
+//     time waiting for it, is released Ignored (see package shedhttp,
+//     Outcomes).
 //
 // # Handler context
 //
@@ -49,6 +91,10 @@
 // handler (bench_test.go): the request state, which is also the request's
 // context (1), the request copy that carries it (1), and the closure that
 // Echo builds for every middleware added with Echo.Use on every request
-// (1). Echo's Response already records the status, so no writer wrapper is
-// needed. Rejections allocate nothing but Echo's middleware closure.
+// (1). Echo's Response already records the status; to see a hijack, the
+// middleware wraps Response.Writer for the request's duration, with a
+// wrapper kept in the request state for net/http's HTTP/1 writer (no
+// allocation) and with github.com/felixge/httpsnoop for any other writer
+// that can be hijacked. Rejections allocate nothing but Echo's middleware
+// closure.
 package echo

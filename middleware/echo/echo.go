@@ -27,8 +27,9 @@ type Config struct {
 	// the request's route pattern (Context.Path(), for example
 	// "/users/:id"; set only when the middleware runs after routing, that
 	// is with Echo.Use or on a group, not with Echo.Pre), or else when it is
-	// a prefix of the request path; the longest matching prefix wins.
-	// Requests that match none get DefaultClass.
+	// a prefix of the path Echo's router matches (Request.URL.RawPath when
+	// set, else Request.URL.Path, as echo.GetPath); the longest matching
+	// prefix wins. Requests that match none get DefaultClass.
 	Routes map[string]string
 	// DefaultClass is the class of requests that nothing else classifies.
 	// Default: the limiter's last (lowest-priority) class, so that no
@@ -42,10 +43,19 @@ type Config struct {
 	ClassHeader string
 	// KeyHeader names a trusted request header (set by a proxy or an
 	// authentication layer: tenant, API key) whose value is the
-	// rate-limit key. Empty, absent or repeated: the key is
-	// Context.RealIP(), which reads forwarding headers only when
-	// Echo.IPExtractor is configured to trust them.
+	// rate-limit key. Empty, absent or repeated: the key is the client's
+	// address, Context.RealIP(), which reads forwarding headers only when
+	// Echo.IPExtractor is configured to trust them (see IPv6KeyPrefix).
 	KeyHeader string
+	// IPv6KeyPrefix is the prefix length, in bits, of the default key of
+	// an IPv6 client: all the addresses of one /64 (the default,
+	// shedhttp.DefaultIPv6KeyPrefix) share one rate-limit bucket, because
+	// whoever holds a /64 can send from any address in it. IPv4 clients,
+	// also IPv4-mapped ones, are keyed by their address. 128 keys each
+	// IPv6 address apart; a shorter prefix (48, 56) groups larger
+	// networks, and the clients behind them. It does not apply to keys
+	// from KeyHeader or Classify.
+	IPv6KeyPrefix int
 	// Classify, when set, refines the default classification (computed
 	// from Routes, DefaultClass, ClassHeader and KeyHeader, passed as def):
 	// for example it sets the cost from the request, or the key from an
@@ -72,9 +82,22 @@ type Config struct {
 	// the body through http.MaxBytesReader, which fails past the bound.
 	MaxBodyBytes int64
 
-	// SkipPaths are request paths (exact Request.URL.Path values, such as
-	// "/healthz" or "/metrics") that bypass the middleware entirely.
+	// SkipPaths are request paths (such as "/healthz" or "/metrics") that
+	// bypass the middleware entirely. They match exactly the path Echo's
+	// router matches (Request.URL.RawPath when set, else Request.URL.Path,
+	// as echo.GetPath), so a percent-encoded variant such as /%68ealthz,
+	// which Echo routes to another handler (/:name), is not skipped.
 	SkipPaths []string
+
+	// HoldHijacked keeps the permit of a request whose handler hijacks
+	// the connection (a WebSocket upgrade, through Response.Hijack or
+	// http.ResponseController) until the handler returns, that is for the
+	// connection's life, so that the limit bounds open connections too.
+	// By default the permit is released, as Ignored, when the handler
+	// hijacks the connection: it covers the request up to the upgrade,
+	// and idle connections do not hold capacity that requests need. See
+	// the package documentation.
+	HoldHijacked bool
 
 	// Outcome maps the final response status of an admitted request to
 	// its permit's outcome. Default shedhttp.DefaultOutcome. When the
@@ -110,11 +133,13 @@ func New(cfg Config) (echov4.MiddlewareFunc, error) {
 		DefaultClass:         cfg.DefaultClass,
 		ClassHeader:          cfg.ClassHeader,
 		KeyHeader:            cfg.KeyHeader,
+		IPv6KeyPrefix:        cfg.IPv6KeyPrefix,
 		RateLimits:           cfg.RateLimits,
 		KeyStore:             cfg.KeyStore,
 		RateLimitDryRun:      cfg.RateLimitDryRun,
 		MaxBodyBytes:         cfg.MaxBodyBytes,
 		SkipPaths:            cfg.SkipPaths,
+		HoldHijacked:         cfg.HoldHijacked,
 		Outcome:              cfg.Outcome,
 		DisableNoRetryHeader: cfg.DisableNoRetryHeader,
 		Observer:             cfg.Observer,
@@ -141,7 +166,7 @@ func New(cfg Config) (echov4.MiddlewareFunc, error) {
 	return func(next echov4.HandlerFunc) echov4.HandlerFunc {
 		return func(c echov4.Context) error {
 			r := c.Request()
-			if skipper(c) || e.Skip(r.URL.Path) {
+			if skipper(c) || e.Skip(r) {
 				return next(c)
 			}
 			if rej, tooLarge := e.CheckBody(r); tooLarge {
@@ -149,35 +174,45 @@ func New(cfg Config) (echov4.MiddlewareFunc, error) {
 			}
 			cl := e.Classify(r, c.Path())
 			if cl.Key == "" && needKey {
-				cl.Key = c.RealIP()
+				cl.Key = e.AddrKey(c.RealIP())
 			}
 			if classify != nil {
 				cl = classify(c, cl)
 			}
 			st, rej := e.Admit(r, cl)
 			if st == nil {
-				if rej.Status == 0 {
-					return nil // the client went away while waiting
-				}
 				return rejectWith(c, rej)
 			}
 
 			r2 := r.WithContext(st)
-			if n := e.MaxBody(); n > 0 && r.Body != nil && r.Body != http.NoBody {
-				r2.Body = http.MaxBytesReader(c.Response().Writer, r.Body, n)
+			if r.Body != nil && r.Body != http.NoBody {
+				body := r.Body
+				if n := e.MaxBody(); n > 0 {
+					body = http.MaxBytesReader(c.Response().Writer, body, n)
+				}
+				// Time blocked reading the body is the client's, not the
+				// service's: the release must not count it.
+				r2.Body = st.WatchBody(body)
 			}
 			c.SetRequest(r2)
+			// Echo's Response records the status itself; the wrapper is
+			// there to see a hijack (Response.Hijack goes through it).
+			res := c.Response()
+			w := res.Writer
+			res.Writer = st.WrapWriter(w, false)
 			// Release on every path. Without recover, a panic keeps its
 			// original stack: the deferred call releases the permit and
 			// the panic goes on (to Echo's Recover middleware, if any).
 			returned := false
 			defer func() {
 				if !returned {
+					res.Writer = w
 					e.ReleasePanicked(st)
 				}
 			}()
 			err := next(c)
 			returned = true
+			res.Writer = w
 			c.SetRequest(r)
 			e.Release(st, r, status(c, err))
 			return err

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -185,5 +186,48 @@ func TestNewErrors(t *testing.T) {
 	}
 	if _, err := shedecho.New(shedecho.Config{Limiter: twoClasses(t, 1), Routes: map[string]string{"/a": "vip"}}); !errors.Is(err, shedhttp.ErrInvalidConfig) {
 		t.Errorf("unknown class: %v", err)
+	}
+}
+
+// TestEncodedSkipPath is issue 15's bypass: with /healthz skipped and a
+// /:report route, GET /%68ealthz reaches the expensive report handler
+// (Echo routes on the raw path), so it must not be skipped: with the limit
+// full and the key's rate spent it is rejected, and the handler does not
+// run.
+func TestEncodedSkipPath(t *testing.T) {
+	l := twoClasses(t, 1)
+	mw, err := shedecho.New(shedecho.Config{
+		Limiter:    l,
+		SkipPaths:  []string{"/healthz"},
+		RateLimits: map[string]shedhttp.RateLimit{"batch": {Rate: 1e-3, Burst: 1}},
+		Clock:      func() time.Time { return time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC) },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newEcho()
+	e.Use(mw)
+	e.GET("/healthz", func(c echov4.Context) error { return c.String(200, "healthy") })
+	var reports atomic.Int64
+	e.GET("/:report", func(c echov4.Context) error {
+		reports.Add(1)
+		return c.String(200, "report "+c.Param("report"))
+	})
+	url := serve(t, e)
+	if resp, body := get(t, url+"/q1"); resp.StatusCode != 200 || body != "report q1" {
+		t.Fatalf("first report: %d %q", resp.StatusCode, body) // spends the key's burst
+	}
+	p, _ := l.TryAcquire(shed.Request{Class: 0})
+	defer p.Release(shed.Ignored)
+	for _, path := range []string{"/%68ealthz", "/healthz%2F", "/q2"} {
+		if resp, body := get(t, url+path); resp.StatusCode != 429 && resp.StatusCode != 503 {
+			t.Errorf("%s: status %d %q, want 429 or 503", path, resp.StatusCode, body)
+		}
+	}
+	if n := reports.Load(); n != 1 {
+		t.Errorf("the report handler ran %d times, want once (the encoded paths bypassed the middleware)", n)
+	}
+	if resp, body := get(t, url+"/healthz"); resp.StatusCode != 200 || body != "healthy" {
+		t.Errorf("/healthz: %d %q, want the skipped health check", resp.StatusCode, body)
 	}
 }

@@ -1,6 +1,7 @@
 package echo_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -164,5 +165,69 @@ func TestFaultResetMidRequestBody(t *testing.T) {
 		if a1 != a0+1 || i1 != i0+1 {
 			t.Errorf("round %d: admitted %d -> %d, ignored %d -> %d; want one more of each", i, a0, a1, i0, i1)
 		}
+	}
+}
+
+// TestFaultBaseContextCancelledWhileQueued: cancelling the server's
+// BaseContext (graceful shutdown) while requests are queued answers each
+// waiting client with the sanitized 503, never an empty 200; the handler
+// does not run.
+func TestFaultBaseContextCancelledWhileQueued(t *testing.T) {
+	l, err := shed.New(shed.Config{Limit: 1, Classes: []shed.ClassConfig{{Name: "default", QueueDepth: 8, MaxWait: 30 * time.Second}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	base, shutdown := context.WithCancel(context.Background())
+	defer shutdown()
+	e := shedEcho(t, shedecho.Config{Limiter: l})
+	e.Server.BaseContext = func(net.Listener) context.Context { return base }
+	var charged atomic.Int64
+	e.POST("/charge", func(c echov4.Context) error {
+		charged.Add(1)
+		return c.String(http.StatusOK, `{"charged":true}`)
+	})
+	url := serve(t, e)
+	holder, _ := l.TryAcquire(shed.Request{})
+	tr := &http.Transport{}
+	defer tr.CloseIdleConnections()
+	client := &http.Client{Transport: tr, Timeout: 30 * time.Second}
+	const n = 3
+	type result struct {
+		status int
+		body   string
+		err    error
+	}
+	results := make(chan result, n)
+	for range n {
+		go func() {
+			resp, err := client.Post(url+"/charge", "application/json", strings.NewReader(`{"amount":100}`))
+			if err != nil {
+				results <- result{err: err}
+				return
+			}
+			b, err := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			results <- result{resp.StatusCode, string(b), err}
+		}()
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for l.Snapshot().Queued != n {
+		if time.Now().After(deadline) {
+			t.Fatalf("queued %d, want %d", l.Snapshot().Queued, n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	shutdown()
+	for range n {
+		r := <-results
+		var p map[string]any
+		if r.err != nil || r.status != http.StatusServiceUnavailable || json.Unmarshal([]byte(r.body), &p) != nil || len(p) != 4 {
+			t.Errorf("POST /charge during shutdown: status %d, body %q, %v; want the sanitized 503", r.status, r.body, r.err)
+		}
+	}
+	holder.Release(shed.Ignored)
+	waitAllReleased(t, l)
+	if charged.Load() != 0 {
+		t.Errorf("the handler ran %d times for requests whose context ended while queued", charged.Load())
 	}
 }

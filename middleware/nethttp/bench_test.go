@@ -1,9 +1,14 @@
 package nethttp_test
 
 import (
+	"bufio"
+	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/felixge/httpsnoop"
 
@@ -125,5 +130,73 @@ func BenchmarkSnoopWrap(b *testing.B) {
 			},
 		})
 		ww.WriteHeader(200)
+	}
+}
+
+// h1Writer has the method set of net/http's HTTP/1 ResponseWriter (it can
+// be hijacked, read from, given deadlines...): what the middleware wraps
+// on every HTTP/1.x request, unlike discardWriter.
+type h1Writer struct{ discardWriter }
+
+func (w *h1Writer) FlushError() error        { return nil }
+func (w *h1Writer) CloseNotify() <-chan bool { return nil }
+func (w *h1Writer) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	return nil, nil, http.ErrNotSupported
+}
+func (w *h1Writer) ReadFrom(src io.Reader) (int64, error) { return io.Copy(io.Discard, src) }
+func (w *h1Writer) WriteString(s string) (int, error)     { return len(s), nil }
+func (w *h1Writer) SetReadDeadline(time.Time) error       { return nil }
+func (w *h1Writer) SetWriteDeadline(time.Time) error      { return nil }
+func (w *h1Writer) EnableFullDuplex() error               { return nil }
+
+// rewindBody is a request body that the benchmark rewinds per request.
+// Like net/http's, it has only Read and Close (no WriteTo for io.Copy).
+type rewindBody struct{ r strings.Reader }
+
+func (b *rewindBody) Read(p []byte) (int, error) { return b.r.Read(p) }
+func (*rewindBody) Close() error                 { return nil }
+func (b *rewindBody) Reset(s string)             { b.r.Reset(s) }
+
+// BenchmarkOverheadHTTP1 is BenchmarkOverhead with an HTTP/1 writer, for a
+// GET and for a POST whose handler reads a small JSON body: the requests a
+// real HTTP/1.1 server sees.
+func BenchmarkOverheadHTTP1(b *testing.B) {
+	payload := `{"id":12345,"items":["a","b","c"],"note":"a small JSON request body"}`
+	readBody := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.WriteHeader(http.StatusOK)
+		w.Write(body)
+	})
+	mw, err := nethttp.New(nethttp.Config{Limiter: benchLimiter(b, shed.MaxLimit)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, v := range []struct {
+		name string
+		h    http.Handler
+		post bool
+	}{
+		{"bare/get", app, false},
+		{"admitted/get", mw(app), false},
+		{"bare/post", readBody, true},
+		{"admitted/post", mw(readBody), true},
+	} {
+		b.Run(v.name, func(b *testing.B) {
+			r := httptest.NewRequest(http.MethodGet, "/", nil)
+			rb := &rewindBody{}
+			if v.post {
+				r = httptest.NewRequest(http.MethodPost, "/", rb)
+				r.ContentLength = int64(len(payload))
+			}
+			w := &h1Writer{discardWriter{h: http.Header{}}}
+			b.ReportAllocs()
+			for b.Loop() {
+				rb.Reset(payload)
+				v.h.ServeHTTP(w, r)
+			}
+			if w.code != 200 {
+				b.Fatalf("status %d", w.code)
+			}
+		})
 	}
 }

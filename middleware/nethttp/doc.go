@@ -18,25 +18,66 @@
 // The permit is released when the handler returns, with the outcome of the
 // final response status (shedhttp.DefaultOutcome, or Config.Outcome); as
 // Ignored when the client went away (the request context was cancelled);
-// as Dropped when the request context's deadline passed; and as Ignored
+// as Dropped when the request context's deadline passed (Ignored when it
+// passed only because the client sent its body slowly); and as Ignored
 // when the handler panics, before the panic continues unchanged (the
-// middleware does not recover it, so its stack is kept). A streaming
-// response holds its permit until the handler returns; a hijacked
-// connection's permit is released when the handler returns, usually right
-// after the hijack.
+// middleware does not recover it, so its stack is kept). When the handler
+// hijacks the connection, the permit is released at the hijack, as
+// Ignored.
 //
-// Admission happens when the request headers have arrived, so the permit
-// also covers reading the request body and writing the response: a client
-// that uploads or reads slowly holds a permit for as long as it does. Bound
-// that time with http.Server's ReadTimeout (or ReadHeaderTimeout plus a
-// per-handler read deadline through http.ResponseController) and
-// WriteTimeout; the fault tests (fault_test.go) show a stalled upload, a
-// slow reader and connection resets each releasing their permit.
+// The handler's ResponseWriter is wrapped to see the status and the
+// hijack: it implements exactly the optional interfaces of the server's
+// writer (http.Flusher, http.Hijacker, io.ReaderFrom, ...) and Unwrap, so
+// http.ResponseController works through it. net/http's HTTP/1 writer gets
+// a wrapper kept in the request state; any other writer (HTTP/2, or one
+// another middleware wrapped) is wrapped with github.com/felixge/httpsnoop.
 //
-// The handler's ResponseWriter is wrapped with github.com/felixge/httpsnoop
-// to see the status: it implements exactly the optional interfaces of the
-// server's writer (http.Flusher, http.Hijacker, io.ReaderFrom, ...) and
-// Unwrap, so http.ResponseController works through it.
+// # Long-lived requests
+//
+// A permit is taken when the request headers have arrived and covers the
+// request's work until the handler returns, hijacks the connection, or
+// releases the permit itself (Permit(r.Context()).Release; the
+// middleware's release then does nothing). What that means for requests
+// that last:
+//
+//   - Streaming responses (large downloads, flushed output): the permit is
+//     held until the handler returns, including the time spent writing to
+//     a client that reads slowly, and that time is part of the latency
+//     sample. Bound it with http.Server.WriteTimeout or, per request,
+//     http.ResponseController.SetWriteDeadline. A handler whose costly
+//     part ends before it streams can release early:
+//     Permit(r.Context()).Release(shed.Success) once the data is ready.
+//   - Server-sent events and other endless streams: the handler returns
+//     when the client leaves, so the permit would be held for the
+//     stream's life, and that duration is no latency. Release it once the
+//     stream is set up, with Permit(r.Context()).Release(shed.Ignored), so
+//     that the limit bounds the set-up and open streams take no slot; or
+//     skip the endpoint (SkipPaths, Skip) and bound streams otherwise.
+//   - WebSockets and other hijacked connections: the permit covers the
+//     request up to the upgrade and is released, as Ignored, when the
+//     handler hijacks the connection (through the ResponseWriter or
+//     http.ResponseController), so idle connections hold no slot.
+//     Config.HoldHijacked keeps it until the handler returns, for the
+//     connection's life, when the limit should bound open connections;
+//     size the limit (or a class) for them then. A hijack is seen when it
+//     goes through the writer the middleware gave the handler, not when
+//     code reaches the connection through another path. WebSockets over
+//     HTTP/2 (extended CONNECT) are not hijacked: treat them as streams.
+//   - Slow uploads: the permit covers reading the request body, so a
+//     client that sends slowly holds a slot while it does. Bound that
+//     with http.Server.ReadTimeout (or ReadHeaderTimeout plus a
+//     per-request http.ResponseController.SetReadDeadline) and
+//     MaxBodyBytes. The time the handler spends blocked reading the body
+//     is measured and does not count against the adaptive limit: a
+//     request that missed its deadline only because its body came slowly,
+//     or that spent at least half of its time waiting for it, is released
+//     Ignored (see package shedhttp, Outcomes).
+//
+// The fault tests (fault_test.go) show a stalled upload, a slow reader,
+// connection resets and a graceful shutdown each releasing their permit;
+// the tests shared with the Echo middleware (internal/mwtest) show a
+// stream that releases early, idle hijacked connections, and slow uploads
+// behind a request timeout that leave a Gradient limit where it was.
 //
 // # Handler context
 //
@@ -46,9 +87,12 @@
 //
 // # Cost
 //
-// An admitted request costs about 0.6 us and 6 allocations on top of the
-// handler (bench_test.go): the request state, which is also the handler's
-// context (1), the request copy that carries it (http.Request.WithContext,
-// 1), and the httpsnoop wrapper with its status hook (4). Rejections
+// An admitted HTTP/1 request costs about 0.7 us (1.1 us with a small body,
+// whose reads are timed) and 2 allocations on top of the handler
+// (bench_test.go, BenchmarkOverheadHTTP1): the request state,
+// which is also the handler's context and holds the writer wrapper (1),
+// and the request copy that carries it (http.Request.WithContext, 1).
+// Other writers (HTTP/2) add the httpsnoop wrapper with its status hook
+// (4), and its hijack hook (3) when they can be hijacked. Rejections
 // allocate nothing. See the benchmarks for the current figures.
 package nethttp

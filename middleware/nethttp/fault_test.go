@@ -646,3 +646,123 @@ func TestFaultDrainUnderLoad(t *testing.T) {
 		})
 	}
 }
+
+// TestFaultBaseContextCancelledWhileQueued: graceful shutdown that cancels
+// the http.Server's BaseContext ends the context of every queued request
+// while their clients wait. Each client gets the sanitized 503 with
+// Retry-After, never an empty 200 for a charge that did not happen, and the
+// handler does not run; the waiters are counted Cancelled.
+func TestFaultBaseContextCancelledWhileQueued(t *testing.T) {
+	l, err := shed.New(shed.Config{Limit: 1, Classes: []shed.ClassConfig{{Name: "default", QueueDepth: 8, MaxWait: 30 * time.Second}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	base, shutdown := context.WithCancel(context.Background())
+	defer shutdown()
+	var charged atomic.Int64
+	app := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		charged.Add(1)
+		io.WriteString(w, `{"charged":true}`)
+	})
+	s := startFault(t, l, app, nil, func(srv *http.Server) {
+		srv.BaseContext = func(net.Listener) context.Context { return base }
+	})
+	holder, _ := l.TryAcquire(shed.Request{})
+	const n = 3
+	type result struct {
+		status int
+		body   string
+		header http.Header
+		err    error
+	}
+	results := make(chan result, n)
+	for range n {
+		go func() {
+			resp, err := s.client.Post(s.srv.URL+"/charge", "application/json", strings.NewReader(`{"amount":100}`))
+			if err != nil {
+				results <- result{err: err}
+				return
+			}
+			b, err := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			results <- result{resp.StatusCode, string(b), resp.Header, err}
+		}()
+	}
+	mwtest.WaitFor(t, "the charges to queue", func() bool { return l.Snapshot().Queued == n })
+	shutdown()
+	for range n {
+		r := <-results
+		if r.err != nil {
+			t.Errorf("POST /charge: %v", r.err)
+			continue
+		}
+		var p map[string]any
+		if r.status != http.StatusServiceUnavailable || r.header.Get("Content-Type") != shedhttp.ProblemContentType ||
+			r.header.Get("Retry-After") == "" || json.Unmarshal([]byte(r.body), &p) != nil || len(p) != 4 {
+			t.Errorf("POST /charge during shutdown: status %d, header %v, body %q; want the sanitized 503", r.status, r.header, r.body)
+		}
+	}
+	holder.Release(shed.Ignored)
+	c := waitReleased(t, l)
+	if charged.Load() != 0 || c.admitted != 1 || c.cancelled != n {
+		t.Errorf("handler ran %d times, admitted %d, cancelled %d; want 0, 1 (the holder), %d", charged.Load(), c.admitted, c.cancelled, n)
+	}
+}
+
+// TestEncodedPathServeMux: behind net/http's ServeMux, whatever the
+// percent-encoding of a path, the expensive handler never runs unlimited:
+// SkipPaths and Routes see the path as the client sent it, which is never
+// more permissive than what the mux routes. /%68ealthz, which the mux
+// serves with the health handler, is then limited too (safe), and /a%2Fb,
+// which the mux does not split at the encoded slash and so routes to
+// /{report}, is not taken for the skipped /a/b.
+func TestEncodedPathServeMux(t *testing.T) {
+	l := newLimiter(t, 1)
+	var reports atomic.Int64
+	mux := http.NewServeMux()
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "healthy") })
+	mux.HandleFunc("/a/b", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ab") })
+	mux.HandleFunc("/{report}", func(w http.ResponseWriter, r *http.Request) {
+		reports.Add(1)
+		io.WriteString(w, "report "+r.PathValue("report"))
+	})
+	mw, err := nethttp.New(nethttp.Config{Limiter: l, SkipPaths: []string{"/healthz", "/a/b"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(mw(mux))
+	defer srv.Close()
+	client := &http.Client{Transport: &http.Transport{}}
+	defer client.CloseIdleConnections()
+	get := func(path string) (int, string) {
+		t.Helper()
+		resp, err := client.Get(srv.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	p, _ := l.TryAcquire(shed.Request{})
+	defer p.Release(shed.Ignored)
+	for _, tc := range []struct {
+		path   string
+		status int
+		body   string
+	}{
+		{"/healthz", 200, "healthy"},
+		{"/a/b", 200, "ab"},
+		{"/a%2Fb", 503, ""},
+		{"/%68ealthz", 503, ""},
+		{"/q", 503, ""},
+	} {
+		status, body := get(tc.path)
+		if status != tc.status || (tc.body != "" && body != tc.body) {
+			t.Errorf("%s with the limit full: %d %q, want %d %q", tc.path, status, body, tc.status, tc.body)
+		}
+	}
+	if n := reports.Load(); n != 0 {
+		t.Errorf("the report handler ran %d times with the limit full", n)
+	}
+}

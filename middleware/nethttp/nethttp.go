@@ -5,8 +5,6 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/felixge/httpsnoop"
-
 	"github.com/shedkit/shedkit/middleware/internal/core"
 	"github.com/shedkit/shedkit/middleware/shedhttp"
 	"github.com/shedkit/shedkit/shed"
@@ -19,9 +17,11 @@ type Config struct {
 	// skipped must pass. Required.
 	Limiter *shed.Limiter
 
-	// Routes maps path prefixes (of Request.URL.Path) to class names; the
-	// longest matching prefix wins. Requests that match none, and every
-	// request when Routes is empty, get DefaultClass.
+	// Routes maps path prefixes to class names; the longest matching
+	// prefix wins. Requests that match none, and every request when Routes
+	// is empty, get DefaultClass. Prefixes match the path as the client
+	// sent it: Request.URL.RawPath when set, else Request.URL.Path (see
+	// SkipPaths).
 	Routes map[string]string
 	// DefaultClass is the class of requests that nothing else classifies.
 	// Default: the limiter's last (lowest-priority) class, so that no
@@ -35,9 +35,18 @@ type Config struct {
 	ClassHeader string
 	// KeyHeader names a trusted request header (set by a proxy or an
 	// authentication layer: tenant, API key) whose value is the
-	// rate-limit key. Empty, absent or repeated: the key is the host of
-	// Request.RemoteAddr.
+	// rate-limit key. Empty, absent or repeated: the key is the client's
+	// address, the host of Request.RemoteAddr (see IPv6KeyPrefix).
 	KeyHeader string
+	// IPv6KeyPrefix is the prefix length, in bits, of the default key of
+	// an IPv6 client: all the addresses of one /64 (the default,
+	// shedhttp.DefaultIPv6KeyPrefix) share one rate-limit bucket, because
+	// whoever holds a /64 can send from any address in it. IPv4 clients,
+	// also IPv4-mapped ones, are keyed by their address. 128 keys each
+	// IPv6 address apart; a shorter prefix (48, 56) groups larger
+	// networks, and the clients behind them. It does not apply to keys
+	// from KeyHeader or Classify.
+	IPv6KeyPrefix int
 	// Classify, when set, refines the default classification (computed
 	// from Routes, DefaultClass, ClassHeader and KeyHeader, passed as def):
 	// for example it sets the cost from the request, or the key from an
@@ -65,12 +74,30 @@ type Config struct {
 	// the body through http.MaxBytesReader, which fails past the bound.
 	MaxBodyBytes int64
 
-	// SkipPaths are request paths (exact Request.URL.Path values, such as
-	// "/healthz" or "/metrics") that bypass the middleware entirely.
+	// SkipPaths are request paths (such as "/healthz" or "/metrics") that
+	// bypass the middleware entirely. They match the path exactly as the
+	// client sent it: Request.URL.RawPath when the client used an
+	// encoding other than the canonical one, else Request.URL.Path. A
+	// percent-encoded variant (/%68ealthz, /a%2Fb for /a/b) is therefore
+	// never skipped: some routers (chi, and ServeMux for an encoded slash)
+	// send it to another handler, and skipping it would let a client
+	// bypass the limit. Such a request is limited like any other, and
+	// takes DefaultClass unless a route prefix matches its raw path: keep
+	// DefaultClass the lowest class (the default) so that no encoding can
+	// raise a request's priority.
 	SkipPaths []string
 	// Skip, when set, bypasses the middleware for the requests it returns
 	// true for, in addition to SkipPaths.
 	Skip func(r *http.Request) bool
+
+	// HoldHijacked keeps the permit of a request whose handler hijacks
+	// the connection (a WebSocket upgrade) until the handler returns,
+	// that is for the connection's life, so that the limit bounds open
+	// connections too. By default the permit is released, as Ignored,
+	// when the handler hijacks the connection: it covers the request up
+	// to the upgrade, and idle connections do not hold capacity that
+	// requests need. See the package documentation.
+	HoldHijacked bool
 
 	// Outcome maps the final response status of an admitted request to
 	// its permit's outcome. Default shedhttp.DefaultOutcome. It is not
@@ -104,11 +131,13 @@ func New(cfg Config) (func(http.Handler) http.Handler, error) {
 		DefaultClass:         cfg.DefaultClass,
 		ClassHeader:          cfg.ClassHeader,
 		KeyHeader:            cfg.KeyHeader,
+		IPv6KeyPrefix:        cfg.IPv6KeyPrefix,
 		RateLimits:           cfg.RateLimits,
 		KeyStore:             cfg.KeyStore,
 		RateLimitDryRun:      cfg.RateLimitDryRun,
 		MaxBodyBytes:         cfg.MaxBodyBytes,
 		SkipPaths:            cfg.SkipPaths,
+		HoldHijacked:         cfg.HoldHijacked,
 		Outcome:              cfg.Outcome,
 		DisableNoRetryHeader: cfg.DisableNoRetryHeader,
 		Observer:             cfg.Observer,
@@ -147,7 +176,7 @@ type handler struct {
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	e := h.e
-	if e.Skip(r.URL.Path) || (h.skip != nil && h.skip(r)) {
+	if e.Skip(r) || (h.skip != nil && h.skip(r)) {
 		h.next.ServeHTTP(w, r)
 		return
 	}
@@ -157,36 +186,31 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	cl := e.Classify(r, "")
 	if cl.Key == "" && h.needKey {
-		cl.Key = core.RemoteHost(r.RemoteAddr)
+		cl.Key = e.AddrKey(core.RemoteHost(r.RemoteAddr))
 	}
 	if h.classify != nil {
 		cl = h.classify(r, cl)
 	}
 	st, rej := e.Admit(r, cl)
 	if st == nil {
-		if rej.Status != 0 {
-			h.rejectWith(w, r, rej)
-		}
+		h.rejectWith(w, r, rej)
 		return
 	}
 
 	r2 := r.WithContext(st)
-	if n := e.MaxBody(); n > 0 && r.Body != nil && r.Body != http.NoBody {
-		r2.Body = http.MaxBytesReader(w, r.Body, n)
+	if r.Body != nil && r.Body != http.NoBody {
+		body := r.Body
+		if n := e.MaxBody(); n > 0 {
+			body = http.MaxBytesReader(w, body, n)
+		}
+		// Time blocked reading the body is the client's, not the
+		// service's: the release must not count it (see core.clientBound).
+		r2.Body = st.WatchBody(body)
 	}
-	// httpsnoop keeps every optional interface of w (Flusher, Hijacker,
-	// ReaderFrom, ...) and Unwrap for http.ResponseController; the hook
-	// only records the final status.
-	ww := httpsnoop.Wrap(w, httpsnoop.Hooks{
-		WriteHeader: func(next httpsnoop.WriteHeaderFunc) httpsnoop.WriteHeaderFunc {
-			return func(code int) {
-				if st.Status == 0 && (code >= 200 || code == http.StatusSwitchingProtocols) {
-					st.Status = code
-				}
-				next(code)
-			}
-		},
-	})
+	// The wrapper keeps every optional interface of w (Flusher, Hijacker,
+	// ReaderFrom, ...) and Unwrap for http.ResponseController; it records
+	// the final status and releases the permit at a hijack.
+	ww := st.WrapWriter(w, true)
 	// Release on every path. Without recover, a panic keeps its original
 	// stack: the deferred call releases the permit and the panic goes on.
 	returned := false

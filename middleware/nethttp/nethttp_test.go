@@ -29,6 +29,8 @@ func config(o mwtest.Options) nethttp.Config {
 		RateLimitDryRun:      o.RateLimitDryRun,
 		MaxBodyBytes:         o.MaxBodyBytes,
 		SkipPaths:            o.SkipPaths,
+		IPv6KeyPrefix:        o.IPv6KeyPrefix,
+		HoldHijacked:         o.HoldHijacked,
 		Outcome:              o.Outcome,
 		DisableNoRetryHeader: o.DisableNoRetryHeader,
 		Observer:             o.Observer,

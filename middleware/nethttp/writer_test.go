@@ -1,8 +1,11 @@
 package nethttp_test
 
 import (
+	"bufio"
 	"errors"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -38,49 +41,127 @@ func interfaces(w http.ResponseWriter) string {
 	if _, ok := w.(io.StringWriter); ok {
 		s = append(s, "StringWriter")
 	}
+	if _, ok := w.(interface{ FlushError() error }); ok {
+		s = append(s, "FlushError")
+	}
+	if _, ok := w.(http.CloseNotifier); ok {
+		s = append(s, "CloseNotifier")
+	}
+	if _, ok := w.(interface{ SetReadDeadline(time.Time) error }); ok {
+		s = append(s, "SetReadDeadline")
+	}
+	if _, ok := w.(interface{ SetWriteDeadline(time.Time) error }); ok {
+		s = append(s, "SetWriteDeadline")
+	}
+	if _, ok := w.(interface{ EnableFullDuplex() error }); ok {
+		s = append(s, "EnableFullDuplex")
+	}
+	if _, ok := w.(http.Pusher); ok {
+		s = append(s, "Pusher")
+	}
 	return strings.Join(s, ",")
 }
 
-// TestWriterInterfaces: the handler's writer has exactly the optional
-// interfaces of the server's, and http.ResponseController reaches the
-// server's writer through it.
+// TestWriterInterfaces: over HTTP/1.1 and HTTP/2, the handler's writer
+// has exactly the optional interfaces of the server's, and
+// http.ResponseController reaches the server's writer through it.
 func TestWriterInterfaces(t *testing.T) {
-	l := newLimiter(t, 4)
+	for _, h2 := range []bool{false, true} {
+		t.Run(fmt.Sprintf("HTTP/2=%v", h2), func(t *testing.T) {
+			l := newLimiter(t, 4)
+			mw, err := nethttp.New(nethttp.Config{Limiter: l})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := make(chan string, 2)
+			app := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				rc := http.NewResponseController(w)
+				if err := rc.SetWriteDeadline(time.Now().Add(time.Minute)); err != nil {
+					got <- "SetWriteDeadline: " + err.Error()
+					return
+				}
+				got <- interfaces(w)
+				io.Copy(w, strings.NewReader("read from")) // ReadFrom over HTTP/1
+			})
+			var have, want string
+			for _, h := range []http.Handler{app, mw(app)} {
+				srv := httptest.NewUnstartedServer(h)
+				srv.EnableHTTP2 = h2
+				if h2 {
+					srv.StartTLS()
+				} else {
+					srv.Start()
+				}
+				client := srv.Client()
+				resp, err := client.Get(srv.URL)
+				if err != nil {
+					t.Fatal(err)
+				}
+				b, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if string(b) != "read from" || resp.ProtoMajor != map[bool]int{false: 1, true: 2}[h2] {
+					t.Errorf("body %q over %s", b, resp.Proto)
+				}
+				client.CloseIdleConnections()
+				srv.Close()
+				want, have = have, <-got
+			}
+			if want != have || !strings.Contains(have, map[bool]string{false: "ReaderFrom", true: "Pusher"}[h2]) {
+				t.Errorf("writer interfaces %q through the middleware, %q without", have, want)
+			}
+		})
+	}
+}
+
+// hijackOnly is a writer wrapper of some other middleware that keeps only
+// Hijacker: the middleware cannot use its HTTP/1 wrapper for it.
+type hijackOnly struct {
+	http.ResponseWriter
+	http.Hijacker
+}
+
+// TestHijackThroughOtherWriter: behind an outer middleware whose writer
+// hides the HTTP/1 method set, a hijack still releases the permit, and the
+// handler's writer still has exactly the interfaces of the one it got.
+func TestHijackThroughOtherWriter(t *testing.T) {
+	l := newLimiter(t, 1)
 	mw, err := nethttp.New(nethttp.Config{Limiter: l})
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := make(chan string, 2)
-	app := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		rc := http.NewResponseController(w)
-		if err := rc.SetWriteDeadline(time.Now().Add(time.Minute)); err != nil {
-			got <- "SetWriteDeadline: " + err.Error()
+	seen := make(chan string, 1)
+	h := mw(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		seen <- interfaces(w)
+		conn, rw, err := w.(http.Hijacker).Hijack()
+		if err != nil {
 			return
 		}
-		got <- interfaces(w)
-		w.(io.ReaderFrom).ReadFrom(strings.NewReader("read from"))
-	})
-	bare := httptest.NewServer(app)
-	defer bare.Close()
-	wrapped := httptest.NewServer(mw(app))
-	defer wrapped.Close()
-	client := &http.Client{Transport: &http.Transport{}}
-	defer client.CloseIdleConnections()
-	for _, srv := range []*httptest.Server{bare, wrapped} {
-		resp, err := client.Get(srv.URL)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if string(b) != "read from" {
-			t.Errorf("body %q", b)
-		}
+		defer conn.Close()
+		rw.WriteString("HTTP/1.1 101 Switching Protocols\r\nUpgrade: test\r\nConnection: Upgrade\r\n\r\n")
+		rw.Flush()
+		io.Copy(io.Discard, rw) // idle until the client closes
+	}))
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h.ServeHTTP(hijackOnly{w, w.(http.Hijacker)}, r)
+	}))
+	defer srv.Close()
+	conn, err := net.DialTimeout("tcp", srv.Listener.Addr().String(), 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
 	}
-	want, have := <-got, <-got
-	if want != have || !strings.Contains(have, "ReaderFrom") {
-		t.Errorf("writer interfaces %q through the middleware, %q without", have, want)
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(20 * time.Second))
+	io.WriteString(conn, "GET /ws HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: test\r\n\r\n")
+	if resp, err := http.ReadResponse(bufio.NewReader(conn), nil); err != nil || resp.StatusCode != 101 {
+		t.Fatalf("upgrade: %v, %v", resp, err)
 	}
+	if got := <-seen; got != "Hijacker" {
+		t.Errorf("the handler's writer has %q, want only Hijacker", got)
+	}
+	if n := l.InFlight(); n != 0 {
+		t.Errorf("in flight %d while the hijacked connection is open, want 0", n)
+	}
+	conn.Close()
 }
 
 // TestInformationalStatus: a 1xx response is not the final status.

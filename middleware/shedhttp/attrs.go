@@ -10,8 +10,10 @@ const (
 	// DecisionRejected, DecisionDryRun.
 	AttrDecision = string(shedotel.AttrDecision)
 	// AttrReason is the rejection reason, shed.Reason.String() (for
-	// example "queue_full", "rate_limited"), or "body_too_large" for a
-	// 413 on body size. Set only when the decision is rejected or dry_run.
+	// example "queue_full", "rate_limited"), "body_too_large" for a 413
+	// on body size, or "cancelled" for a 503 to a request whose context
+	// ended while it was queued. Set only when the decision is rejected or
+	// dry_run.
 	AttrReason = string(shedotel.AttrReason)
 	// AttrClass is the name of the request's priority class.
 	AttrClass = string(shedotel.AttrClass)
@@ -35,3 +37,9 @@ const (
 // its body exceeds the configured maximum. It is not a shed.Reason: the
 // limiter never sees such requests.
 const ReasonBodyTooLarge = "body_too_large"
+
+// ReasonCancelled is the AttrReason of a request answered 503 because its
+// context ended while it waited for admission: its client went away, or
+// the server cancelled it (at shutdown, or an outer middleware). The
+// limiter counts it as cancelled, not as a rejection.
+const ReasonCancelled = "cancelled"

@@ -17,10 +17,15 @@
 //     its rate;
 //  4. asks the shed.Limiter for admission: 503 when it rejects (413 when
 //     the request's cost exceeds the whole cost budget and could never be
-//     admitted);
+//     admitted), and 503 when the request context ends while the request
+//     waits in the queue: the server may have cancelled it (a cancelled
+//     http.Server.BaseContext at shutdown, an outer middleware) while the
+//     client still waits, and a client must never read a success for work
+//     that did not run (a 503 to a client that has gone is harmless);
 //  5. runs the handler with the permit in its context, and releases the
 //     permit exactly once when the handler returns, panics or its client
-//     goes away.
+//     goes away, or when it hijacks the connection (unless the
+//     configuration holds hijacked permits: HoldHijacked).
 //
 // The rate limit comes first because it is cheaper and because a client
 // that exceeds its own rate should not take a place in the admission queue.
@@ -32,7 +37,11 @@
 // KeyHeader), which should be a header that a trusted proxy sets and
 // overwrites. Otherwise the class comes from the route, and the key is the
 // client's address (net/http: the host of Request.RemoteAddr; Echo:
-// Context.RealIP, which honours Echo's IPExtractor).
+// Context.RealIP, which honours Echo's IPExtractor). An IPv6 address counts
+// by its /64 ([DefaultIPv6KeyPrefix], the middleware's IPv6KeyPrefix):
+// whoever holds a /64 can send from any of its 2^64 addresses, and keying
+// by the full address would give each request a fresh bucket. IPv4
+// addresses, also IPv4-mapped ones, count by themselves.
 //
 // # Responses
 //
@@ -69,7 +78,22 @@
 // context was cancelled) is released Ignored, one whose context deadline
 // passed is released Dropped (it did not finish in time), and one whose
 // handler panicked is released Ignored before the panic continues (a bug is
-// not an overload signal; it is neither a latency sample).
+// not an overload signal; it is neither a latency sample). A hijacked
+// connection's permit is released Ignored at the hijack.
+//
+// Time the handler spends blocked reading the request body is the
+// client's, not the service's: the middleware measures it (two reads of
+// the monotonic clock per Read of the body) and releases Ignored, instead
+// of Dropped, a request whose deadline passed but that would have met it
+// without that time (a slow upload behind a request-timeout middleware),
+// and, instead of its status's outcome, one that spent at least half of
+// its time waiting for its body (its latency is mostly the client's). A
+// few slow uploaders therefore cannot drive an adaptive limit down for
+// everyone. Time spent writing to a client that reads slowly is not
+// measured: bound it with the server's WriteTimeout. The middleware's
+// package documentation (Long-lived requests) says what a permit covers
+// for streaming responses, server-sent events, WebSockets and slow
+// uploads, and how to configure each.
 //
 // # Spans
 //

@@ -36,7 +36,8 @@ type Rejection struct {
 	// configuration bug).
 	Status int
 	// Reason is shed.ReasonRateLimited for a 429, the limiter's reason for
-	// a 503 or a cost-too-large 413, and shed.ReasonNone otherwise.
+	// a 503 or a cost-too-large 413, and shed.ReasonNone otherwise (among
+	// them the 503 to a request whose context ended while it was queued).
 	Reason shed.Reason
 	// RetryAfter is the delay announced in Retry-After, a whole number of
 	// seconds, at least 1 s; zero when the response carries none (413, 500).
@@ -44,7 +45,9 @@ type Rejection struct {
 	// Class is the class the request was classified into.
 	Class shed.Class
 	// Err is the cause: a *shed.Rejection, ErrRateLimited, ErrBodyTooLarge,
-	// or an error wrapping shed.ErrInvalidRequest.
+	// an error wrapping shed.ErrInvalidRequest, or the request context's
+	// error (context.Canceled, context.DeadlineExceeded) when the context
+	// ended while the request was queued.
 	Err error
 }
 

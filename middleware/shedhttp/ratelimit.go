@@ -45,6 +45,12 @@ type KeyStore interface {
 	AllowAt(now time.Time, class shed.Class, key string, limit RateLimit) (ok bool, retryAfter time.Duration)
 }
 
+// DefaultIPv6KeyPrefix is the prefix length, in bits, by which the
+// middleware's default rate-limit key groups IPv6 client addresses: 64,
+// the smallest network an ISP assigns one subscriber (RFC 6177), who can
+// pick any address in it. IPv4 clients are keyed by their address.
+const DefaultIPv6KeyPrefix = 64
+
 // ErrInvalidConfig is wrapped by the configuration errors of this package
 // and of the middleware constructors.
 var ErrInvalidConfig = errors.New("shedkit middleware: invalid config")

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/netip"
 	"sort"
 	"strings"
 	"time"
@@ -38,11 +39,13 @@ type Config struct {
 	DefaultClass         string
 	ClassHeader          string
 	KeyHeader            string
+	IPv6KeyPrefix        int
 	RateLimits           map[string]shedhttp.RateLimit
 	KeyStore             shedhttp.KeyStore
 	RateLimitDryRun      bool
 	MaxBodyBytes         int64
 	SkipPaths            []string
+	HoldHijacked         bool
 	Outcome              func(r *http.Request, status int) shed.Outcome
 	DisableNoRetryHeader bool
 	Observer             shed.Observer
@@ -67,12 +70,14 @@ type Engine struct {
 	defClass     shed.Class
 	classHeader  string
 	keyHeader    string
+	v6Bits       int
 	rates        [shed.MaxClasses]rateRule
 	anyRate      bool
 	store        shedhttp.KeyStore
 	rateDryRun   bool
 	maxBody      int64
 	skip         map[string]struct{}
+	holdHijacked bool
 	outcome      func(r *http.Request, status int) shed.Outcome
 	noRetry      bool
 	observer     shed.Observer
@@ -91,14 +96,15 @@ func New(cfg Config) (*Engine, error) {
 		return nil, configError("Limiter", "required")
 	}
 	e := &Engine{
-		lim:        cfg.Limiter,
-		store:      cfg.KeyStore,
-		rateDryRun: cfg.RateLimitDryRun,
-		maxBody:    cfg.MaxBodyBytes,
-		outcome:    cfg.Outcome,
-		noRetry:    !cfg.DisableNoRetryHeader,
-		observer:   cfg.Observer,
-		clock:      cfg.Clock,
+		lim:          cfg.Limiter,
+		store:        cfg.KeyStore,
+		rateDryRun:   cfg.RateLimitDryRun,
+		maxBody:      cfg.MaxBodyBytes,
+		outcome:      cfg.Outcome,
+		holdHijacked: cfg.HoldHijacked,
+		noRetry:      !cfg.DisableNoRetryHeader,
+		observer:     cfg.Observer,
+		clock:        cfg.Clock,
 	}
 	for _, c := range cfg.Limiter.Snapshot().Classes {
 		e.classNames = append(e.classNames, c.Name)
@@ -150,6 +156,14 @@ func New(cfg Config) (*Engine, error) {
 			return nil, configError("KeyHeader", "invalid header name %q", cfg.KeyHeader)
 		}
 		e.keyHeader = http.CanonicalHeaderKey(cfg.KeyHeader)
+	}
+	switch p := cfg.IPv6KeyPrefix; {
+	case p == 0:
+		e.v6Bits = shedhttp.DefaultIPv6KeyPrefix
+	case p < 0 || p > 128:
+		return nil, configError("IPv6KeyPrefix", "must be a prefix length in [1, 128] (0 for the default %d), got %d", shedhttp.DefaultIPv6KeyPrefix, p)
+	default:
+		e.v6Bits = p
 	}
 	for name, rl := range cfg.RateLimits {
 		field := fmt.Sprintf("RateLimits[%q]", name)
@@ -209,12 +223,29 @@ func (e *Engine) NeedsKey() bool { return e.anyRate }
 // MaxBody returns the maximum body size, 0 for none.
 func (e *Engine) MaxBody() int64 { return e.maxBody }
 
-// Skip reports whether path bypasses the middleware.
-func (e *Engine) Skip(path string) bool {
+// RequestPath is the path SkipPaths and Routes prefixes match: the path
+// as the client sent it, URL.RawPath when set (the client used an encoding
+// other than the canonical one), else URL.Path. It is what the routers that
+// route on the raw path match (Echo, chi), so a skip or a class can never
+// be had by percent-encoding a path (/%68ealthz) that such a router sends
+// elsewhere. Routers that decode first (net/http's ServeMux) see the same
+// path whenever it is canonically encoded; for the rest the middleware is
+// stricter than the router (not skipped, DefaultClass), never more lenient.
+// It allocates nothing.
+func RequestPath(r *http.Request) string {
+	if r.URL.RawPath != "" {
+		return r.URL.RawPath
+	}
+	return r.URL.Path
+}
+
+// Skip reports whether r bypasses the middleware: its RequestPath is one
+// of SkipPaths.
+func (e *Engine) Skip(r *http.Request) bool {
 	if e.skip == nil {
 		return false
 	}
-	_, ok := e.skip[path]
+	_, ok := e.skip[RequestPath(r)]
 	return ok
 }
 
@@ -230,8 +261,8 @@ func (e *Engine) CheckBody(r *http.Request) (shedhttp.Rejection, bool) {
 
 // Classify returns the default classification of r: the class from the
 // trusted class header, else from the route (an exact match of route, the
-// framework's route pattern, then the longest matching prefix of the
-// path), else the default class; the key from the trusted key header, else
+// framework's route pattern, then the longest prefix of RequestPath(r)
+// that Routes holds), else the default class; the key from the trusted key header, else
 // "" (the adapter fills in the client address).
 func (e *Engine) Classify(r *http.Request, route string) shedhttp.Classification {
 	cl := shedhttp.Classification{Class: e.classOf(r, route)}
@@ -261,13 +292,44 @@ func (e *Engine) classOf(r *http.Request, rt string) shed.Class {
 			return c
 		}
 	}
-	path := r.URL.Path
+	path := RequestPath(r)
 	for _, ro := range e.routes {
 		if strings.HasPrefix(path, ro.prefix) {
 			return ro.class
 		}
 	}
 	return e.defClass
+}
+
+// AddrKey returns the default rate-limit key of a client whose address is
+// host (an IP address without port, as RemoteHost or Echo's RealIP return
+// it); see AddrKey.
+func (e *Engine) AddrKey(host string) string { return AddrKey(host, e.v6Bits) }
+
+// AddrKey returns the rate-limit key of the client address host: an IPv4
+// address as itself (a /32), also when it comes IPv4-mapped
+// ("::ffff:192.0.2.1"); an IPv6 address as its prefix of v6Bits bits in
+// CIDR notation ("2001:db8:1:2::/64"), without its zone. A host that is not
+// an IP address (a Unix socket's "@", garbage from a forwarding header) is
+// its own key. A single IPv6 subscriber gets a /64 or more, so keying by
+// the full address would let it pick a fresh bucket for every request.
+// Only IPv6 and mapped hosts allocate (the key is a new string).
+func AddrKey(host string, v6Bits int) string {
+	if strings.IndexByte(host, ':') < 0 {
+		return host // IPv4 (already canonical from net/http), or not an IP
+	}
+	a, err := netip.ParseAddr(host)
+	if err != nil {
+		return host
+	}
+	if a.Is4In6() {
+		return a.Unmap().String()
+	}
+	p, err := a.WithZone("").Prefix(v6Bits)
+	if err != nil {
+		return host // v6Bits outside [0, 128]: New does not allow it
+	}
+	return p.String()
 }
 
 // RemoteHost returns the host part of a RemoteAddr ("ip:port"), or addr
@@ -281,8 +343,9 @@ func RemoteHost(addr string) string {
 
 // Admit rate limits and admits r as classified by cl. On admission it
 // returns the request state, which is also the handler's context. Else it
-// returns the rejection to answer with; a zero Rejection means the client
-// went away while waiting and nothing should be written.
+// returns the rejection to answer with, always one with a status: even
+// when the request context ended while it waited, something must be
+// written (see rejection).
 func (e *Engine) Admit(r *http.Request, cl shedhttp.Classification) (*State, shedhttp.Rejection) {
 	ctx := r.Context()
 	dryReason := ""
@@ -311,7 +374,7 @@ func (e *Engine) Admit(r *http.Request, cl shedhttp.Classification) (*State, she
 	if err != nil {
 		return nil, e.rejection(ctx, cl, err)
 	}
-	st := &State{Context: ctx, Permit: p}
+	st := &State{Context: ctx, Permit: p, holdHijacked: e.holdHijacked}
 	if dryReason == "" && p.DryRun() != shed.ReasonNone {
 		dryReason = p.DryRun().String()
 	}
@@ -338,8 +401,14 @@ func (e *Engine) rejection(ctx context.Context, cl shedhttp.Classification, err 
 			e.annotateRejected(ctx, shed.ReasonQueueTimeout.String(), cl.Class, cl.Cost, true)
 			return shedhttp.Rejection{Status: http.StatusServiceUnavailable, Reason: shed.ReasonQueueTimeout, RetryAfter: time.Second, Class: cl.Class, Err: err}
 		default:
-			// The client went away: there is nobody to answer.
-			return shedhttp.Rejection{}
+			// The context ended while the request waited. The client may
+			// have gone, or the server may have cancelled it (a cancelled
+			// http.Server.BaseContext at shutdown, an outer middleware)
+			// while the client still waits. Writing nothing would make
+			// net/http answer an empty 200 for work that never ran; a 503
+			// to a client that has gone is harmless.
+			e.annotateRejected(ctx, shedhttp.ReasonCancelled, cl.Class, cl.Cost, true)
+			return shedhttp.Rejection{Status: http.StatusServiceUnavailable, RetryAfter: time.Second, Class: cl.Class, Err: err}
 		}
 	}
 	e.annotateRejected(ctx, rj.Reason.String(), cl.Class, cl.Cost, true)
@@ -379,16 +448,29 @@ func (e *Engine) SetRejectHeaders(h http.Header, rej shedhttp.Rejection) {
 
 // Release ends st's permit after the handler returned normally with the
 // given response status (0: none written, which net/http sends as 200).
+// It does nothing when the permit was already released: by the handler,
+// or at a hijack.
 func (e *Engine) Release(st *State, r *http.Request, status int) {
+	if !st.Permit.Valid() {
+		return
+	}
 	if status == 0 {
 		status = http.StatusOK
 	}
 	var o shed.Outcome
 	switch err := st.Context.Err(); {
+	case st.hijacked:
+		o = shed.Ignored // HoldHijacked: it held the connection, not a request
 	case err == nil:
 		o = e.outcome(r, status)
+		if o != shed.Ignored && st.clientBound(false) {
+			o = shed.Ignored // its time was mostly the client's
+		}
 	case errors.Is(err, context.DeadlineExceeded):
 		o = shed.Dropped // it did not finish in time
+		if st.clientBound(true) {
+			o = shed.Ignored // it would have, but for a slow client
+		}
 	default:
 		o = shed.Ignored // the client went away
 	}

@@ -3,6 +3,7 @@ package core_test
 import (
 	"context"
 	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -58,6 +59,8 @@ func TestConfigErrors(t *testing.T) {
 		{"zero burst", core.Config{Limiter: l, RateLimits: map[string]shedhttp.RateLimit{"batch": {Rate: 1}}}, `RateLimits["batch"]: burst`},
 		{"negative body", core.Config{Limiter: l, MaxBodyBytes: -1}, "MaxBodyBytes"},
 		{"empty skip path", core.Config{Limiter: l, SkipPaths: []string{"/ok", ""}}, "SkipPaths[1]"},
+		{"negative IPv6 prefix", core.Config{Limiter: l, IPv6KeyPrefix: -1}, "IPv6KeyPrefix"},
+		{"IPv6 prefix too long", core.Config{Limiter: l, IPv6KeyPrefix: 129}, "IPv6KeyPrefix"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := core.New(tc.cfg)
@@ -95,6 +98,9 @@ func TestClassify(t *testing.T) {
 		{path: "/api/x", class: 0},
 		{path: "/api/bulk/x", class: 1},
 		{path: "/api", class: 1},
+		{path: "/%61pi/x", class: 1},             // the raw path has no /api/ prefix
+		{path: "/api%2Fx", class: 1},             // an encoded slash is not a separator
+		{path: "/api/group%2Fproject", class: 0}, // after the prefix it is
 		{path: "/users/7", route: "/users/:id", class: 0},
 		{path: "/users/7", route: "/other", class: 1},
 		{path: "/", header: http.Header{"X-Class": {"interactive"}}, class: 0},
@@ -114,6 +120,176 @@ func TestClassify(t *testing.T) {
 		if cl.Class != tc.class || cl.Key != tc.key {
 			t.Errorf("%s (route %q, %v): class %d key %q, want %d %q", tc.path, tc.route, tc.header, cl.Class, cl.Key, tc.class, tc.key)
 		}
+	}
+}
+
+// TestSkipRawPath: a skipped path matches only as the client sent it.
+func TestSkipRawPath(t *testing.T) {
+	e, err := core.New(core.Config{Limiter: limiter(t), SkipPaths: []string{"/healthz", "/a/b"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for path, want := range map[string]bool{
+		"/healthz": true, "/a/b": true,
+		"/%68ealthz": false, "/health%7a": false, "/a%2Fb": false, "/a%2fb": false, "/healthz/": false, "/a/%62": false,
+	} {
+		r := httptest.NewRequest(http.MethodGet, path, nil)
+		if got := e.Skip(r); got != want {
+			t.Errorf("Skip(%s) = %v, want %v (Path %q, RawPath %q)", path, got, want, r.URL.Path, r.URL.RawPath)
+		}
+		if got := core.RequestPath(r); got != path {
+			t.Errorf("RequestPath(%s) = %q", path, got)
+		}
+	}
+}
+
+func TestAddrKey(t *testing.T) {
+	for _, tc := range []struct {
+		host string
+		bits int
+		want string
+	}{
+		{"192.0.2.1", 64, "192.0.2.1"},
+		{"192.0.2.1", 128, "192.0.2.1"},
+		{"::ffff:192.0.2.1", 64, "192.0.2.1"},
+		{"::ffff:c000:201", 64, "192.0.2.1"},
+		{"2001:db8:1:2:3:4:5:6", 64, "2001:db8:1:2::/64"},
+		{"2001:DB8:1:2::ffff", 64, "2001:db8:1:2::/64"},
+		{"2001:db8:1:2:3:4:5:6", 48, "2001:db8:1::/48"},
+		{"2001:db8:1:2:3:4:5:6", 56, "2001:db8:1::/56"},
+		{"2001:db8:1:2ff:3:4:5:6", 56, "2001:db8:1:200::/56"},
+		{"2001:db8:1:2:3:4:5:6", 128, "2001:db8:1:2:3:4:5:6/128"},
+		{"fe80::1%eth0", 64, "fe80::/64"},
+		{"fe80::1%eth0", 128, "fe80::1/128"},
+		{"::1", 64, "::/64"},
+		{"::", 64, "::/64"},
+		// Not an IP address: the key is the host, unchanged.
+		{"", 64, ""},
+		{"@", 64, "@"},
+		{"not-an-ip", 64, "not-an-ip"},
+		{"[2001:db8::1]", 64, "[2001:db8::1]"},
+		{"2001:db8::1:80:", 64, "2001:db8::1:80:"},
+		{"192.0.2.1:80", 64, "192.0.2.1:80"},
+		{"::ffff:192.0.2.300", 64, "::ffff:192.0.2.300"},
+		{"fe80::1%", 64, "fe80::1%"},
+	} {
+		if got := core.AddrKey(tc.host, tc.bits); got != tc.want {
+			t.Errorf("AddrKey(%q, %d) = %q, want %q", tc.host, tc.bits, got, tc.want)
+		}
+	}
+	e, err := core.New(core.Config{Limiter: limiter(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := e.AddrKey("2001:db8:1:2::7"); got != "2001:db8:1:2::/64" {
+		t.Errorf("default prefix: %q, want the /64", got)
+	}
+	if n := testing.AllocsPerRun(100, func() { e.AddrKey(core.RemoteHost("192.0.2.1:4711")) }); n != 0 {
+		t.Errorf("an IPv4 key allocates %v times", n)
+	}
+}
+
+// TestReleaseClientBound: time the handler spent blocked reading the
+// request body is the client's. A request that missed its deadline only
+// because of it, or that spent most of its time in it, is released
+// Ignored; one whose own work missed the deadline or took the time keeps
+// its outcome. The margins (tens of milliseconds against microseconds)
+// make the cases independent of the machine's speed.
+func TestReleaseClientBound(t *testing.T) {
+	const d = 50 * time.Millisecond
+	slowBody := func(ctx context.Context, untilDeadline bool) io.Reader {
+		pr, pw := io.Pipe()
+		go func() {
+			if untilDeadline {
+				<-ctx.Done() // the client sends nothing until the deadline passed
+			} else {
+				time.Sleep(d)
+			}
+			pw.Write([]byte("late"))
+			pw.Close()
+		}()
+		return pr
+	}
+	for _, tc := range []struct {
+		name     string
+		deadline bool
+		slow     bool          // the body arrives slowly
+		work     time.Duration // the handler's own work after reading the body
+		status   int
+		want     shed.Outcome
+	}{
+		{"deadline missed waiting for the client", true, true, 0, 200, shed.Ignored},
+		{"deadline missed working", true, false, 2 * d, 200, shed.Dropped},
+		{"success spent waiting for the client", false, true, 0, 200, shed.Ignored},
+		{"success spent working", false, false, d, 200, shed.Success},
+		{"503 spent waiting for the client", false, true, 0, 503, shed.Ignored},
+		{"503 spent working", false, false, d, 503, shed.Dropped},
+		{"404 stays ignored", false, true, 0, 404, shed.Ignored},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l := limiter(t)
+			e, err := core.New(core.Config{Limiter: l})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.Background(), context.CancelFunc(func() {})
+			if tc.deadline {
+				ctx, cancel = context.WithTimeout(ctx, d)
+			}
+			defer cancel()
+			var body io.Reader = strings.NewReader("fast")
+			if tc.slow {
+				body = slowBody(ctx, tc.deadline)
+			}
+			r := httptest.NewRequest(http.MethodPost, "/", body).WithContext(ctx)
+			st, rej := e.Admit(r, shedhttp.Classification{Class: 1})
+			if st == nil {
+				t.Fatalf("not admitted: %+v", rej)
+			}
+			if _, err := io.ReadAll(st.WatchBody(r.Body)); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(tc.work)
+			if tc.deadline {
+				<-ctx.Done()
+			}
+			e.Release(st, r, tc.status)
+			if got := l.Snapshot().Classes[1].Released; got[tc.want] != 1 {
+				t.Errorf("released %v, want one %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestReleaseWhileBodyRead: the deadline passes while a goroutine of the
+// handler is still blocked reading the body and the handler gives up:
+// the read in progress counts as waiting for the client.
+func TestReleaseWhileBodyRead(t *testing.T) {
+	l := limiter(t)
+	e, err := core.New(core.Config{Limiter: l})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	pr, pw := io.Pipe()
+	r := httptest.NewRequest(http.MethodPost, "/", pr).WithContext(ctx)
+	st, rej := e.Admit(r, shedhttp.Classification{Class: 1})
+	if st == nil {
+		t.Fatalf("not admitted: %+v", rej)
+	}
+	body := st.WatchBody(r.Body)
+	read := make(chan error, 1)
+	go func() {
+		_, err := io.ReadAll(body)
+		read <- err
+	}()
+	<-ctx.Done()
+	e.Release(st, r, http.StatusServiceUnavailable)
+	pw.CloseWithError(errors.New("client gone"))
+	<-read
+	if got := l.Snapshot().Classes[1].Released; got[shed.Ignored] != 1 {
+		t.Errorf("released %v, want one ignored", got)
 	}
 }
 
@@ -203,10 +379,12 @@ func TestAdmitReasons(t *testing.T) {
 	if rej.Status != 503 || rej.Reason != shed.ReasonDeadline || rej.RetryAfter < time.Second || rej.RetryAfter%time.Second != 0 {
 		t.Errorf("deadline: %+v", rej)
 	}
-	// A client that is gone gets nothing.
+	// A context that ended (the client left, or the server cancelled it
+	// while the client waits) still gets a 503: never nothing, which
+	// net/http would send as an empty 200.
 	ctx, cancel := context.WithCancel(bg)
 	cancel()
-	if st, rej := e.Admit(req(ctx), shedhttp.Classification{}); st != nil || rej.Status != 0 {
+	if st, rej := e.Admit(req(ctx), shedhttp.Classification{}); st != nil || rej.Status != 503 || rej.RetryAfter != time.Second || !errors.Is(rej.Err, context.Canceled) {
 		t.Errorf("cancelled: %v %+v", st, rej)
 	}
 	// A context deadline that passes while queued.

@@ -20,9 +20,19 @@ type State struct {
 	// Permit is the request's one permit; the handler reaches it through
 	// the context, the middleware releases it.
 	Permit shed.Permit
-	// Status is the final response status seen by the net/http writer
-	// hook, 0 until one is written.
+	// Status is the final response status seen by the writer that
+	// WrapWriter returned, 0 until one is written.
 	Status int
+	// hijacked: the handler hijacked the connection; holdHijacked: keep
+	// the permit after a hijack (Config.HoldHijacked).
+	hijacked, holdHijacked bool
+	// w is the handler's writer when it wraps net/http's HTTP/1 writer,
+	// kept here so that wrapping allocates nothing.
+	w h1Writer
+	// body is the handler's request body when WatchBody wrapped it, and
+	// admitted when (monoNow) it did.
+	body     clientBody
+	admitted int64
 }
 
 type stateKey struct{}

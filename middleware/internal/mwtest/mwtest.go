@@ -18,12 +18,14 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
+	"github.com/shedkit/shedkit/limits"
 	"github.com/shedkit/shedkit/middleware/shedhttp"
 	"github.com/shedkit/shedkit/shed"
 )
@@ -42,6 +44,8 @@ type Options struct {
 	RateLimitDryRun      bool
 	MaxBodyBytes         int64
 	SkipPaths            []string
+	IPv6KeyPrefix        int
+	HoldHijacked         bool
 	Outcome              func(r *http.Request, status int) shed.Outcome
 	DisableNoRetryHeader bool
 	Observer             shed.Observer
@@ -258,15 +262,21 @@ func Run(t *testing.T, a Adapter) {
 		{"SpoofedClassHeader", testSpoofedClassHeader},
 		{"SpoofedKeyHeader", testSpoofedKeyHeader},
 		{"KeyFlood", testKeyFlood},
+		{"IPv6Key", testIPv6Key},
 		{"BodyLimit", testBodyLimit},
 		{"Panic", testPanic},
 		{"ClientDisconnect", testClientDisconnect},
 		{"DisconnectWhileQueued", testDisconnectWhileQueued},
+		{"ServerCancelWhileQueued", testServerCancelWhileQueued},
 		{"Streaming", testStreaming},
+		{"StreamReleasedEarly", testStreamReleasedEarly},
 		{"Hijack", testHijack},
+		{"IdleHijacked", testIdleHijacked},
+		{"SlowUploads", testSlowUploads},
 		{"Outcomes", testOutcomes},
 		{"Reconcile", testReconcile},
 		{"Skip", testSkip},
+		{"EncodedPath", testEncodedPath},
 		{"CostTooLarge", testCostTooLarge},
 		{"Draining", testDraining},
 		{"Spans", testSpans},
@@ -582,6 +592,58 @@ func testSpoofedKeyHeader(t *testing.T, a Adapter) {
 	}
 }
 
+// testIPv6Key: the default rate-limit key of an IPv6 client is its /64
+// (IPv6KeyPrefix), so that a client cannot get a fresh bucket by picking
+// another of the 2^64 addresses it holds; an IPv4 client is keyed by its
+// address, also when it arrives IPv4-mapped. The client addresses come from
+// a trusted forwarding middleware in front, as behind a proxy, so that the
+// requests still travel over 127.0.0.1.
+func testIPv6Key(t *testing.T, a Adapter) {
+	realIP := func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			r2 := r.WithContext(r.Context())
+			r2.RemoteAddr = net.JoinHostPort(r.Header.Get("X-Test-Client"), "4711")
+			next.ServeHTTP(w, r2)
+		})
+	}
+	for _, tc := range []struct {
+		prefix  int
+		clients []string // each pair: a first request (admitted), then a second one
+		want    []int    // status of each second request
+	}{
+		{0, []string{
+			"2001:db8:1:2::1", "2001:db8:1:2:ffff:ffff:ffff:ffff", // the same /64
+			"2001:db8:1:3::1", "2001:db8:1:3::1", // the same address
+			"192.0.2.1", "::ffff:192.0.2.1", // IPv4 and IPv4-mapped
+			"192.0.2.2", "192.0.2.3", // IPv4 is keyed by address
+			"fe80::1%eth0", "fe80::2%eth1", // zones do not count
+			"2001:db8:4::1", "2001:db8:5::1", // other /64s
+		}, []int{429, 429, 429, 200, 429, 200}},
+		{48, []string{"2001:db8:4::1", "2001:db8:4:ffff::1"}, []int{429}},
+		{128, []string{"2001:db8:1:2::1", "2001:db8:1:2::2"}, []int{200}},
+	} {
+		t.Run(fmt.Sprintf("prefix=%d", tc.prefix), func(t *testing.T) {
+			l := twoClasses(t, 100)
+			s := a.start(t, Options{
+				Limiter:       l,
+				RateLimits:    map[string]shedhttp.RateLimit{"batch": {Rate: 1e-3, Burst: 1}},
+				IPv6KeyPrefix: tc.prefix,
+				Clock:         NewFakeClock().Now,
+				Outer:         realIP,
+			}, a.classApp(l))
+			for i := 0; i < len(tc.clients); i += 2 {
+				first, second := tc.clients[i], tc.clients[i+1]
+				if resp, _ := s.get("/", http.Header{"X-Test-Client": {first}}); resp.StatusCode != 200 {
+					t.Errorf("first request from %s: status %d, want 200", first, resp.StatusCode)
+				}
+				if resp, _ := s.get("/", http.Header{"X-Test-Client": {second}}); resp.StatusCode != tc.want[i/2] {
+					t.Errorf("%s after %s: status %d, want %d", second, first, resp.StatusCode, tc.want[i/2])
+				}
+			}
+		})
+	}
+}
+
 // testKeyFlood: 100,000 distinct keys keep the store within its bound.
 // The requests go through the middleware in process (the network adds
 // nothing to what is tested and would take minutes).
@@ -759,6 +821,72 @@ func testDisconnectWhileQueued(t *testing.T, a Adapter) {
 	}
 }
 
+// testServerCancelWhileQueued: the server, not the client, ends the
+// context of queued requests (an outer middleware that cancels at
+// shutdown, as a cancelled http.Server.BaseContext does). Their clients
+// are still there: each gets the sanitized 503, never an empty 200 for
+// work that did not happen, and the handler does not run.
+func testServerCancelWhileQueued(t *testing.T, a Adapter) {
+	l := twoClasses(t, 2)
+	held := make([]shed.Permit, 2)
+	for i := range held {
+		held[i], _ = l.TryAcquire(shed.Request{Class: 1})
+	}
+	shutdown, stop := context.WithCancel(context.Background())
+	defer stop()
+	outer := func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			ctx, cancel := context.WithCancel(r.Context())
+			defer cancel()
+			defer context.AfterFunc(shutdown, cancel)()
+			next.ServeHTTP(w, r.WithContext(ctx))
+		})
+	}
+	var ran sync.Map
+	app := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ran.Store(r.URL.Query().Get("id"), true)
+		io.WriteString(w, "charged")
+	})
+	s := a.start(t, Options{Limiter: l, DefaultClass: "interactive", Outer: outer}, app)
+	const n = 3
+	type result struct {
+		resp *http.Response
+		body []byte
+		err  error
+	}
+	results := make(chan result, n)
+	for i := range n {
+		go func() {
+			resp, err := s.client.Post(fmt.Sprintf("%s/charge?id=%d", s.url, i), "application/json", strings.NewReader(`{"amount":1}`))
+			if err != nil {
+				results <- result{err: err}
+				return
+			}
+			b, err := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			results <- result{resp, b, err}
+		}()
+	}
+	WaitFor(t, "the requests to queue", func() bool { return l.Snapshot().Queued == n })
+	stop()
+	for range n {
+		r := <-results
+		if r.err != nil {
+			t.Errorf("POST /charge: %v", r.err)
+			continue
+		}
+		checkProblem(t, r.resp, r.body, http.StatusServiceUnavailable, true, "cancel", "shutdown", "context")
+	}
+	for i := range held {
+		held[i].Release(shed.Ignored)
+	}
+	waitIdle(t, l)
+	ran.Range(func(id, _ any) bool {
+		t.Errorf("the handler ran for request %v, whose context ended while it was queued", id)
+		return true
+	})
+}
+
 // testStreaming: a streaming response holds its permit until the handler
 // returns, and flushing works through the middleware.
 func testStreaming(t *testing.T, a Adapter) {
@@ -809,6 +937,58 @@ func testStreaming(t *testing.T, a Adapter) {
 	}
 }
 
+// testStreamReleasedEarly is the documented remedy for server-sent events
+// and other endless streams: the handler releases its permit (Ignored)
+// once the stream is set up, so that an open stream holds no slot, and the
+// middleware's own release does nothing more.
+func testStreamReleasedEarly(t *testing.T, a Adapter) {
+	l := newLimiter(t, shed.Config{Limit: 1})
+	more := make(chan struct{})
+	app := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/events" {
+			io.WriteString(w, "ok")
+			return
+		}
+		a.Permit(r).Release(shed.Ignored)
+		w.Header().Set("Content-Type", "text/event-stream")
+		for i := 0; ; i++ {
+			fmt.Fprintf(w, "data: %d\n\n", i)
+			if err := http.NewResponseController(w).Flush(); err != nil {
+				return
+			}
+			select {
+			case <-more:
+			case <-r.Context().Done():
+				return
+			}
+		}
+	})
+	s := a.start(t, Options{Limiter: l}, app)
+	resp, err := s.client.Get(s.url + "/events")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	br := bufio.NewReader(resp.Body)
+	if line, err := br.ReadString('\n'); err != nil || line != "data: 0\n" {
+		t.Fatalf("first event %q, %v", line, err)
+	}
+	// The stream is open and holds no slot: the limit of 1 is free.
+	if r, _ := s.get("/other", nil); r.StatusCode != 200 {
+		t.Errorf("a request next to an open stream: status %d, want 200", r.StatusCode)
+	}
+	more <- struct{}{}
+	if _, err := br.ReadString('\n'); err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	s.client.CloseIdleConnections()
+	waitIdle(t, l)
+	if s, d, i := released(l); s != 1 || d != 0 || i != 1 {
+		t.Errorf("released success %d dropped %d ignored %d, want 1, 0, 1 (the stream once)", s, d, i)
+	}
+}
+
 // testHijack: a handler that hijacks the connection (a WebSocket-style
 // upgrade) releases its permit, as Ignored.
 func testHijack(t *testing.T, a Adapter) {
@@ -837,6 +1017,213 @@ func testHijack(t *testing.T, a Adapter) {
 	waitIdle(t, l)
 	if s, d, i := released(l); s != 0 || d != 0 || i != 1 {
 		t.Errorf("released success %d dropped %d ignored %d, want one ignored", s, d, i)
+	}
+}
+
+// testIdleHijacked is issue 15's websocket fault: two idle hijacked
+// connections on a limit of 2 must not turn every other request into a
+// 503. The permit covers the request up to the hijack and is released
+// then (Ignored: the connection's life is not a latency); HoldHijacked
+// keeps it until the handler returns, and then the limit is full.
+func testIdleHijacked(t *testing.T, a Adapter) {
+	for _, hold := range []bool{false, true} {
+		t.Run(fmt.Sprintf("HoldHijacked=%v", hold), func(t *testing.T) {
+			l := newLimiter(t, shed.Config{Limit: 2})
+			app := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if r.URL.Path != "/ws" {
+					io.WriteString(w, "ok")
+					return
+				}
+				conn, rw, err := http.NewResponseController(w).Hijack()
+				if err != nil {
+					http.Error(w, err.Error(), 500)
+					return
+				}
+				defer conn.Close()
+				rw.WriteString("HTTP/1.1 101 Switching Protocols\r\nUpgrade: test\r\nConnection: Upgrade\r\n\r\n")
+				rw.Flush()
+				io.Copy(io.Discard, rw) // idle until the client closes
+			})
+			s := a.start(t, Options{Limiter: l, HoldHijacked: hold}, app)
+			var conns []net.Conn
+			defer func() {
+				for _, c := range conns {
+					c.Close()
+				}
+			}()
+			for range 2 {
+				conn, err := net.DialTimeout("tcp", strings.TrimPrefix(s.url, "http://"), 10*time.Second)
+				if err != nil {
+					t.Fatal(err)
+				}
+				conns = append(conns, conn)
+				conn.SetDeadline(time.Now().Add(20 * time.Second))
+				io.WriteString(conn, "GET /ws HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: test\r\n\r\n")
+				resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+				if err != nil || resp.StatusCode != http.StatusSwitchingProtocols {
+					t.Fatalf("upgrade: %v, %v", resp, err)
+				}
+			}
+			want, inFlight := 200, 0
+			if hold {
+				want, inFlight = 503, 2
+			}
+			for range 3 {
+				if resp, _ := s.get("/other", nil); resp.StatusCode != want {
+					t.Errorf("a request next to two idle hijacked connections: status %d, want %d", resp.StatusCode, want)
+				}
+			}
+			if n := l.InFlight(); n != inFlight {
+				t.Errorf("in flight %d with two idle hijacked connections, want %d", n, inFlight)
+			}
+			for _, c := range conns {
+				c.Close()
+			}
+			conns = nil
+			waitIdle(t, l)
+			wantSuccess := uint64(3)
+			if hold {
+				wantSuccess = 0 // the other requests were rejected
+			}
+			if s, d, i := released(l); s != wantSuccess || d != 0 || i != 2 {
+				t.Errorf("released success %d dropped %d ignored %d; want %d, 0, 2 (the hijacked ones)", s, d, i, wantSuccess)
+			}
+		})
+	}
+}
+
+// testSlowUploads is issue 15's slow-client fault: a few clients that
+// upload slowly must not drive an adaptive limit down for everyone. The
+// time a handler spends blocked reading the body is the client's, not the
+// service's latency: behind a request-timeout middleware such requests
+// miss their deadline (Dropped, before the fix), and without one they
+// succeed with a latency that is mostly the client's (a latency far above
+// the baseline, before the fix). Either way they are released Ignored and
+// the Gradient limit, which here can only stay or fall, stays at 32 while
+// fast requests close window after window.
+func testSlowUploads(t *testing.T, a Adapter) {
+	for _, timeout := range []time.Duration{300 * time.Millisecond, 0} {
+		t.Run(fmt.Sprintf("timeout=%v", timeout), func(t *testing.T) {
+			g, err := limits.NewGradient(limits.GradientConfig{
+				InitialLimit: 32, MaxLimit: 32,
+				Tolerance: 10, // only the slow uploads' latency may count, not the noise of a shared machine
+				Window:    limits.WindowConfig{MinDuration: 20 * time.Millisecond, MinSamples: 10},
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			l := newLimiter(t, shed.Config{Source: g, MaxSamplesPerSecond: -1})
+			var uploads atomic.Int64
+			app := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if r.URL.Path != "/upload" {
+					time.Sleep(2 * time.Millisecond) // the service's own latency
+					io.WriteString(w, "ok")
+					return
+				}
+				_, err := io.ReadAll(r.Body)
+				if err == nil {
+					uploads.Add(1)
+				}
+				if err != nil || r.Context().Err() != nil {
+					w.WriteHeader(http.StatusServiceUnavailable)
+					return
+				}
+				io.WriteString(w, "stored")
+			})
+			opts := Options{Limiter: l}
+			if timeout > 0 {
+				opts.Outer = func(next http.Handler) http.Handler {
+					return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+						ctx, cancel := context.WithTimeout(r.Context(), timeout)
+						defer cancel()
+						next.ServeHTTP(w, r.WithContext(ctx))
+					})
+				}
+			}
+			s := a.start(t, opts, app)
+			stop := make(chan struct{})
+			var wg sync.WaitGroup
+			for range 4 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					slowUploader(t, strings.TrimPrefix(s.url, "http://"), stop)
+				}()
+			}
+			for range 2 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for {
+						select {
+						case <-stop:
+							return
+						default:
+						}
+						resp, err := s.client.Get(s.url + "/fast")
+						if err != nil {
+							t.Errorf("fast request: %v", err)
+							return
+						}
+						io.Copy(io.Discard, resp.Body)
+						resp.Body.Close()
+					}
+				}()
+			}
+			minLimit := g.Limit()
+			deadline := time.Now().Add(20 * time.Second)
+			for uploads.Load() < 8 || g.State().Windows < 20 {
+				if time.Now().After(deadline) {
+					t.Errorf("after 20 s: %d uploads, %d windows", uploads.Load(), g.State().Windows)
+					break
+				}
+				minLimit = min(minLimit, g.Limit())
+				time.Sleep(5 * time.Millisecond)
+			}
+			close(stop)
+			wg.Wait()
+			waitIdle(t, l)
+			minLimit = min(minLimit, g.Limit())
+			if minLimit != 32 {
+				s, d, i := released(l)
+				t.Errorf("the limit fell to %d with %d slow uploads among fast requests (released success %d, dropped %d, ignored %d; gradient %+v)",
+					minLimit, uploads.Load(), s, d, i, g.State())
+			}
+		})
+	}
+}
+
+// slowUploader sends uploads of 12 bytes at 20 bytes per second on one
+// connection until stop is closed.
+func slowUploader(t *testing.T, addr string, stop <-chan struct{}) {
+	conn, err := net.DialTimeout("tcp", addr, 10*time.Second)
+	if err != nil {
+		t.Errorf("dial: %v", err)
+		return
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(30 * time.Second))
+	br := bufio.NewReader(conn)
+	for {
+		io.WriteString(conn, "POST /upload HTTP/1.1\r\nHost: x\r\nContent-Type: application/octet-stream\r\nContent-Length: 12\r\n\r\n")
+		for range 12 {
+			select {
+			case <-stop:
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+			if _, err := conn.Write([]byte{'x'}); err != nil {
+				t.Errorf("upload: %v", err)
+				return
+			}
+		}
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Errorf("upload response: %v", err)
+			return
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
 	}
 }
 
@@ -928,6 +1315,50 @@ func testSkip(t *testing.T, a Adapter) {
 	if snap := l.Snapshot(); snap.Classes[0].Admitted+snap.Classes[1].Admitted != 0 {
 		t.Error("a skipped request reached the limiter")
 	}
+}
+
+// testEncodedPath: SkipPaths and Routes prefixes match the path as the
+// client sent it, the path routers that route on the raw path (Echo, chi)
+// see. Percent-encoding a skipped path does not bypass a full limiter, and
+// encoding a route prefix (or a slash of it) does not buy its class.
+func testEncodedPath(t *testing.T, a Adapter) {
+	l := twoClasses(t, 4)
+	s := a.start(t, Options{
+		Limiter:   l,
+		SkipPaths: []string{"/healthz", "/a/b"},
+		Routes:    map[string]string{"/api/": "interactive"},
+	}, a.classApp(l))
+	for _, tc := range []struct{ path, class string }{
+		{"/api/x", "interactive"},
+		{"/api/v4/projects/group%2Fproject", "interactive"}, // an encoded slash after the prefix
+		{"/%61pi/x", "batch"},
+		{"/api%2Fx", "batch"},
+		{"/healthz", "none"},
+		{"/a/b", "none"},
+	} {
+		if resp, _ := s.get(tc.path, nil); resp.StatusCode != 200 || resp.Header.Get("X-Class") != tc.class {
+			t.Errorf("%s: status %d class %q, want 200 %q", tc.path, resp.StatusCode, resp.Header.Get("X-Class"), tc.class)
+		}
+	}
+	held := make([]shed.Permit, 4)
+	for i := range held {
+		held[i], _ = l.TryAcquire(shed.Request{Class: 0})
+	}
+	for _, path := range []string{"/%68ealthz", "/health%7A", "/%2Fhealthz", "/a%2Fb", "/a/%62"} {
+		resp, body := s.get(path, nil)
+		if resp.StatusCode != 503 {
+			t.Errorf("%s with the limit full: status %d class %q, want 503 (not skipped)", path, resp.StatusCode, resp.Header.Get("X-Class"))
+			continue
+		}
+		checkProblem(t, resp, body, 503, true)
+	}
+	if resp, _ := s.get("/healthz", nil); resp.StatusCode != 200 {
+		t.Errorf("/healthz with the limit full: status %d, want 200 (skipped)", resp.StatusCode)
+	}
+	for i := range held {
+		held[i].Release(shed.Ignored)
+	}
+	waitIdle(t, l)
 }
 
 // testCostTooLarge: a request that could never be admitted gets 413, not
