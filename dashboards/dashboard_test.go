@@ -94,6 +94,7 @@ func loadDashboard(t testing.TB) *dashboard {
 
 // query is one target of one panel, or one annotation or variable query.
 type query struct {
+	row    string // title of the row the panel is in
 	panel  string // panel title
 	refID  string
 	expr   string
@@ -106,11 +107,15 @@ func (q query) String() string { return q.panel + "/" + q.refID }
 // (collapsed rows keep their panels inside).
 func (d *dashboard) queries() []query {
 	var out []query
+	row := ""
 	var walk func([]panel)
 	walk = func(ps []panel) {
 		for _, p := range ps {
+			if p.Type == "row" {
+				row = p.Title
+			}
 			for _, tg := range p.Targets {
-				out = append(out, query{panel: p.Title, refID: tg.RefID, expr: tg.Expr, legend: tg.LegendFormat})
+				out = append(out, query{row: row, panel: p.Title, refID: tg.RefID, expr: tg.Expr, legend: tg.LegendFormat})
 			}
 			walk(p.Panels)
 		}
