@@ -8,7 +8,7 @@ STATICCHECK_VERSION ?= v0.8.2
 JAEGER_VERSION ?= v1.75.0
 JAEGER_BIN     := .cache/bin/jaeger-$(JAEGER_VERSION)
 
-.PHONY: help test fmtcheck vet bench cover lint demo jaeger jaeger-build demo-traces e2e sim sim-check bench-peers sim-peers test-bench soak fuzz
+.PHONY: help test fmtcheck vet bench cover lint demo jaeger jaeger-build demo-traces e2e dashboards-check sim sim-check bench-peers sim-peers test-bench soak fuzz
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -96,3 +96,20 @@ demo-traces: ## run the demo exporting its traces to the Jaeger of `make jaeger`
 
 e2e: $(JAEGER_BIN) ## end-to-end: Jaeger + a short demo, then check the traces through Jaeger's API
 	JAEGER_BIN=$(CURDIR)/$(JAEGER_BIN) $(GO) test -tags e2e -count=1 -v -timeout 10m ./e2e/
+
+# Debian's prometheus package brings both binaries (about 15 s to install).
+# Where systemd runs, installing it also starts a Prometheus service on
+# :9090; the check itself uses free ports on 127.0.0.1.
+dashboards-check: ## dashboards/: promtool checks and unit tests of the rules, then the demo scraped by a real Prometheus: every panel returns series, the incident's alerts fire and resolve (about 3 minutes)
+	@if ! command -v prometheus >/dev/null || ! command -v promtool >/dev/null; then \
+		echo "installing Debian's prometheus package (apt-get install prometheus)..."; \
+		mkdir -p .cache; \
+		export DEBIAN_FRONTEND=noninteractive; \
+		apt-get install -y --no-install-recommends prometheus >.cache/apt-prometheus.log 2>&1 || \
+		{ apt-get update >>.cache/apt-prometheus.log 2>&1 && \
+		  apt-get install -y --no-install-recommends prometheus >>.cache/apt-prometheus.log 2>&1; } || \
+		{ cat .cache/apt-prometheus.log; echo "could not install prometheus (root and Debian needed)"; exit 1; }; \
+	fi
+	promtool check rules dashboards/rules.yaml
+	promtool test rules dashboards/rules_test.yaml
+	$(GO) test -tags dashboards -count=1 -v -timeout 8m -run '^TestDashboardsAgainstPrometheus$$' ./dashboards/

@@ -68,6 +68,8 @@ Flags:
 	fs.Float64Var(&o.sched.Factor, "slow-factor", 10, "how many times slower the upstream gets")
 	fs.DurationVar(&o.sched.SlowStart, "slow-start", 8*time.Second, "when the slowdown starts, from the start of a run")
 	fs.DurationVar(&o.sched.SlowFor, "slow-for", 12*time.Second, "how long the slowdown lasts")
+	fs.DurationVar(&o.sched.DownStart, "outage-start", 0, "when the upstream goes down (answers 503 at once), from the start of a run")
+	fs.DurationVar(&o.sched.DownFor, "outage-for", 0, "how long the upstream is down (0: never)")
 	fs.IntVar(&o.capacity, "capacity", 40, "requests the upstream serves at once before it slows further (processor sharing)")
 	fs.Float64Var(&o.rates[interactive], "interactive-rate", 120, "interactive requests per second (Poisson)")
 	fs.Float64Var(&o.rates[batch], "batch-rate", 120, "batch requests per second (Poisson)")
@@ -141,6 +143,9 @@ func run(ctx context.Context, o *options, stdout io.Writer) error {
 	}()
 	fmt.Fprintf(stdout, "shedkit demo: upstream %v median, %gx slower from %v for %v; capacity %d in flight\n",
 		o.sched.Healthy, o.sched.Factor, o.sched.SlowStart, o.sched.SlowFor, o.capacity)
+	if o.sched.DownFor > 0 {
+		fmt.Fprintf(stdout, "outage: the upstream answers 503 at once from %v for %v\n", o.sched.DownStart, o.sched.DownFor)
+	}
 	fmt.Fprintf(stdout, "load: interactive %.0f/s (deadline %v), batch %.0f/s (deadline %v); runs of %v: %s\n",
 		o.rates[interactive], o.deadlines[interactive], o.rates[batch], o.deadlines[batch], o.sched.Duration, strings.Join(o.modes, ", "))
 	if tel.addr != "" {

@@ -22,6 +22,8 @@ func TestParseFlags(t *testing.T) {
 		{[]string{"-mode", "sideways"}, "-mode"},
 		{[]string{"-slow-factor", "0.5"}, "-slow-factor"},
 		{[]string{"-duration", "5s"}, "does not fit"},
+		{[]string{"-duration", "30s", "-outage-start", "25s", "-outage-for", "10s"}, "outage"},
+		{[]string{"-outage-for", "-1s"}, "-outage-for"},
 		{[]string{"-capacity", "0"}, "-capacity"},
 		{[]string{"-interactive-deadline", "0s"}, "deadlines"},
 		{[]string{"stray"}, "unexpected arguments"},

@@ -6,12 +6,17 @@ import (
 )
 
 // schedule is the upstream's latency over the run: healthy, then Factor
-// times slower from SlowStart for SlowFor, then healthy again.
+// times slower from SlowStart for SlowFor, then healthy again. An optional
+// outage (DownFor > 0) makes the upstream answer 503 at once, as a host
+// with nothing healthy behind it does: the only thing in the demo that
+// trips the retrying client's circuit breaker, which ignores slowness.
 type schedule struct {
 	Healthy   time.Duration // median service time when healthy
 	Factor    float64       // slowdown factor
 	SlowStart time.Duration // offset of the slowdown from the start of a run
 	SlowFor   time.Duration
+	DownStart time.Duration // offset of the outage from the start of a run
+	DownFor   time.Duration // 0: no outage
 	Duration  time.Duration // length of one run
 }
 
@@ -27,6 +32,10 @@ func (s schedule) validate() error {
 		return fmt.Errorf("-duration must be > 0, got %v", s.Duration)
 	case s.SlowStart+s.SlowFor > s.Duration:
 		return fmt.Errorf("the slowdown (%v from %v) does not fit in -duration %v", s.SlowFor, s.SlowStart, s.Duration)
+	case s.DownStart < 0 || s.DownFor < 0:
+		return fmt.Errorf("-outage-start and -outage-for must be >= 0")
+	case s.DownStart+s.DownFor > s.Duration:
+		return fmt.Errorf("the outage (%v from %v) does not fit in -duration %v", s.DownFor, s.DownStart, s.Duration)
 	}
 	return nil
 }
@@ -39,9 +48,16 @@ func (s schedule) factorAt(t time.Duration) float64 {
 	return 1
 }
 
+// downAt reports whether the upstream is down at offset t into a run.
+func (s schedule) downAt(t time.Duration) bool {
+	return s.DownFor > 0 && t >= s.DownStart && t < s.DownStart+s.DownFor
+}
+
 // phaseAt names the phase at offset t, for the progress lines.
 func (s schedule) phaseAt(t time.Duration) string {
 	switch {
+	case s.downAt(t):
+		return "down"
 	case t < s.SlowStart:
 		return "healthy"
 	case t < s.SlowStart+s.SlowFor:

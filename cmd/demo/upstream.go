@@ -55,11 +55,11 @@ func (u *upstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	u.served.Add(1)
 	n := u.inflight.Add(1)
 	defer u.inflight.Add(-1)
-	if n > u.maxInFlight {
+	t := time.Duration(time.Now().UnixNano() - u.start.Load())
+	if n > u.maxInFlight || u.sched.downAt(t) {
 		http.Error(w, "overloaded", http.StatusServiceUnavailable)
 		return
 	}
-	t := time.Duration(time.Now().UnixNano() - u.start.Load())
 	time.Sleep(u.serviceTime(t, n)) // not cut short by r.Context(): the work is done anyway
 	w.Header().Set("Content-Type", "text/plain")
 	_, _ = w.Write([]byte("ok\n"))
