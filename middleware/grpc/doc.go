@@ -1,0 +1,2 @@
+// Package grpc is shedkit's load shedding for gRPC.
+package grpc
