@@ -475,7 +475,7 @@ func (s *Server) release(st *state, call *Call, err error) {
 	switch cerr := st.ctx.Err(); {
 	case cerr == nil:
 		o = s.outcome(*call, err)
-	case errors.Is(cerr, context.DeadlineExceeded) && !call.clientBound():
+	case pastDeadline(st.ctx, cerr) && !call.clientBound():
 		o = shed.Dropped // it did not finish in time
 	default:
 		// The client went away, or a stream it feeds outlived its
@@ -483,6 +483,24 @@ func (s *Server) release(st *state, call *Call, err error) {
 		o = shed.Ignored
 	}
 	st.permit.Release(o)
+}
+
+// deadlineSlack is how close to its deadline a cancelled call counts as
+// one whose deadline passed. A gRPC client whose deadline fires cancels
+// the stream (RST_STREAM CANCEL) at about the moment the server's own
+// timer for the same deadline fires (the server's deadline is the
+// client's plus the one-way latency), so the server often sees a
+// cancellation, not a deadline, for a call that ran out of time.
+const deadlineSlack = 10 * time.Millisecond
+
+// pastDeadline reports whether a call whose context ended with cerr ran out
+// of time: its deadline passed, or it was cancelled at its deadline.
+func pastDeadline(ctx context.Context, cerr error) bool {
+	if errors.Is(cerr, context.DeadlineExceeded) {
+		return true
+	}
+	d, ok := ctx.Deadline()
+	return ok && time.Until(d) < deadlineSlack
 }
 
 // state is the per-call state of an admitted call. It is also the
