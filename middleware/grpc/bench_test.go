@@ -11,6 +11,7 @@ import (
 	gcllimiter "github.com/platinummonkey/go-concurrency-limits/limiter"
 	gclstrategy "github.com/platinummonkey/go-concurrency-limits/strategy"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/shedkit/shedkit/limits"
@@ -88,6 +89,37 @@ func BenchmarkUnaryInProcess(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// nopStream stands for gRPC's server transport stream, which receives
+// the pushback trailer (gRPC's own copies it into the call's trailer).
+type nopStream struct{}
+
+func (nopStream) Method() string                  { return mBatch }
+func (nopStream) SetHeader(metadata.MD) error     { return nil }
+func (nopStream) SendHeader(metadata.MD) error    { return nil }
+func (nopStream) SetTrailer(md metadata.MD) error { return nil }
+
+// BenchmarkUnaryRejected is the in-process cost of shedding a call: the
+// limiter is full.
+func BenchmarkUnaryRejected(b *testing.B) {
+	full, err := shed.New(shed.Config{Limit: 1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	held, _ := full.TryAcquire(shed.Request{})
+	defer held.Release(shed.Ignored)
+	s, err := shedgrpc.NewServer(shedgrpc.ServerConfig{Limiter: full})
+	if err != nil {
+		b.Fatal(err)
+	}
+	icp, ctx := s.UnaryInterceptor(), grpc.NewContextWithServerTransportStream(context.Background(), nopStream{})
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := icp(ctx, benchReq, benchInfo, benchHandler); err == nil {
+			b.Fatal("admitted")
+		}
 	}
 }
 

@@ -45,14 +45,12 @@ var (
 	errInternal    = status.Error(codes.Internal, MsgInternal)
 )
 
-// rejected carries a rejection's status error and its pushback through the
-// interceptor, which sets the trailer and returns the status error alone.
-type rejected struct {
-	err      error
+// rejection is a rejection's status error and its pushback, carried by
+// value so that rejecting allocates nothing of its own.
+type rejection struct {
+	err      error         // the shared status error
 	pushback time.Duration // < 0: do not retry; 0: no trailer
 }
-
-func (r *rejected) Error() string { return r.err.Error() }
 
 // pushback rounds d up to a whole number of milliseconds, at least 1: a
 // zero would tell gRPC's retry policy to retry at once.
@@ -90,11 +88,7 @@ func pushbackMD(d time.Duration) metadata.MD {
 
 // answer sets the pushback trailer of a rejection on the call (ctx for
 // unary calls, ss for streams) and returns the status error to return.
-func (s *Server) answer(ctx context.Context, ss grpc.ServerStream, err error) error {
-	r, ok := err.(*rejected)
-	if !ok {
-		return err
-	}
+func (s *Server) answer(ctx context.Context, ss grpc.ServerStream, r rejection) error {
 	if r.pushback != 0 {
 		md := pushbackMD(r.pushback)
 		if ss != nil {
@@ -107,41 +101,54 @@ func (s *Server) answer(ctx context.Context, ss grpc.ServerStream, err error) er
 }
 
 // rateLimited returns the rejection of a call over its key's rate.
-func (s *Server) rateLimited(wait time.Duration) error {
+func (s *Server) rateLimited(wait time.Duration) rejection {
 	if s.noRetry {
-		return &rejected{err: errRateLimited, pushback: -1}
+		return rejection{err: errRateLimited, pushback: -1}
 	}
-	return &rejected{err: errRateLimited, pushback: max(wait, time.Millisecond)}
+	return rejection{err: errRateLimited, pushback: max(wait, time.Millisecond)}
 }
 
 // rejection turns an Acquire error into the status to answer with.
-func (s *Server) rejection(ctx context.Context, cl shedhttp.Classification, err error) error {
-	var rj *shed.Rejection
-	if !errors.As(err, &rj) {
+func (s *Server) rejection(ctx context.Context, cl shedhttp.Classification, err error) rejection {
+	rj, ok := err.(*shed.Rejection)
+	if !ok {
+		rj = asRejection(err)
+	}
+	if rj == nil {
 		switch {
 		case errors.Is(err, shed.ErrInvalidRequest):
 			// A Classify that returns an unknown class or a negative
 			// cost: a configuration bug, not a reason to retry.
-			return errInternal
+			return rejection{err: errInternal}
 		case errors.Is(err, context.DeadlineExceeded):
 			// The call's own deadline passed while it waited.
 			s.annotateRejected(ctx, shed.ReasonQueueTimeout.String(), cl.Class, cl.Cost, true)
-			return errDeadline
+			return rejection{err: errDeadline}
 		default:
 			// The context ended while the call waited: its client went
 			// away (the status reaches nobody), or the server cancelled
 			// it while the client still waits: that client must not
 			// read a success for work that never ran.
 			s.annotateRejected(ctx, shedhttp.ReasonCancelled, cl.Class, cl.Cost, true)
-			return &rejected{err: errOverloaded, pushback: s.hint(time.Second)}
+			return rejection{err: errOverloaded, pushback: s.hint(time.Second)}
 		}
 	}
 	s.annotateRejected(ctx, rj.Reason.String(), cl.Class, cl.Cost, true)
 	if rj.Reason == shed.ReasonCostTooLarge {
 		// It can never be admitted: any retry would fail the same way.
-		return &rejected{err: errTooLarge, pushback: -1}
+		return rejection{err: errTooLarge, pushback: -1}
 	}
-	return &rejected{err: errOverloaded, pushback: s.hint(rj.RetryAfter)}
+	return rejection{err: errOverloaded, pushback: s.hint(rj.RetryAfter)}
+}
+
+// asRejection is errors.As for a wrapped *shed.Rejection, apart so that
+// the common case (a bare *shed.Rejection) does not allocate its target.
+func asRejection(err error) *shed.Rejection {
+	var rj *shed.Rejection
+	if errors.As(err, &rj) {
+		return rj
+	}
+	return nil
 }
 
 // hint is the pushback of a shedding rejection: the limiter's hint, or

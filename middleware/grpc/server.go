@@ -331,9 +331,9 @@ func (s *Server) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo,
 		return handler(ctx, req)
 	}
 	call := Call{FullMethod: info.FullMethod, Request: req}
-	st, err := s.admit(ctx, &call)
-	if err != nil {
-		return nil, s.answer(ctx, nil, err)
+	st, rej := s.admit(ctx, &call)
+	if st == nil {
+		return nil, s.answer(ctx, nil, rej)
 	}
 	// Release on every path. Without recover, a panic keeps its stack:
 	// the deferred call releases the permit and the panic goes on to
@@ -355,9 +355,9 @@ func (s *Server) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerIn
 		return handler(srv, ss)
 	}
 	call := Call{FullMethod: info.FullMethod, Stream: true, ClientStream: info.IsClientStream, ServerStream: info.IsServerStream}
-	st, err := s.admit(ss.Context(), &call)
-	if err != nil {
-		return s.answer(nil, ss, err)
+	st, rej := s.admit(ss.Context(), &call)
+	if st == nil {
+		return s.answer(nil, ss, rej)
 	}
 	st.ServerStream = ss
 	returned := false
@@ -429,8 +429,8 @@ func (s *Server) peerKey(ctx context.Context) string {
 }
 
 // admit rate limits and admits the call. On admission it returns the
-// call's state; else the status error to answer with.
-func (s *Server) admit(ctx context.Context, call *Call) (*state, error) {
+// call's state; else nil and the rejection to answer with.
+func (s *Server) admit(ctx context.Context, call *Call) (*state, rejection) {
 	cl := s.classifyCall(ctx, call)
 	dryReason := ""
 	if s.anyRate && int(cl.Class) < len(s.classNames) {
@@ -462,7 +462,7 @@ func (s *Server) admit(ctx context.Context, call *Call) (*state, error) {
 		dryReason = p.DryRun().String()
 	}
 	s.annotateAdmitted(ctx, &st.permit, dryReason)
-	return st, nil
+	return st, rejection{}
 }
 
 // release ends st's permit after the handler returned err. It does
