@@ -104,6 +104,18 @@
 // Ignored, and a deadline passing on them is Ignored too. Server-streaming
 // calls count like unary ones.
 //
+// Long client-streaming or bidirectional streams whose messages are the
+// units of work (a chat, a feed of jobs) can be admitted per message
+// instead (ServerConfig.PerMessageStreams): the stream holds no permit
+// while it waits for its client; RecvMsg classifies, rate limits and
+// admits each message before returning it (a class that queues delays it,
+// which pushes back on the client through gRPC's flow control), and the
+// message's permit is held until the handler asks for the next message
+// (released as a Success) or returns (released by the handler's error). A
+// message that is not admitted fails RecvMsg with the rejection's status
+// and puts the pushback in the stream's trailer; the handler returns it
+// as any receive error, which ends the stream.
+//
 // # Client
 //
 // The client interceptor sees each logical call once and sends it once

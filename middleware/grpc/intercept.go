@@ -61,28 +61,6 @@ func (s *Server) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo,
 	return resp, herr
 }
 
-func (s *Server) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-	if s.skipped(info.FullMethod) {
-		return handler(srv, ss)
-	}
-	call := Call{FullMethod: info.FullMethod, Stream: true, ClientStream: info.IsClientStream, ServerStream: info.IsServerStream}
-	st, rej := s.admit(ss.Context(), &call)
-	if st == nil {
-		return s.answer(nil, ss, rej)
-	}
-	st.ServerStream = ss
-	returned := false
-	defer func() {
-		if !returned {
-			st.permit.Release(shed.Ignored)
-		}
-	}()
-	herr := handler(srv, st)
-	returned = true
-	s.release(st, &call, herr)
-	return herr
-}
-
 // classifyCall returns the default classification of a call: the class
 // from the trusted class metadata, else from Methods, else DefaultClass;
 // the key from the trusted key metadata, else the peer's address when a
@@ -142,6 +120,24 @@ func (s *Server) peerKey(ctx context.Context) string {
 // admit rate limits and admits the call. On admission it returns the
 // call's state; else nil and the rejection to answer with.
 func (s *Server) admit(ctx context.Context, call *Call) (*state, rejection) {
+	p, dryReason, rej := s.acquire(ctx, call)
+	if rej.err != nil {
+		return nil, rej
+	}
+	st := &state{ctx: ctx, permit: p}
+	if n := inboundAttempt(ctx); n > 0 {
+		// Like retrybudget.Propagate: a Transport (or this package's
+		// Client) used by the handler applies its InboundPolicy.
+		st.ctx = retrybudget.WithInboundAttempt(ctx, n)
+	}
+	s.annotateAdmitted(ctx, &st.permit, dryReason)
+	return st, rejection{}
+}
+
+// acquire classifies, rate limits and admits one unit of work: a call, or
+// a message of a stream admitted per message. It returns the permit and,
+// when a dry run let it through, the reason it would have been rejected.
+func (s *Server) acquire(ctx context.Context, call *Call) (shed.Permit, string, rejection) {
 	cl := s.classifyCall(ctx, call)
 	dryReason := ""
 	if s.anyRate && int(cl.Class) < len(s.classNames) {
@@ -153,7 +149,7 @@ func (s *Server) admit(ctx context.Context, call *Call) (*state, rejection) {
 				}
 				if !s.rateDryRun {
 					s.annotateRejected(ctx, shed.ReasonRateLimited.String(), cl.Class, cl.Cost, true)
-					return nil, s.rateLimited(wait)
+					return shed.Permit{}, "", s.rateLimited(wait)
 				}
 				dryReason = shed.ReasonRateLimited.String()
 			}
@@ -161,19 +157,12 @@ func (s *Server) admit(ctx context.Context, call *Call) (*state, rejection) {
 	}
 	p, err := s.lim.Acquire(ctx, shed.Request{Class: cl.Class, Cost: cl.Cost, Deadline: cl.Deadline})
 	if err != nil {
-		return nil, s.rejection(ctx, cl, err)
-	}
-	st := &state{ctx: ctx, permit: p}
-	if n := inboundAttempt(ctx); n > 0 {
-		// Like retrybudget.Propagate: a Transport (or this package's
-		// Client) used by the handler applies its InboundPolicy.
-		st.ctx = retrybudget.WithInboundAttempt(ctx, n)
+		return shed.Permit{}, "", s.rejection(ctx, cl, err)
 	}
 	if dryReason == "" && p.DryRun() != shed.ReasonNone {
 		dryReason = p.DryRun().String()
 	}
-	s.annotateAdmitted(ctx, &st.permit, dryReason)
-	return st, rejection{}
+	return p, dryReason, rejection{}
 }
 
 // release ends st's permit after the handler returned err. It does

@@ -66,6 +66,18 @@ type ServerConfig struct {
 	// bypass the interceptors entirely.
 	SkipMethods []string
 
+	// PerMessageStreams are full method names of client-streaming and
+	// bidirectional methods admitted per message instead of per stream:
+	// the stream holds no permit while it waits for its client; each
+	// message the handler receives is classified (Call.Request is the
+	// message), rate limited and admitted before RecvMsg returns it, and
+	// its permit is held until the handler asks for the next message or
+	// returns. A message that is not admitted fails RecvMsg with the
+	// rejection's status, which ends the stream when the handler returns
+	// it. For long streams whose messages are units of work (a chat, a
+	// feed of jobs); other streams hold one permit for their life.
+	PerMessageStreams []string
+
 	// Outcome maps the handler's error to its permit's outcome. Default
 	// DefaultOutcome. It is not called when the handler panicked or the
 	// call's context ended; see the package documentation.
@@ -94,12 +106,15 @@ type Call struct {
 	// Stream is true for streaming calls; ClientStream and ServerStream
 	// say which side streams.
 	Stream, ClientStream, ServerStream bool
+	// PerMessage is true when the unit of work is one message of a
+	// stream admitted per message (ServerConfig.PerMessageStreams).
+	PerMessage bool
 }
 
-// clientBound reports whether the call's duration is set by its client:
+// clientBound reports whether the work's duration is set by its client:
 // a client-streaming or bidirectional stream lasts as long as the client
-// keeps sending.
-func (c *Call) clientBound() bool { return c.ClientStream }
+// keeps sending (a message of it does not).
+func (c *Call) clientBound() bool { return c.ClientStream && !c.PerMessage }
 
 // ErrInvalidConfig is wrapped by the configuration errors of NewServer and
 // NewClient. It is shedhttp.ErrInvalidConfig, so that one errors.Is test
@@ -136,6 +151,7 @@ type Server struct {
 	store       shedhttp.KeyStore
 	rateDryRun  bool
 	skip        map[string]struct{}
+	perMsg      map[string]struct{}
 	outcome     func(Call, error) shed.Outcome
 	noRetry     bool
 	observer    shed.Observer
@@ -188,6 +204,15 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 			s.skip = make(map[string]struct{}, len(cfg.SkipMethods))
 		}
 		s.skip[m] = struct{}{}
+	}
+	for i, m := range cfg.PerMessageStreams {
+		if !strings.HasPrefix(m, "/") {
+			return nil, configError(fmt.Sprintf("PerMessageStreams[%d]", i), "a full method name starts with \"/\", got %q", m)
+		}
+		if s.perMsg == nil {
+			s.perMsg = make(map[string]struct{}, len(cfg.PerMessageStreams))
+		}
+		s.perMsg[m] = struct{}{}
 	}
 	if s.outcome == nil {
 		s.outcome = DefaultOutcome

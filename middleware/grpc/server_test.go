@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -47,6 +48,7 @@ func TestServerConfigErrors(t *testing.T) {
 		{shedgrpc.ServerConfig{Limiter: lim, RateLimits: map[string]shedhttp.RateLimit{"batch": {Rate: 0, Burst: 1}}}, `RateLimits["batch"]`},
 		{shedgrpc.ServerConfig{Limiter: lim, RateLimits: map[string]shedhttp.RateLimit{"x": {Rate: 1, Burst: 1}}}, `RateLimits["x"]`},
 		{shedgrpc.ServerConfig{Limiter: lim, SkipMethods: []string{"Health"}}, "SkipMethods[0]"},
+		{shedgrpc.ServerConfig{Limiter: lim, PerMessageStreams: []string{mChat, "Chat"}}, "PerMessageStreams[1]"},
 	} {
 		_, err := shedgrpc.NewServer(tc.cfg)
 		if !errors.Is(err, shedgrpc.ErrInvalidConfig) || !strings.Contains(err.Error(), tc.field+":") {
@@ -455,5 +457,67 @@ func TestInboundAttemptPropagates(t *testing.T) {
 	}
 	if got, err := call(testCtx(t), cc, mBatch, ""); err != nil || got != "0" {
 		t.Fatalf("got %q, %v", got, err)
+	}
+}
+
+// TestPerMessageStream: a stream admitted per message holds no permit
+// while it waits for its client, holds one while the handler works on a
+// message, and ends with the rejection's status and pushback when a
+// message is not admitted.
+func TestPerMessageStream(t *testing.T) {
+	lim := newLimiter(t, shed.Config{Limit: 1, RetryAfterMin: 200 * time.Millisecond})
+	s := newServer(t, shedgrpc.ServerConfig{Limiter: lim, PerMessageStreams: []string{mChat}})
+	var during atomic.Int64 // the limiter's in-flight count while a message is handled
+	cc := serve(t, &service{stream: func(_ string, ss grpc.ServerStream) error {
+		for {
+			in := new(wrapperspb.StringValue)
+			if err := ss.RecvMsg(in); err != nil {
+				if errors.Is(err, io.EOF) {
+					return nil
+				}
+				return err
+			}
+			if shedgrpc.Permit(ss.Context()) == nil {
+				return status.Error(codes.Internal, "no permit for the message")
+			}
+			during.Store(int64(lim.InFlight()))
+			if err := ss.SendMsg(in); err != nil {
+				return err
+			}
+		}
+	}}, s.ServerOptions())
+	ctx := testCtx(t)
+	cs, err := cc.NewStream(ctx, chatDesc, mChat)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		if err := cs.SendMsg(wrapperspb.String("hi")); err != nil {
+			t.Fatal(err)
+		}
+		if err := cs.RecvMsg(new(wrapperspb.StringValue)); err != nil {
+			t.Fatal(i, err)
+		}
+		if during.Load() != 1 {
+			t.Fatalf("message %d: in flight %d while handled, want 1", i, during.Load())
+		}
+		// Between messages the stream holds nothing: a unary call fits
+		// under the limit of 1.
+		waitFor(t, "the message's release", func() bool { return lim.InFlight() == 0 })
+		if _, err := call(ctx, cc, mBatch, ""); err != nil {
+			t.Fatalf("unary call between messages: %v", err)
+		}
+	}
+	held, _ := lim.TryAcquire(shed.Request{})
+	defer held.Release(shed.Ignored)
+	if err := cs.SendMsg(wrapperspb.String("shed me")); err != nil {
+		t.Fatal(err)
+	}
+	err = cs.RecvMsg(new(wrapperspb.StringValue))
+	if status.Code(err) != codes.Unavailable || pushbackOf(cs.Trailer()) != "200" {
+		t.Fatalf("shed message: %v, pushback %s; want Unavailable with 200", err, pushbackOf(cs.Trailer()))
+	}
+	if snap := lim.Snapshot().Classes[0]; snap.Released[shed.Success] != 6 {
+		t.Fatalf("released %v, want 3 messages and 3 unary calls as successes", snap.Released)
 	}
 }
