@@ -169,9 +169,13 @@ func (t *targets) state(name string) (gobreaker.State, bool) {
 func targetAttrs(name string) []attribute.KeyValue {
 	ep := name
 	if i := strings.Index(ep, "://"); i >= 0 {
+		scheme := ep[:i]
 		ep = ep[i+3:]
 		if j := strings.IndexByte(ep, '/'); j >= 0 {
 			ep = ep[j+1:] // skip the authority
+			if strings.HasPrefix(scheme, "unix") {
+				ep = "/" + ep // a socket's path keeps its root
+			}
 		}
 	} else if i := strings.IndexByte(ep, ':'); i >= 0 && !strings.Contains(ep[i+1:], ":") {
 		if _, err := strconv.Atoi(ep[i+1:]); err != nil {

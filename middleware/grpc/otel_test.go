@@ -118,7 +118,7 @@ func TestClientSpans(t *testing.T) {
 	if n := len(logical.Events()); n != 2 {
 		t.Errorf("%d events on the logical span, want 2 backoffs", n)
 	}
-	checkCounters(t, reader, map[string]int64{"shedkit.retry.requests": 1, "shedkit.retry.attempts": 3})
+	checkCounters(t, reader, map[string]int64{"shedkit.retry.requests": 1, "shedkit.retry.attempts": 3, "shedkit.retry.budget.balance": 1})
 }
 
 func checkCounters(t *testing.T, reader sdkmetric.Reader, want map[string]int64) {
@@ -130,10 +130,13 @@ func checkCounters(t *testing.T, reader sdkmetric.Reader, want map[string]int64)
 	got := map[string]int64{}
 	for _, sm := range rm.ScopeMetrics {
 		for _, m := range sm.Metrics {
-			if sum, ok := m.Data.(metricdata.Sum[int64]); ok {
-				for _, dp := range sum.DataPoints {
+			switch d := m.Data.(type) {
+			case metricdata.Sum[int64]:
+				for _, dp := range d.DataPoints {
 					got[m.Name] += dp.Value
 				}
+			case metricdata.Gauge[int64]:
+				got[m.Name] = int64(len(d.DataPoints)) // how many budgets it observes
 			}
 		}
 	}

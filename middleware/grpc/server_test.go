@@ -521,3 +521,31 @@ func TestPerMessageStream(t *testing.T) {
 		t.Fatalf("released %v, want 3 messages and 3 unary calls as successes", snap.Released)
 	}
 }
+
+// TestUnaryCancelReleasesPermit: a unary call whose client goes away
+// releases its permit as Ignored.
+func TestUnaryCancelReleasesPermit(t *testing.T) {
+	lim := newLimiter(t, shed.Config{Limit: 1})
+	s := newServer(t, shedgrpc.ServerConfig{Limiter: lim})
+	entered := make(chan struct{})
+	cc := serve(t, &service{unary: func(ctx context.Context, _ string, _ *wrapperspb.StringValue) (*wrapperspb.StringValue, error) {
+		close(entered)
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}}, s.ServerOptions())
+	ctx, cancel := context.WithCancel(testCtx(t))
+	done := make(chan error, 1)
+	go func() {
+		_, err := call(ctx, cc, mBatch, "")
+		done <- err
+	}()
+	<-entered
+	cancel()
+	if err := <-done; status.Code(err) != codes.Canceled {
+		t.Fatalf("client: %v", err)
+	}
+	waitFor(t, "the release", func() bool { return lim.InFlight() == 0 })
+	if r := lim.Snapshot().Classes[0].Released; r[shed.Ignored] != 1 || r[shed.Success]+r[shed.Dropped] != 0 {
+		t.Fatalf("released %v, want one Ignored", r)
+	}
+}
