@@ -185,7 +185,12 @@
 //
 // An admitted unary call costs the limiter's compare-and-swap, a context
 // lookup or two, and one allocation (the permit's state, which is also
-// the handler's context); a rejection allocates nothing of its own. See
-// BenchmarkRatios for the overhead beside a bare server and beside
-// go-concurrency-limits' interceptor.
+// the handler's context); a shed call allocates nothing. Measured with
+// BenchmarkRatios (December 2026, 2 shared cores, three runs, every
+// variant interleaved in each): the interceptor adds 240-260 ns per
+// admitted call to a handler called in process, against 400-420 ns (3
+// allocations) for go-concurrency-limits' interceptor, 1.6-1.75 times as
+// much; over loopback, where a bare unary call takes 73-78 us, shedkit's
+// ratio to the bare server is 0.99-1.03 (noise) and go-concurrency-limits'
+// 1.02-1.09. Shedding a call costs 120-190 ns.
 package grpc
