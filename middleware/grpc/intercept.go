@@ -19,7 +19,8 @@ import (
 func (s *Server) UnaryInterceptor() grpc.UnaryServerInterceptor { return s.unary }
 
 // StreamInterceptor returns the stream server interceptor. A stream holds
-// one permit for its whole life.
+// one permit for its whole life, unless its method is one of
+// PerMessageStreams.
 func (s *Server) StreamInterceptor() grpc.StreamServerInterceptor { return s.stream }
 
 // ServerOptions returns both interceptors as server options, chained after
