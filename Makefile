@@ -8,15 +8,16 @@ STATICCHECK_VERSION ?= v0.8.2
 JAEGER_VERSION ?= v1.75.0
 JAEGER_BIN     := .cache/bin/jaeger-$(JAEGER_VERSION)
 
-.PHONY: help test fmtcheck vet bench cover lint demo jaeger jaeger-build demo-traces e2e dashboards-check sim sim-check bench-peers sim-peers test-bench soak fuzz
+.PHONY: help test fmtcheck vet bench cover lint demo jaeger jaeger-build demo-traces e2e dashboards-check sim sim-check bench-peers sim-peers test-bench test-grpc soak fuzz
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
 
-test: fmtcheck vet ## gofmt check, go vet, every test with the race detector (both modules, the 10-second soak included), and the simulation suite's ranges without it
+test: fmtcheck vet ## gofmt check, go vet, every test with the race detector (all three modules, the 10-second soak included), and the simulation suite's ranges without it
 	$(GO) test -race -count=1 -timeout 12m ./...
 	$(GO) test -count=1 -run 'TestSuiteExpectations|TestNoPeerDominates' ./sim/
 	$(MAKE) --no-print-directory test-bench
+	$(MAKE) --no-print-directory test-grpc
 
 fmtcheck: ## fail if gofmt would change a file
 	@out=$$(gofmt -l $(GOFILES)); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
@@ -35,6 +36,9 @@ sim-peers: ## the simulator suite with the peers, failsafe-go included (module b
 
 test-bench: ## vet and test the bench/ module: peers, and the 10-second loopback soak (not part of the library)
 	cd bench && $(GO) vet ./... && $(GO) test -race -count=1 -timeout 5m ./...
+
+test-grpc: ## vet and test the middleware/grpc module (gRPC interceptors, loopback tests; its own module so HTTP-only users never download gRPC)
+	cd middleware/grpc && $(GO) vet ./... && $(GO) test -race -count=1 -timeout 5m ./...
 
 soak: ## loopback soak: a server at 10x overload with a mid-run slowdown, then the retrying client through a full outage (module bench/, about 85 s)
 	cd bench && $(GO) run ./cmd/soak -duration 60s

@@ -1,0 +1,265 @@
+package grpc
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
+
+	"github.com/shedkit/shedkit/middleware/shedhttp"
+	"github.com/shedkit/shedkit/retrybudget"
+	"github.com/shedkit/shedkit/shed"
+)
+
+// UnaryInterceptor returns the unary server interceptor.
+func (s *Server) UnaryInterceptor() grpc.UnaryServerInterceptor { return s.unary }
+
+// StreamInterceptor returns the stream server interceptor. A stream holds
+// one permit for its whole life, unless its method is one of
+// PerMessageStreams.
+func (s *Server) StreamInterceptor() grpc.StreamServerInterceptor { return s.stream }
+
+// ServerOptions returns both interceptors as server options, chained after
+// any interceptors set by earlier options: put recovery interceptors
+// before them (outside), so that a panic still releases its permit first.
+func (s *Server) ServerOptions() []grpc.ServerOption {
+	return []grpc.ServerOption{grpc.ChainUnaryInterceptor(s.unary), grpc.ChainStreamInterceptor(s.stream)}
+}
+
+func (s *Server) skipped(method string) bool {
+	if s.skip == nil {
+		return false
+	}
+	_, ok := s.skip[method]
+	return ok
+}
+
+func (s *Server) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	if s.skipped(info.FullMethod) {
+		return handler(ctx, req)
+	}
+	call := Call{FullMethod: info.FullMethod, Request: req}
+	st, rej := s.admit(ctx, &call)
+	if st == nil {
+		return nil, s.answer(ctx, nil, rej)
+	}
+	// Release on every path. Without recover, a panic keeps its stack:
+	// the deferred call releases the permit and the panic goes on to
+	// whatever recovery interceptor sits outside.
+	returned := false
+	defer func() {
+		if !returned {
+			st.permit.Release(shed.Ignored)
+		}
+	}()
+	resp, herr := handler(st, req)
+	returned = true
+	s.release(st, &call, herr)
+	return resp, herr
+}
+
+// classifyCall returns the default classification of a call: the class
+// from the trusted class metadata, else from Methods, else DefaultClass;
+// the key from the trusted key metadata, else the peer's address when a
+// key is needed; the deadline from the context.
+func (s *Server) classifyCall(ctx context.Context, call *Call) shedhttp.Classification {
+	cl := shedhttp.Classification{Class: s.classOf(ctx, call.FullMethod)}
+	if s.keyMD != "" {
+		if v := metadata.ValueFromIncomingContext(ctx, s.keyMD); len(v) == 1 && v[0] != "" {
+			cl.Key = v[0]
+		}
+	}
+	if cl.Key == "" && s.needPeerKey {
+		cl.Key = s.peerKey(ctx)
+	}
+	if d, ok := ctx.Deadline(); ok {
+		cl.Deadline = d
+	}
+	if s.classify != nil {
+		cl = s.classify(ctx, *call, cl)
+	}
+	return cl
+}
+
+func (s *Server) classOf(ctx context.Context, method string) shed.Class {
+	if s.classMD != "" {
+		// Exactly one value: a repeated key means a client value travelled
+		// next to the proxy's, and neither can be trusted.
+		if v := metadata.ValueFromIncomingContext(ctx, s.classMD); len(v) == 1 {
+			if c, ok := s.lim.ClassByName(v[0]); ok {
+				return c
+			}
+		}
+	}
+	if s.exact == nil {
+		return s.defClass
+	}
+	if c, ok := s.exact[method]; ok {
+		return c
+	}
+	for _, p := range s.prefixes {
+		if strings.HasPrefix(method, p.prefix) {
+			return p.class
+		}
+	}
+	return s.defClass
+}
+
+// peerKey returns the default rate-limit key: the peer's address.
+func (s *Server) peerKey(ctx context.Context) string {
+	p, ok := peer.FromContext(ctx)
+	if !ok || p.Addr == nil {
+		return ""
+	}
+	return addrKey(remoteHost(p.Addr.String()), s.v6Bits)
+}
+
+// admit rate limits and admits the call. On admission it returns the
+// call's state; else nil and the rejection to answer with.
+func (s *Server) admit(ctx context.Context, call *Call) (*state, rejection) {
+	p, dryReason, rej := s.acquire(ctx, call)
+	if rej.err != nil {
+		return nil, rej
+	}
+	st := &state{ctx: ctx, permit: p}
+	if n := inboundAttempt(ctx); n > 0 {
+		// Like retrybudget.Propagate: a Transport (or this package's
+		// Client) used by the handler applies its InboundPolicy.
+		st.ctx = retrybudget.WithInboundAttempt(ctx, n)
+	}
+	s.annotateAdmitted(ctx, &st.permit, dryReason)
+	return st, rejection{}
+}
+
+// acquire classifies, rate limits and admits one unit of work: a call, or
+// a message of a stream admitted per message. It returns the permit and,
+// when a dry run let it through, the reason it would have been rejected.
+func (s *Server) acquire(ctx context.Context, call *Call) (shed.Permit, string, rejection) {
+	cl := s.classifyCall(ctx, call)
+	dryReason := ""
+	if s.anyRate && int(cl.Class) < len(s.classNames) {
+		if rule := &s.rates[cl.Class]; rule.on {
+			now := s.clock()
+			if ok, wait := s.store.AllowAt(now, cl.Class, cl.Key, rule.limit); !ok {
+				if o := s.observer; o != nil {
+					o.Observe(shed.Event{Kind: shed.EventRejected, Time: now, Class: cl.Class, Reason: shed.ReasonRateLimited, Cost: max(cl.Cost, 1), DryRun: s.rateDryRun, InFlight: s.lim.InFlight()})
+				}
+				if !s.rateDryRun {
+					s.annotateRejected(ctx, shed.ReasonRateLimited.String(), cl.Class, cl.Cost, true)
+					return shed.Permit{}, "", s.rateLimited(wait)
+				}
+				dryReason = shed.ReasonRateLimited.String()
+			}
+		}
+	}
+	p, err := s.lim.Acquire(ctx, shed.Request{Class: cl.Class, Cost: cl.Cost, Deadline: cl.Deadline})
+	if err != nil {
+		return shed.Permit{}, "", s.rejection(ctx, cl, err)
+	}
+	if dryReason == "" && p.DryRun() != shed.ReasonNone {
+		dryReason = p.DryRun().String()
+	}
+	return p, dryReason, rejection{}
+}
+
+// release ends st's permit after the handler returned err. It does
+// nothing when the handler released the permit itself.
+func (s *Server) release(st *state, call *Call, err error) {
+	if !st.permit.Valid() {
+		return
+	}
+	var o shed.Outcome
+	switch cerr := st.ctx.Err(); {
+	case cerr == nil:
+		o = s.outcome(*call, err)
+	case pastDeadline(st.ctx, cerr) && !call.clientBound():
+		o = shed.Dropped // it did not finish in time
+	default:
+		// The client went away, or a stream it feeds outlived its
+		// deadline: neither says anything about capacity.
+		o = shed.Ignored
+	}
+	st.permit.Release(o)
+}
+
+// deadlineSlack is how close to its deadline a cancelled call counts as
+// one whose deadline passed. A gRPC client whose deadline fires cancels
+// the stream (RST_STREAM CANCEL) at about the moment the server's own
+// timer for the same deadline fires (the server's deadline is the
+// client's plus the one-way latency), so the server often sees a
+// cancellation, not a deadline, for a call that ran out of time.
+const deadlineSlack = 10 * time.Millisecond
+
+// pastDeadline reports whether a call whose context ended with cerr ran out
+// of time: its deadline passed, or it was cancelled at its deadline.
+func pastDeadline(ctx context.Context, cerr error) bool {
+	if errors.Is(cerr, context.DeadlineExceeded) {
+		return true
+	}
+	d, ok := ctx.Deadline()
+	return ok && time.Until(d) < deadlineSlack
+}
+
+// state is the per-call state of an admitted call. It is also the
+// handler's context (it answers Value for its own key, which saves the
+// allocation of context.WithValue) and, for streams, the handler's
+// ServerStream (its Context is the state), so that admission allocates
+// one object.
+type state struct {
+	ctx               context.Context // the call's
+	grpc.ServerStream                 // nil for unary calls
+	permit            shed.Permit
+}
+
+// Deadline, Done and Err are the call context's.
+func (st *state) Deadline() (time.Time, bool) { return st.ctx.Deadline() }
+func (st *state) Done() <-chan struct{}       { return st.ctx.Done() }
+func (st *state) Err() error                  { return st.ctx.Err() }
+
+type permitKey struct{}
+
+// Value returns st for the interceptors' key and defers to the call's
+// context for every other key.
+func (st *state) Value(key any) any {
+	if key == (permitKey{}) {
+		return st
+	}
+	return st.ctx.Value(key)
+}
+
+// Context returns the handler's context: the state itself.
+func (st *state) Context() context.Context { return st }
+
+// String names the context for debugging.
+func (st *state) String() string { return "shedgrpc.WithPermit" }
+
+// Permit returns the permit of the call ctx belongs to, or nil when the
+// call was skipped or ctx is not a call's. The handler may read its class,
+// cost and queue wait, Reconcile its cost, or Release it early (the
+// interceptor's own release then does nothing). Use it on the handler's
+// goroutine, or synchronize: the interceptor releases the permit when the
+// handler returns.
+func Permit(ctx context.Context) *shed.Permit {
+	if ctx == nil {
+		return nil
+	}
+	if st, ok := ctx.Value(permitKey{}).(*state); ok {
+		return &st.permit
+	}
+	return nil
+}
+
+// Reconcile replaces the cost the call reserved with its actual cost. It
+// returns shedhttp.ErrNoPermit when ctx carries no permit, shed.ErrReleased
+// after the permit was released.
+func Reconcile(ctx context.Context, actual int64) error {
+	p := Permit(ctx)
+	if p == nil {
+		return shedhttp.ErrNoPermit
+	}
+	return p.Reconcile(actual)
+}

@@ -1,0 +1,215 @@
+package grpc
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/shedkit/shedkit/middleware/shedhttp"
+	"github.com/shedkit/shedkit/shed"
+)
+
+// PushbackKey is the trailer key by which a server tells gRPC clients how
+// long to wait before retrying (a non-negative number of milliseconds) or
+// not to retry (a negative number). gRPC's own retry policy honours it,
+// and so does this package's Client.
+const PushbackKey = "grpc-retry-pushback-ms"
+
+// Status messages of rejections. They are stable (clients and dashboards
+// may match them) and name no internal state: no limit, in-flight count,
+// class or reason. The status code is what clients should act on.
+const (
+	MsgRateLimited = "shedkit: too many requests from this client; retry after grpc-retry-pushback-ms"
+	MsgOverloaded  = "shedkit: the server is overloaded; retry after grpc-retry-pushback-ms"
+	MsgTooLarge    = "shedkit: the request is larger than the server accepts"
+	MsgDeadline    = "shedkit: the deadline passed while the call waited for admission"
+	MsgInternal    = "shedkit: the server could not process the request"
+)
+
+// Rejection errors are built once and shared: a status error is read,
+// never modified, by the gRPC server that sends it, and rejecting must
+// stay cheap under overload.
+var (
+	errRateLimited = status.Error(codes.ResourceExhausted, MsgRateLimited)
+	errOverloaded  = status.Error(codes.Unavailable, MsgOverloaded)
+	errTooLarge    = status.Error(codes.ResourceExhausted, MsgTooLarge)
+	errDeadline    = status.Error(codes.DeadlineExceeded, MsgDeadline)
+	errInternal    = status.Error(codes.Internal, MsgInternal)
+)
+
+// rejection is a rejection's status error and its pushback, carried by
+// value so that rejecting allocates nothing of its own.
+type rejection struct {
+	err      error         // the shared status error
+	pushback time.Duration // < 0: do not retry; 0: no trailer
+}
+
+// pushback rounds d up to a whole number of milliseconds, at least 1: a
+// zero would tell gRPC's retry policy to retry at once.
+func pushbackMillis(d time.Duration) int64 {
+	ms := int64((d + time.Millisecond - 1) / time.Millisecond)
+	return max(ms, 1)
+}
+
+// pushbackCache holds the trailers of the common pushbacks, the limiter's
+// Retry-After hints below 10 s (multiples of 100 ms), so that a rejection
+// under overload allocates no metadata. Trailers are merged by copy into
+// the stream's, never modified.
+var pushbackCache = func() (c [101]metadata.MD) {
+	for i := range c {
+		ms := int64(i) * 100
+		if i == 0 {
+			ms = -1
+		}
+		c[i] = metadata.MD{PushbackKey: []string{strconv.FormatInt(ms, 10)}}
+	}
+	return c
+}()
+
+// pushbackMD returns the trailer announcing d (negative: do not retry).
+func pushbackMD(d time.Duration) metadata.MD {
+	if d < 0 {
+		return pushbackCache[0]
+	}
+	ms := pushbackMillis(d)
+	if ms%100 == 0 && ms/100 < int64(len(pushbackCache)) {
+		return pushbackCache[ms/100]
+	}
+	return metadata.MD{PushbackKey: []string{strconv.FormatInt(ms, 10)}}
+}
+
+// answer sets the pushback trailer of a rejection on the call (ctx for
+// unary calls, ss for streams) and returns the status error to return.
+func (s *Server) answer(ctx context.Context, ss grpc.ServerStream, r rejection) error {
+	if r.pushback != 0 {
+		md := pushbackMD(r.pushback)
+		if ss != nil {
+			ss.SetTrailer(md)
+		} else {
+			_ = grpc.SetTrailer(ctx, md) // fails only outside a gRPC call
+		}
+	}
+	return r.err
+}
+
+// rateLimited returns the rejection of a call over its key's rate.
+func (s *Server) rateLimited(wait time.Duration) rejection {
+	if s.noRetry {
+		return rejection{err: errRateLimited, pushback: -1}
+	}
+	return rejection{err: errRateLimited, pushback: max(wait, time.Millisecond)}
+}
+
+// rejection turns an Acquire error into the status to answer with.
+func (s *Server) rejection(ctx context.Context, cl shedhttp.Classification, err error) rejection {
+	rj, ok := err.(*shed.Rejection)
+	if !ok {
+		rj = asRejection(err)
+	}
+	if rj == nil {
+		switch {
+		case errors.Is(err, shed.ErrInvalidRequest):
+			// A Classify that returns an unknown class or a negative
+			// cost: a configuration bug, not a reason to retry.
+			return rejection{err: errInternal}
+		case errors.Is(err, context.DeadlineExceeded):
+			// The call's own deadline passed while it waited.
+			s.annotateRejected(ctx, shed.ReasonQueueTimeout.String(), cl.Class, cl.Cost, true)
+			return rejection{err: errDeadline}
+		default:
+			// The context ended while the call waited: its client went
+			// away (the status reaches nobody), or the server cancelled
+			// it while the client still waits: that client must not
+			// read a success for work that never ran.
+			s.annotateRejected(ctx, shedhttp.ReasonCancelled, cl.Class, cl.Cost, true)
+			return rejection{err: errOverloaded, pushback: s.hint(time.Second)}
+		}
+	}
+	s.annotateRejected(ctx, rj.Reason.String(), cl.Class, cl.Cost, true)
+	if rj.Reason == shed.ReasonCostTooLarge {
+		// It can never be admitted: any retry would fail the same way.
+		return rejection{err: errTooLarge, pushback: -1}
+	}
+	return rejection{err: errOverloaded, pushback: s.hint(rj.RetryAfter)}
+}
+
+// asRejection is errors.As for a wrapped *shed.Rejection, apart so that
+// the common case (a bare *shed.Rejection) does not allocate its target.
+func asRejection(err error) *shed.Rejection {
+	var rj *shed.Rejection
+	if errors.As(err, &rj) {
+		return rj
+	}
+	return nil
+}
+
+// hint is the pushback of a shedding rejection: the limiter's hint, or
+// "do not retry" under NoRetryPushback.
+func (s *Server) hint(d time.Duration) time.Duration {
+	if s.noRetry {
+		return -1
+	}
+	return max(d, time.Millisecond)
+}
+
+// className returns the name of class c.
+func (s *Server) className(c shed.Class) string {
+	if int(c) < len(s.classNames) {
+		return s.classNames[c]
+	}
+	return ""
+}
+
+// annotateAdmitted sets the admission attributes on ctx's span (an
+// otelgrpc server span, typically), if it is recording. dryReason is the
+// reason a dry run admitted the call, "" if it was admitted for real.
+func (s *Server) annotateAdmitted(ctx context.Context, p *shed.Permit, dryReason string) {
+	span := trace.SpanFromContext(ctx)
+	if !span.IsRecording() {
+		return
+	}
+	decision := shedhttp.DecisionAdmitted
+	if dryReason != "" {
+		decision = shedhttp.DecisionDryRun
+	}
+	attrs := [5]attribute.KeyValue{
+		attribute.String(shedhttp.AttrDecision, decision),
+		attribute.String(shedhttp.AttrClass, s.className(p.Class())),
+		attribute.Float64(shedhttp.AttrQueueWait, p.Wait().Seconds()),
+		attribute.Int64(shedhttp.AttrCost, p.Cost()),
+	}
+	n := 4
+	if dryReason != "" {
+		attrs[4] = attribute.String(shedhttp.AttrReason, dryReason)
+		n = 5
+	}
+	span.SetAttributes(attrs[:n]...)
+}
+
+// annotateRejected sets the rejection attributes on ctx's span, if it is
+// recording.
+func (s *Server) annotateRejected(ctx context.Context, reason string, c shed.Class, cost int64, classified bool) {
+	span := trace.SpanFromContext(ctx)
+	if !span.IsRecording() {
+		return
+	}
+	attrs := [4]attribute.KeyValue{
+		attribute.String(shedhttp.AttrDecision, shedhttp.DecisionRejected),
+		attribute.String(shedhttp.AttrReason, reason),
+	}
+	n := 2
+	if classified {
+		attrs[2] = attribute.String(shedhttp.AttrClass, s.className(c))
+		attrs[3] = attribute.Int64(shedhttp.AttrCost, max(cost, 1))
+		n = 4
+	}
+	span.SetAttributes(attrs[:n]...)
+}
