@@ -207,7 +207,11 @@ var ErrReleased = errors.New("shed: permit already released")
 // actual cost, once known (for example the tokens an LLM call really used).
 // The in-flight cost moves by the difference; a smaller cost may admit
 // waiters. Reconcile never rejects: work already admitted keeps running
-// even if its actual cost exceeds the budget.
+// even if its actual cost exceeds the budget. It fails (wrapping
+// ErrInvalidRequest) and changes nothing if actual is negative or the
+// limiter's in-flight cost would leave [0, MaxTotalCost]; that check and
+// the change are one atomic step, so concurrent reconciliations of
+// different permits never overflow the limiter's cost.
 func (p *Permit) Reconcile(actual int64) error { return p.reconcile(time.Time{}, false, actual) }
 
 // ReconcileAt is Reconcile at an explicit time now, for virtual time.
@@ -227,11 +231,10 @@ func (p *Permit) reconcile(now time.Time, hasNow bool, actual int64) error {
 	if d == 0 {
 		return nil
 	}
-	if nc := costOf(l.state.Load()) + d; nc < 0 || nc > MaxTotalCost {
+	s, ok := l.addCost(d)
+	if !ok {
 		return fmt.Errorf("%w: in-flight cost would leave [0, %d]", ErrInvalidRequest, int64(MaxTotalCost))
 	}
-	// Two's complement: adding a negative d shifted left subtracts.
-	s := l.state.Add(uint64(d) << costShift)
 	p.cost = actual
 	if p.meta&metaTracked != 0 {
 		(*tracker)(p.ref).s.cost.Store(actual)
@@ -243,6 +246,24 @@ func (p *Permit) reconcile(now time.Time, hasNow bool, actual int64) error {
 		l.kick(now, hasNow) // the cost given back may admit waiters
 	}
 	return nil
+}
+
+// addCost moves the in-flight cost by d and returns the new state, unless
+// that would take the cost out of [0, MaxTotalCost]. The check and the
+// change are one compare-and-swap: checked and added in two steps, two
+// concurrent reconciliations could both pass the check and together wrap
+// the cost field into the bits above it.
+func (l *Limiter) addCost(d int64) (uint64, bool) {
+	for {
+		s := l.state.Load()
+		if c := costOf(s) + d; c < 0 || c > MaxTotalCost {
+			return s, false
+		}
+		// Two's complement: adding a negative d shifted left subtracts.
+		if n := s + uint64(d)<<costShift; l.state.CompareAndSwap(s, n) {
+			return n, true
+		}
+	}
 }
 
 // adjustSampling re-estimates the admission rate at most every 100 ms and
