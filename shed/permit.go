@@ -156,7 +156,7 @@ func (l *Limiter) finish(now time.Time, hasNow bool, o Outcome, p *Permit, leake
 	// Tell the source first, so that a limit raised by this sample is seen
 	// by the waiters this release may admit.
 	if l.source != nil && (timed || o == Dropped) {
-		l.source.Observe(Sample{Now: now, Latency: lat, Timed: timed, InFlight: int(p.inflight()), Dropped: o == Dropped, Cost: max(p.cost, 1)})
+		l.observeSource(now, hasNow, o, p, leaked, Sample{Now: now, Latency: lat, Timed: timed, InFlight: int(p.inflight()), Dropped: o == Dropped, Cost: max(p.cost, 1)})
 	}
 	l.countRelease(p, o, leaked)
 	l.giveBack(now, hasNow, p.cost)
@@ -171,6 +171,23 @@ func (l *Limiter) finish(now time.Time, hasNow bool, o Outcome, p *Permit, leake
 		}
 		ob.Observe(Event{Kind: kind, Time: t, Class: p.class(), Outcome: o, Cost: p.cost, Latency: lat, Timed: timed, InFlight: l.InFlight()})
 	}
+}
+
+// observeSource gives a released permit's sample to the source. If Observe
+// panics, the permit's release is still counted and its capacity given
+// back while the panic unwinds to the caller of Release, as when Limit or
+// the Observer panics (see LimitSource): the caller's permit is already
+// cleared, so nothing else would ever give the capacity back.
+func (l *Limiter) observeSource(now time.Time, hasNow bool, o Outcome, p *Permit, leaked bool, s Sample) {
+	observed := false
+	defer func() {
+		if !observed {
+			l.countRelease(p, o, leaked)
+			l.giveBack(now, hasNow, p.cost)
+		}
+	}()
+	l.source.Observe(s)
+	observed = true
 }
 
 // releaseQuick returns the capacity of an untimed success when no observer
