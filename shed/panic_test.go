@@ -49,6 +49,9 @@ func checkSettled(t *testing.T, l *shed.Limiter) {
 	if snap.InFlight != 0 || snap.InFlightCost != 0 || snap.Queued != 0 {
 		t.Fatalf("in flight %d (cost %d), queued %d; want all 0", snap.InFlight, snap.InFlightCost, snap.Queued)
 	}
+	if g := shed.GuardsHeld(l); g != 0 {
+		t.Fatalf("%d guard slots held with nothing in flight", g)
+	}
 	for _, c := range snap.Classes {
 		ended := c.AdmittedAfterWait + c.Cancelled + c.Rejected[shed.ReasonQueueTimeout] + c.Rejected[shed.ReasonDraining]
 		if c.Enqueued != ended {
