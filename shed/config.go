@@ -109,7 +109,10 @@ type Config struct {
 	// Release is then found by the garbage collector: its capacity is
 	// reclaimed, it is counted in ClassSnapshot.Leaked, reported as an
 	// EventLeaked and passed to OnLeak with the stack that acquired it.
-	// Tracking also makes Release idempotent across copies of a Permit.
+	// Tracking also tells every copy of a Permit apart: only the first
+	// release of an admission frees its capacity, and later releases or
+	// reconciliations of its copies change nothing and are counted as
+	// misuses (see Permit).
 	TrackLeaks bool
 	// OnLeak is called (from a runtime cleanup goroutine) for each leaked
 	// permit found while TrackLeaks is set.

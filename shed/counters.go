@@ -37,6 +37,7 @@ type classCounters struct {
 	queued    atomic.Uint64
 	cancelled atomic.Uint64
 	rejected  [numReasons]atomic.Uint64
+	misused   atomic.Uint64
 }
 
 // hot returns the hot counters of class c.

@@ -9,8 +9,11 @@
 // exactly once, on every path, with an [Outcome]: Success (its latency is a
 // sample for the limit), Dropped (an overload signal: an upstream timeout, a
 // 503) or Ignored (a client error or cancellation: no sample). Release is
-// idempotent on the variable it is called on. With Config.TrackLeaks, a
-// permit that is dropped without Release is found by the garbage collector,
+// idempotent on the variable it is called on. Misuse never corrupts the
+// limiter: releasing two copies of a Permit value never takes its counts
+// below zero, and is counted and reported as a misuse
+// (ClassSnapshot.Misused, EventMisused). With Config.TrackLeaks, a permit
+// that is dropped without Release is found by the garbage collector,
 // reported and its capacity reclaimed.
 //
 // # Limits
@@ -61,8 +64,10 @@
 // While nothing waits and no class is short of its protected share,
 // admission and release are one compare-and-swap each on a packed state
 // word, plus one atomic add on a per-class counter; they allocate nothing
-// and take no lock. Queueing, protected-capacity decisions and draining take
-// a mutex. See bench_test.go and `make bench`.
+// and take no lock. A timed permit also takes and frees a guard slot, one
+// compare-and-swap each, which tells copies of it apart. Queueing,
+// protected-capacity decisions and draining take a mutex. See
+// bench_test.go and `make bench`.
 //
 // # Observability
 //

@@ -119,6 +119,13 @@ func (m *opMachine) check(op string, admittedNow bool) {
 	if snap.Queued != len(m.queued) {
 		m.t.Fatalf("%s: limiter has %d queued, the model %d", op, snap.Queued, len(m.queued))
 	}
+	// Scanning the guard table is slow under the race detector: only when
+	// nothing is held, which happens often enough.
+	if len(m.held) == 0 {
+		if g := shed.GuardsHeld(m.l); g != 0 {
+			m.t.Fatalf("%s: %d guard slots held with nothing in flight", op, g)
+		}
+	}
 	if snap.Draining != m.draining {
 		m.t.Fatalf("%s: draining %v, want %v", op, snap.Draining, m.draining)
 	}
@@ -374,9 +381,15 @@ func (m *opMachine) finish() {
 	if snap.InFlight != 0 || snap.InFlightCost != 0 || snap.Queued != 0 {
 		m.t.Fatalf("after releasing everything: in flight %d, cost %d, queued %d", snap.InFlight, snap.InFlightCost, snap.Queued)
 	}
+	if g := shed.GuardsHeld(m.l); g != 0 {
+		m.t.Fatalf("after releasing everything: %d guard slots held", g)
+	}
 	for i, c := range snap.Classes {
 		if c.InFlight != 0 || c.Queued != 0 {
 			m.t.Errorf("class %s: in flight %d, queued %d", c.Name, c.InFlight, c.Queued)
+		}
+		if c.Misused != 0 {
+			m.t.Errorf("class %s: %d misuses reported, the model made none", c.Name, c.Misused)
 		}
 		released := c.Released[0] + c.Released[1] + c.Released[2] + c.Leaked
 		if c.Admitted != released || c.Admitted != m.admitted[i] {

@@ -63,6 +63,16 @@ type Sample struct {
 //
 // Both methods are called concurrently from the admission hot path: they
 // must be safe for concurrent use, must not block and should not allocate.
+//
+// Neither method may panic. If one does, the panic propagates to the caller
+// of the Limiter method that called it (TryAcquire, Release, ExpireAt...),
+// as a panicking [Observer]'s does, and the limiter stays consistent:
+//   - Limit is called before the limiter takes its lock or changes its
+//     state, so the call that panicked decided nothing; capacity it had
+//     just given back (a release) goes to waiters at the next decision;
+//   - a release whose Observe panics is still counted with its outcome and
+//     still gives back its capacity (to waiters too); only its
+//     EventReleased is lost.
 type LimitSource interface {
 	// Limit returns the current limit on in-flight work, at least 1.
 	// The limiter reads it on every admission, so it should cost no more

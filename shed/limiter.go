@@ -97,6 +97,12 @@ type Limiter struct {
 	// bits). It sizes Retry-After hints and expected queue waits.
 	latency atomic.Uint64
 
+	// guards tell copies of a Permit apart (see guard.go); nil when every
+	// permit is tracked.
+	guards     []atomic.Uint64
+	guardMask  uint64
+	guardLines uint8 // log2 of the cache lines in guards
+
 	mu          sync.Mutex
 	queued      int
 	queues      [MaxClasses]waitQueue
@@ -143,6 +149,7 @@ func New(cfg Config) (*Limiter, error) {
 		l.marksDemand[i] = c.Protected > 0 || (cfg.Strict && i < len(cfg.Classes)-1)
 	}
 	l.rej.init(cfg.RetryAfterMin, cfg.RetryAfterMax, l.names)
+	l.initGuards(guardSlots(cfg))
 	return l, nil
 }
 
@@ -257,7 +264,9 @@ func (l *Limiter) acquire(now time.Time, hasNow bool, req Request, w *Waiter, ma
 	// that retries under contention; the rare loser takes its add back.
 	s := l.state.Add(delta(cost))
 	if s&slowFlag != 0 || uint64(inFlightOf(s)) > limit || costOf(s) > l.maxCost {
-		l.giveBack(now, hasNow, cost)
+		if l.giveBack(now, hasNow, cost) != gaveBack {
+			l.misused(now, hasNow, req.Class, cost) // a copy took this unit
+		}
 		return l.acquireShort(now, hasNow, req, cost, w, mayQueue, limit)
 	}
 	p := l.newPermit(now, hasNow, req.Class, cost, inFlightOf(s), 0, ReasonNone)
@@ -265,15 +274,6 @@ func (l *Limiter) acquire(now time.Time, hasNow bool, req Request, w *Waiter, ma
 		l.admitted(now, hasNow, p, 0)
 	}
 	return p, nil
-}
-
-// giveBack returns capacity to the state word (an optimistic admission that
-// lost, or a release). If the slow flag is up, waiters may have queued on
-// the capacity just returned: hand it to them.
-func (l *Limiter) giveBack(now time.Time, hasNow bool, cost int64) {
-	if s := l.state.Add(-delta(cost)); s&slowFlag != 0 {
-		l.kick(now, hasNow)
-	}
 }
 
 // acquireOdd handles the requests the fast path does not: malformed ones
@@ -519,7 +519,7 @@ func (l *Limiter) admitted(now time.Time, hasNow bool, p Permit, hint time.Durat
 		}
 	}()
 	if r := p.shadow(); r != ReasonNone {
-		l.reject(now, p.class(), p.cost, r, hint, true)
+		l.reject(now, p.class(), p.cost(), r, hint, true)
 	}
 	if o := l.observer; o != nil {
 		l.observeAdmitted(o, p, false)
@@ -529,12 +529,18 @@ func (l *Limiter) admitted(now time.Time, hasNow bool, p Permit, hint time.Durat
 
 // revoke undoes an admission whose permit never reached its caller.
 func (l *Limiter) revoke(now time.Time, hasNow bool, p *Permit) {
-	if p.meta&metaTracked != 0 && !(*tracker)(p.ref).done() {
-		return
+	switch {
+	case p.meta&metaTracked != 0:
+		if !(*tracker)(p.ref).done() {
+			return
+		}
+	case p.cw&guarded != 0:
+		if !l.unguard(p) {
+			return
+		}
 	}
 	p.ref = nil
-	l.countRelease(p, Ignored, false)
-	l.giveBack(now, hasNow, p.cost)
+	l.returnCapacity(now, hasNow, p, Ignored, false)
 }
 
 // reportQueued reports that w joined the queue. If the Observer panics, the
@@ -558,5 +564,5 @@ func (l *Limiter) observeAdmitted(o Observer, p Permit, queued bool) {
 	if p.timed() {
 		t = l.epoch.Add(time.Duration(p.start))
 	}
-	o.Observe(Event{Kind: EventAdmitted, Time: t, Class: p.class(), Reason: p.shadow(), Cost: p.cost, Wait: p.wait(), Queued: queued, DryRun: p.shadow() != ReasonNone, InFlight: int(p.inflight())})
+	o.Observe(Event{Kind: EventAdmitted, Time: t, Class: p.class(), Reason: p.shadow(), Cost: p.cost(), Wait: p.wait(), Queued: queued, DryRun: p.shadow() != ReasonNone, InFlight: int(p.inflight())})
 }

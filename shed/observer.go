@@ -21,9 +21,14 @@ const (
 	// EventLeaked: a permit was garbage collected without being released;
 	// its capacity was reclaimed.
 	EventLeaked
+	// EventMisused: a permit was misused, and the misuse absorbed: it (a
+	// copy of the Permit value) was released or reconciled after another
+	// copy had been released, so nothing was given back twice (see
+	// ClassSnapshot.Misused). Class and Cost are the permit's.
+	EventMisused
 )
 
-var eventNames = [...]string{"admitted", "queued", "rejected", "cancelled", "released", "leaked"}
+var eventNames = [...]string{"admitted", "queued", "rejected", "cancelled", "released", "leaked", "misused"}
 
 // String returns the kind's lower-case name.
 func (k EventKind) String() string {

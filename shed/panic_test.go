@@ -49,6 +49,9 @@ func checkSettled(t *testing.T, l *shed.Limiter) {
 	if snap.InFlight != 0 || snap.InFlightCost != 0 || snap.Queued != 0 {
 		t.Fatalf("in flight %d (cost %d), queued %d; want all 0", snap.InFlight, snap.InFlightCost, snap.Queued)
 	}
+	if g := shed.GuardsHeld(l); g != 0 {
+		t.Fatalf("%d guard slots held with nothing in flight", g)
+	}
 	for _, c := range snap.Classes {
 		ended := c.AdmittedAfterWait + c.Cancelled + c.Rejected[shed.ReasonQueueTimeout] + c.Rejected[shed.ReasonDraining]
 		if c.Enqueued != ended {
@@ -358,5 +361,92 @@ func TestObservedDecisionsDoNotAllocate(t *testing.T) {
 	}
 	if events.Load() == 0 {
 		t.Fatal("the observer saw nothing")
+	}
+}
+
+// observePanickySource is a LimitSource whose Observe panics while armed.
+type observePanickySource struct {
+	fakeSource
+	armed atomic.Bool
+}
+
+func (s *observePanickySource) Observe(x shed.Sample) {
+	if s.armed.Load() {
+		panic("observer bug") // the same value, for mustPanic
+	}
+	s.fakeSource.Observe(x)
+}
+
+// TestLimitSourceObservePanicGivesBack is issue 15: a LimitSource whose
+// Observe panicked kept the released permit's slot for good, because the
+// sample is given to the source before the capacity is given back. Like a
+// panic in Limit or in the Observer, it must propagate to the caller of
+// Release with the limiter consistent: the capacity is given back, the
+// release is counted, and a waiter gets the freed slot.
+func TestLimitSourceObservePanicGivesBack(t *testing.T) {
+	cases := []struct {
+		name    string
+		outcome shed.Outcome
+		wall    bool // Release on a fake wall clock (an untimed drop is still observed)
+		obs     bool
+	}{
+		{name: "timed success", outcome: shed.Success},
+		{name: "timed drop", outcome: shed.Dropped},
+		{name: "wall clock drop", outcome: shed.Dropped, wall: true},
+		{name: "observed success", outcome: shed.Success, obs: true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			src := &observePanickySource{}
+			src.Set(2)
+			clk := newFakeClock()
+			var rec recorder
+			cfg := shed.Config{Source: src, Clock: clk.Now, Classes: []shed.ClassConfig{{Name: "a", QueueDepth: 2, MaxWait: time.Second}}}
+			if tc.obs {
+				cfg.Observer = &rec
+			}
+			l := mustNew(t, cfg)
+			p := mustAcquire(t, l, t0, shed.Request{Cost: 3})
+			q := mustAcquire(t, l, t0, shed.Request{})
+			var log waiterLog
+			w := shed.NewWaiter(log.notify)
+			if _, queued, err := l.EnqueueAt(t0, shed.Request{}, w); !queued || err != nil {
+				t.Fatalf("EnqueueAt: queued %v, %v", queued, err)
+			}
+			src.armed.Store(true)
+			if tc.wall {
+				mustPanic(t, "Release", func() { p.Release(tc.outcome) })
+			} else {
+				mustPanic(t, "ReleaseAt", func() { p.ReleaseAt(at(5), tc.outcome) })
+			}
+			src.armed.Store(false)
+			if p.Valid() {
+				t.Error("the permit is still valid after its release panicked")
+			}
+			// The slot went to the waiter.
+			got := log.take()
+			if len(got) != 1 || got[0] != w {
+				t.Fatalf("%d notifications, want the waiter's: the released slot was kept", len(got))
+			}
+			r, err := w.Result()
+			if err != nil {
+				t.Fatalf("waiter: %v", err)
+			}
+			if snap := l.Snapshot(); snap.InFlight != 2 || snap.InFlightCost != 2 {
+				t.Fatalf("in flight %d (cost %d), want 2 (cost 2)", snap.InFlight, snap.InFlightCost)
+			}
+			if c := l.Snapshot().Classes[0]; c.Released[tc.outcome] != 1 {
+				t.Errorf("released %v, want one %v", c.Released, tc.outcome)
+			}
+			for _, k := range rec.Kinds() {
+				if k == shed.EventReleased {
+					t.Error("the release whose sample panicked was reported as an EventReleased")
+				}
+			}
+			p.ReleaseAt(at(6), shed.Success) // released already: nothing
+			r.ReleaseAt(at(6), shed.Success)
+			q.ReleaseAt(at(6), shed.Success)
+			checkSettled(t, l)
+		})
 	}
 }

@@ -20,8 +20,17 @@ import (
 // Release is idempotent on the Permit variable it is called on: the first
 // call frees the capacity and clears the permit, later calls (and calls on
 // the zero Permit) do nothing. Keep one Permit variable per admission and
-// pass *Permit around; releasing two copies of the same admission frees its
-// capacity twice. Config.TrackLeaks makes copies safe too, and finds leaks.
+// pass *Permit around. Releasing two copies of one admission is a bug in
+// the caller, which the limiter absorbs: its counts never go below zero,
+// and the misuse is counted in ClassSnapshot.Misused and reported as an
+// EventMisused. For timed permits (all of them with the explicit-time API,
+// and up to Config.MaxSamplesPerSecond with the wall clock) the limiter
+// tells the copies apart: the first release frees the capacity, and
+// releasing or reconciling another copy afterwards changes nothing. An
+// untimed copy released again is refused when nothing else is in flight;
+// otherwise it frees another admission's capacity early, and that
+// admission's release is refused later. Config.TrackLeaks tells every
+// copy apart, and finds leaks.
 //
 // A Permit is a plain four-word value: admission allocates nothing, and
 // the Go compiler keeps values of at most four words in registers.
@@ -29,8 +38,10 @@ type Permit struct {
 	// ref is the *Limiter, or the *tracker when metaTracked is set.
 	ref   unsafe.Pointer
 	start int64 // nanoseconds since the limiter's epoch, when timed
-	cost  int64
-	meta  uint64
+	// cw holds the cost, and the permit's guard tag when guarded (see
+	// guard.go): the same word its guard slot holds.
+	cw   uint64
+	meta uint64
 }
 
 // Layout of Permit.meta.
@@ -44,20 +55,13 @@ const (
 	maxMetaWait      = 1<<(64-metaWaitShift) - 1
 )
 
+func (p *Permit) cost() int64     { return int64(p.cw & costValueMask) }
 func (p *Permit) inflight() int32 { return int32(p.meta & metaInflightMask) }
 func (p *Permit) class() Class    { return Class(p.meta>>metaClassShift) & (MaxClasses - 1) }
 func (p *Permit) timed() bool     { return p.meta&metaTimed != 0 }
 func (p *Permit) shadow() Reason  { return Reason(p.meta>>metaShadowShift) & 7 }
 func (p *Permit) wait() time.Duration {
 	return time.Duration(p.meta>>metaWaitShift) * time.Microsecond
-}
-
-// limiter returns the permit's limiter, nil once released.
-func (p *Permit) limiter() *Limiter {
-	if p.meta&metaTracked != 0 && p.ref != nil {
-		return (*tracker)(p.ref).s.l
-	}
-	return (*Limiter)(p.ref)
 }
 
 // newPermit builds the permit of an admission that has already been added
@@ -77,14 +81,20 @@ func (l *Limiter) newPermit(now time.Time, hasNow bool, c Class, cost int64, inf
 		now, hasNow = l.clock(), true
 	}
 	var start int64
+	cw := uint64(cost)
 	if hasNow {
 		meta |= metaTimed
 		start = int64(now.Sub(l.epoch))
+		// Guard the permits that pay for a clock reading anyway (see
+		// guard.go); the untimed ones keep the quick path.
+		if !l.trackLeaks {
+			cw = l.guard(n, c, cost)
+		}
 	}
 	if l.trackLeaks {
-		return l.trackedPermit(Permit{ref: unsafe.Pointer(l), start: start, cost: cost, meta: meta}, now)
+		return l.trackedPermit(Permit{ref: unsafe.Pointer(l), start: start, cw: cw, meta: meta}, now)
 	}
-	return Permit{ref: unsafe.Pointer(l), start: start, cost: cost, meta: meta}
+	return Permit{ref: unsafe.Pointer(l), start: start, cw: cw, meta: meta}
 }
 
 // Valid reports whether p holds an admission that has not been released.
@@ -94,7 +104,7 @@ func (p Permit) Valid() bool { return p.ref != nil }
 func (p Permit) Class() Class { return p.class() }
 
 // Cost returns the cost the work reserves (after any Reconcile).
-func (p Permit) Cost() int64 { return p.cost }
+func (p Permit) Cost() int64 { return p.cost() }
 
 // Wait returns how long the work waited in the queue before admission.
 func (p Permit) Wait() time.Duration { return p.wait() }
@@ -115,7 +125,8 @@ func (p *Permit) release(now time.Time, hasNow bool, o Outcome) {
 		return
 	}
 	// The commonest release at high rates: an untimed, untracked success
-	// with nobody observing. It needs no clock, no sample and no event.
+	// with nobody observing. It needs no clock, no sample, no event, and
+	// no guard slot: only timed permits are guarded.
 	if p.meta&(metaTimed|metaTracked) == 0 && o == Success {
 		if l := (*Limiter)(p.ref); l.quiet {
 			p.ref = nil
@@ -123,12 +134,32 @@ func (p *Permit) release(now time.Time, hasNow bool, o Outcome) {
 			return
 		}
 	}
-	l := p.limiter()
-	if p.meta&metaTracked != 0 && !(*tracker)(p.ref).done() {
-		p.ref = nil
-		return // another copy released it
+	if p.meta&metaTracked != 0 {
+		p.releaseTracked(now, hasNow, o)
+		return
 	}
+	l := (*Limiter)(p.ref)
 	p.ref = nil
+	// A guarded permit takes its guard slot back first: if a copy took it
+	// already, this release would free the capacity twice.
+	if p.cw&guarded != 0 && !l.unguard(p) {
+		l.misused(now, hasNow, p.class(), p.cost())
+		return
+	}
+	l.finish(now, hasNow, o, p, false)
+}
+
+// releaseTracked releases a tracked permit: its tracker tells whether a
+// copy released it already, and knows its cost after any Reconcile.
+func (p *Permit) releaseTracked(now time.Time, hasNow bool, o Outcome) {
+	t := (*tracker)(p.ref)
+	l := t.s.l
+	p.ref = nil
+	if !t.done() {
+		l.misused(now, hasNow, p.class(), p.cost())
+		return
+	}
+	p.cw = uint64(t.s.cost.Load())
 	l.finish(now, hasNow, o, p, false)
 }
 
@@ -156,10 +187,11 @@ func (l *Limiter) finish(now time.Time, hasNow bool, o Outcome, p *Permit, leake
 	// Tell the source first, so that a limit raised by this sample is seen
 	// by the waiters this release may admit.
 	if l.source != nil && (timed || o == Dropped) {
-		l.source.Observe(Sample{Now: now, Latency: lat, Timed: timed, InFlight: int(p.inflight()), Dropped: o == Dropped, Cost: max(p.cost, 1)})
+		l.observeSource(now, hasNow, o, p, leaked, Sample{Now: now, Latency: lat, Timed: timed, InFlight: int(p.inflight()), Dropped: o == Dropped, Cost: max(p.cost(), 1)})
 	}
-	l.countRelease(p, o, leaked)
-	l.giveBack(now, hasNow, p.cost)
+	if !l.returnCapacity(now, hasNow, p, o, leaked) {
+		return
+	}
 	if ob := l.observer; ob != nil {
 		kind := EventReleased
 		if leaked {
@@ -169,25 +201,47 @@ func (l *Limiter) finish(now time.Time, hasNow bool, o Outcome, p *Permit, leake
 		if hasNow {
 			t = now
 		}
-		ob.Observe(Event{Kind: kind, Time: t, Class: p.class(), Outcome: o, Cost: p.cost, Latency: lat, Timed: timed, InFlight: l.InFlight()})
+		ob.Observe(Event{Kind: kind, Time: t, Class: p.class(), Outcome: o, Cost: p.cost(), Latency: lat, Timed: timed, InFlight: l.InFlight()})
 	}
+}
+
+// observeSource gives a released permit's sample to the source. If Observe
+// panics, the permit's release is still counted and its capacity given
+// back while the panic unwinds to the caller of Release, as when Limit or
+// the Observer panics (see LimitSource): the caller's permit is already
+// cleared, so nothing else would ever give the capacity back.
+func (l *Limiter) observeSource(now time.Time, hasNow bool, o Outcome, p *Permit, leaked bool, s Sample) {
+	observed := false
+	defer func() {
+		if !observed {
+			l.returnCapacity(now, hasNow, p, o, leaked)
+		}
+	}()
+	l.source.Observe(s)
+	observed = true
 }
 
 // releaseQuick returns the capacity of an untimed success when no observer
 // listens: one CAS on the state word, and with several classes the class's
-// counters.
+// counters. The first attempt at the CAS is made here, saving two calls on
+// the commonest release; with the slow flag up, giveBackCounted also hands
+// the capacity to waiters.
 func (l *Limiter) releaseQuick(p *Permit) {
 	if l.multi {
 		l.countRelease(p, Success, false)
 	}
-	l.giveBack(time.Time{}, false, p.cost)
+	c := p.cost()
+	if s := l.state.Load(); s&slowFlag == 0 && fitsBack(s, c) && l.state.CompareAndSwap(s, s-delta(c)) {
+		return
+	}
+	l.giveBackCounted(time.Time{}, false, p, Success, false)
 }
 
 // countRelease moves the release into the class counters.
 func (l *Limiter) countRelease(p *Permit, o Outcome, leaked bool) {
 	cc := l.hot(p.class())
 	if l.classCost {
-		cc.costOut.Add(p.cost)
+		cc.costOut.Add(p.cost())
 	}
 	switch {
 	case leaked:
@@ -207,7 +261,11 @@ var ErrReleased = errors.New("shed: permit already released")
 // actual cost, once known (for example the tokens an LLM call really used).
 // The in-flight cost moves by the difference; a smaller cost may admit
 // waiters. Reconcile never rejects: work already admitted keeps running
-// even if its actual cost exceeds the budget.
+// even if its actual cost exceeds the budget. It fails (wrapping
+// ErrInvalidRequest) and changes nothing if actual is negative or the
+// limiter's in-flight cost would leave [0, MaxTotalCost]; that check and
+// the change are one atomic step, so concurrent reconciliations of
+// different permits never overflow the limiter's cost.
 func (p *Permit) Reconcile(actual int64) error { return p.reconcile(time.Time{}, false, actual) }
 
 // ReconcileAt is Reconcile at an explicit time now, for virtual time.
@@ -215,34 +273,100 @@ func (p *Permit) ReconcileAt(now time.Time, actual int64) error {
 	return p.reconcile(now, true, actual)
 }
 
+// errCostRange is returned by Reconcile when the limiter's in-flight cost
+// would leave the range it can track.
+var errCostRange = fmt.Errorf("%w: in-flight cost would leave [0, %d]", ErrInvalidRequest, int64(MaxTotalCost))
+
+// errMisused: the permit (a copy of it) was released already.
+var errMisused = errors.New("shed: permit released through a copy")
+
 func (p *Permit) reconcile(now time.Time, hasNow bool, actual int64) error {
 	if actual < 0 || actual > MaxTotalCost {
 		return fmt.Errorf("%w: actual cost %d outside [0, %d]", ErrInvalidRequest, actual, int64(MaxTotalCost))
 	}
-	l := p.limiter()
-	if l == nil {
+	if p.ref == nil {
 		return ErrReleased
 	}
-	d := actual - p.cost
-	if d == 0 {
-		return nil
+	var l *Limiter
+	var d int64
+	var err error
+	switch {
+	case p.meta&metaTracked != 0:
+		l, d, err = p.reconcileTracked(actual)
+	case p.cw&guarded != 0:
+		l = (*Limiter)(p.ref)
+		d, err = l.reconcileGuarded(p, actual)
+	default:
+		// Unguarded: only the floor of the state word catches a copy.
+		l = (*Limiter)(p.ref)
+		if d = actual - p.cost(); d != 0 {
+			err = l.addCost(d)
+		}
+		if err == nil {
+			p.cw = uint64(actual)
+		}
 	}
-	if nc := costOf(l.state.Load()) + d; nc < 0 || nc > MaxTotalCost {
-		return fmt.Errorf("%w: in-flight cost would leave [0, %d]", ErrInvalidRequest, int64(MaxTotalCost))
-	}
-	// Two's complement: adding a negative d shifted left subtracts.
-	s := l.state.Add(uint64(d) << costShift)
-	p.cost = actual
-	if p.meta&metaTracked != 0 {
-		(*tracker)(p.ref).s.cost.Store(actual)
+	switch {
+	case err == errMisused:
+		p.ref = nil
+		l.misused(now, hasNow, p.class(), p.cost())
+		return ErrReleased
+	case err != nil || d == 0:
+		return err
 	}
 	if l.classCost {
 		l.hot(p.class()).costIn.Add(d)
 	}
-	if d < 0 && s&slowFlag != 0 {
+	if d < 0 && l.state.Load()&slowFlag != 0 {
 		l.kick(now, hasNow) // the cost given back may admit waiters
 	}
 	return nil
+}
+
+// reconcileTracked sets the cost of a tracked permit, in its tracker (which
+// every copy shares) and in the state word, and returns the difference.
+func (p *Permit) reconcileTracked(actual int64) (*Limiter, int64, error) {
+	s := (*tracker)(p.ref).s
+	for {
+		old := s.cost.Load()
+		if s.released.Load() {
+			return s.l, 0, errMisused
+		}
+		d := actual - old
+		if d != 0 {
+			if err := s.l.addCost(d); err != nil {
+				return s.l, 0, err
+			}
+		}
+		if s.cost.CompareAndSwap(old, actual) {
+			p.cw = uint64(actual)
+			return s.l, d, nil
+		}
+		// A copy reconciled meanwhile: undo, and start from its cost.
+		_ = s.l.addCost(-d)
+	}
+}
+
+// addCost moves the in-flight cost by d for a permit in flight, unless that
+// would take the cost out of [0, MaxTotalCost] (errCostRange) or nothing is
+// in flight (errMisused: the permit was released through a copy). The
+// check and the change are one compare-and-swap: checked and added in two
+// steps, two concurrent reconciliations could both pass the check and
+// together wrap the cost field into the bits above it.
+func (l *Limiter) addCost(d int64) error {
+	for {
+		s := l.state.Load()
+		if inFlightOf(s) == 0 {
+			return errMisused
+		}
+		if c := costOf(s) + d; c < 0 || c > MaxTotalCost {
+			return errCostRange
+		}
+		// Two's complement: adding a negative d shifted left subtracts.
+		if l.state.CompareAndSwap(s, s+uint64(d)<<costShift) {
+			return nil
+		}
+	}
 }
 
 // adjustSampling re-estimates the admission rate at most every 100 ms and
@@ -308,7 +432,7 @@ func (t *tracker) done() bool { return t.s.released.CompareAndSwap(false, true) 
 // trackedPermit attaches a tracker to p.
 func (l *Limiter) trackedPermit(p Permit, now time.Time) Permit {
 	s := &trackState{l: l, permit: p, acquired: now}
-	s.cost.Store(p.cost)
+	s.cost.Store(p.cost())
 	var pcs [32]uintptr
 	s.stack = append([]uintptr(nil), pcs[:runtime.Callers(4, pcs[:])]...)
 	t := &tracker{s: s}
@@ -325,8 +449,8 @@ func (s *trackState) reclaim() {
 	}
 	l := s.l
 	p := s.permit
-	p.cost = s.cost.Load()
-	leak := Leak{Class: p.class(), ClassName: l.names[p.class()], Cost: p.cost, Acquired: s.acquired}
+	p.cw = uint64(s.cost.Load())
+	leak := Leak{Class: p.class(), ClassName: l.names[p.class()], Cost: p.cost(), Acquired: s.acquired}
 	frames := runtime.CallersFrames(s.stack)
 	for {
 		f, more := frames.Next()

@@ -45,6 +45,13 @@ type ClassSnapshot struct {
 	Released [3]uint64
 	// Leaked counts permits reclaimed from the garbage collector.
 	Leaked uint64
+	// Misused counts misuses of the class's permits that the limiter
+	// detected and absorbed (each also reported as an EventMisused): a
+	// copy of a Permit value released or reconciled after another copy
+	// was released. They gave nothing back twice and are not counted as
+	// releases. Nonzero means a bug in the caller: pass *Permit around
+	// rather than copies, or set Config.TrackLeaks to find it.
+	Misused uint64
 }
 
 // Rejections returns the class's rejections over all reasons.
@@ -104,6 +111,7 @@ func (l *Limiter) Snapshot() Snapshot {
 			cs.Released[o] = hc.released[o].Load()
 		}
 		cs.Leaked = hc.leaked.Load()
+		cs.Misused = cc.misused.Load()
 		if !l.multi {
 			out := uint64(cs.InFlight) + cs.Released[Dropped] + cs.Released[Ignored] + cs.Leaked
 			if cs.Admitted > out {
