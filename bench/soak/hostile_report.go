@@ -373,6 +373,9 @@ func (r HostileReport) writeService(b *strings.Builder) {
 	for _, k := range sortedKeys(l.Rejected) {
 		fmt.Fprintf(b, " %s=%d", k, l.Rejected[k])
 	}
+	if len(l.Rejected) == 0 {
+		b.WriteString(" none")
+	}
 	fmt.Fprintf(b, "\n  uploads: %d bodies failed, %d ended after the deadline; streams cut %d; hijacks %d; net/http log lines %d\n",
 		r.Uploads.BodyErrors, r.Uploads.LateBodies, r.Streams.Cut, r.Hijacks, r.ErrorLog.Lines)
 	fmt.Fprintf(b, "  upstream: %d attempts, %d endless 503 bodies; calls %d: 200 %d, last 503 returned %d, client gone %d, cut by the deadline %d, other errors %d %v; retried %d, budget denials %d; met an endless body %d, longest %v\n",
