@@ -177,8 +177,11 @@
 // upgraded connections, 5 flaky requests per second, and requests to
 // percent-encoded variants of the paths (/%68ealthz, /%61pi/items,
 // /api%2Fitems, /%62atch/export) from one key at twice its rate limit.
-// Every client connection has a deadline of HangBound (2 deadlines + 5 s):
-// nothing can hang the run.
+// A slow upload that could not end before the window closes does not
+// start, and a stalled one is abandoned then, so that the last quarter
+// measures the service without hostile clients. Every client connection
+// has a deadline of HangBound (2 deadlines + 5 s): nothing can hang the
+// run.
 //
 // The checks and their default thresholds:
 //

@@ -70,8 +70,12 @@ type hostileClients struct {
 	// encodedFrom and encodedTo delimit the encoded client's activity,
 	// for the bound on what its key may get past the rate limit.
 	encodedFrom, encodedTo time.Time
-	ended                  time.Time
-	windDown               time.Duration // from the stop signal until every client returned
+	// windowEnd is when the stop signal is due: a slow upload that
+	// cannot end by then does not start, so that the phase after the
+	// window measures the service without hostile clients.
+	windowEnd time.Time
+	ended     time.Time
+	windDown  time.Duration // from the stop signal until every client returned
 }
 
 func newHostileClients(cfg HostileConfig, srv *hostileServer) *hostileClients {
@@ -107,6 +111,7 @@ func (h *hostileClients) run(ctx context.Context, start time.Time) {
 		h.ended = time.Now()
 		return
 	}
+	h.windowEnd = start.Add(to)
 	var wg sync.WaitGroup
 	spawn := func(n int, f func(i int)) {
 		for i := range n {
@@ -272,6 +277,18 @@ func (h *hostileClients) uploadShape(k int) (length, send int) {
 // its own connection and reads the answer. A stalled upload is abandoned
 // (the connection closed) when the hostile window ends; the others finish.
 func (h *hostileClients) slowUpload(k int, tenant string) {
+	length, send := h.uploadShape(k)
+	takes := time.Duration(send) * time.Second / time.Duration(h.cfg.UploadRate)
+	switch {
+	case h.cfg.SlowWork:
+		takes = h.cfg.RequestTimeout
+	case k == kindSlowStalled:
+		takes = 0 // abandoned at the stop
+	}
+	if left := time.Until(h.windowEnd); left < takes {
+		h.pause(left)
+		return
+	}
 	conn, err := h.dialRaw()
 	if err != nil {
 		h.record(k, outcome{err: err}, 0)
@@ -281,7 +298,6 @@ func (h *hostileClients) slowUpload(k int, tenant string) {
 	defer conn.Close()
 	h.stats[k].sent.Add(1)
 	began, id := time.Now(), h.nextID()
-	length, send := h.uploadShape(k)
 	path := uploadPath + "?id=" + id
 	if h.cfg.SlowWork {
 		// The ablation: the whole body at once, and as long in the
