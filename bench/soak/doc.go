@@ -197,6 +197,8 @@
 //   - permits-released: the limiter, its queue, the handlers, the
 //     upstream's handlers (endless bodies included) and the Drain report
 //     are at 0; every admission was released once; no permit leaked.
+//   - hijack-released: no upgraded connection still holds its permit once
+//     hijacked (the middleware releases it at the hijack).
 //   - no-false-success: no 200 without its request's proof; handler runs
 //     with a permit equal the limiter's admissions; no handler ran
 //     without a permit off the skipped path.

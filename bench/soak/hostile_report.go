@@ -39,13 +39,15 @@ type HostileReport struct {
 	EncodedPassed, EncodedBound uint64
 
 	// Service-side figures.
-	Runs     RunFigures
-	Limiter  LimiterFigures
-	Calls    CallFigures
-	Uploads  struct{ BodyErrors, LateBodies uint64 }
-	Streams  struct{ Cut uint64 }
-	Hijacks  uint64
-	ErrorLog struct {
+	Runs    RunFigures
+	Limiter LimiterFigures
+	Calls   CallFigures
+	Uploads struct{ BodyErrors, LateBodies uint64 }
+	Streams struct{ Cut uint64 }
+	// Hijacks counts the upgraded connections, HijackHeld those whose
+	// permit was still held once hijacked.
+	Hijacks, HijackHeld uint64
+	ErrorLog            struct {
 		Lines   int
 		Panics  int
 		Samples []string
@@ -143,7 +145,7 @@ func (r *HostileReport) fill(srv *hostileServer, normal *normalTraffic, hc *host
 	r.Calls.BudgetDenials = srv.budget.Snapshot().Denials
 	r.Uploads.BodyErrors, r.Uploads.LateBodies = srv.bodyErrors.Load(), srv.lateBodies.Load()
 	r.Streams.Cut = srv.streamCut.Load()
-	r.Hijacks = srv.hijacks.Load()
+	r.Hijacks, r.HijackHeld = srv.hijacks.Load(), srv.hijackHeld.Load()
 	r.ErrorLog.Lines, r.ErrorLog.Samples, r.ErrorLog.Panics = srv.errLog.snapshot()
 	r.ConnsOpened = [numConnKinds]int64{srv.conns.accepted.Load(), normal.conns.opened.Load() + hc.conns.opened.Load(),
 		srv.up.conns.accepted.Load(), srv.upClient.opened.Load()}
@@ -252,6 +254,8 @@ func (r HostileReport) releaseChecks(add addFunc) {
 		e.DrainInFlight == 0 && released == l.Admitted && l.Leaked == 0,
 		"limiter %d, queued %d, handlers %d, upstream handlers %d, drain report %d (after %v); admitted %d, released %d, leaked %d",
 		e.LimiterInFlight, e.Queued, e.HandlerInFlight, e.UpstreamInFlight, e.DrainInFlight, round(e.SettleTime), l.Admitted, released, l.Leaked)
+	add("hijack-released", r.Hijacks > 0 && r.HijackHeld == 0,
+		"%d upgraded connections, %d still holding their permit once hijacked", r.Hijacks, r.HijackHeld)
 	var hostileBad uint64
 	for _, k := range r.Kinds {
 		hostileBad += k.BadProof
@@ -376,8 +380,8 @@ func (r HostileReport) writeService(b *strings.Builder) {
 	if len(l.Rejected) == 0 {
 		b.WriteString(" none")
 	}
-	fmt.Fprintf(b, "\n  uploads: %d bodies failed, %d ended after the deadline; streams cut %d; hijacks %d; net/http log lines %d\n",
-		r.Uploads.BodyErrors, r.Uploads.LateBodies, r.Streams.Cut, r.Hijacks, r.ErrorLog.Lines)
+	fmt.Fprintf(b, "\n  uploads: %d bodies failed, %d ended after the deadline; streams cut %d; hijacks %d (%d holding a permit); net/http log lines %d\n",
+		r.Uploads.BodyErrors, r.Uploads.LateBodies, r.Streams.Cut, r.Hijacks, r.HijackHeld, r.ErrorLog.Lines)
 	fmt.Fprintf(b, "  upstream: %d attempts, %d endless 503 bodies; calls %d: 200 %d, last 503 returned %d, client gone %d, cut by the deadline %d, other errors %d %v; retried %d, budget denials %d; met an endless body %d, longest %v\n",
 		c.UpstreamAttempts, c.UpstreamEndless, c.Calls, c.OK, c.Last503, c.ClientGone, c.CutByDeadline, c.OtherErrors, c.ErrorSamples,
 		c.Retried, c.BudgetDenials, c.MetEndless, round(c.MaxEndless))

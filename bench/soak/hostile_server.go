@@ -327,6 +327,7 @@ type hostileServer struct {
 	inflight     atomic.Int64
 	hijackedOpen atomic.Int64
 	hijacks      atomic.Uint64
+	hijackHeld   atomic.Uint64 // hijacked connections whose permit was still held after the hijack
 	runs         runStats
 	calls        callStats
 	bodyErrors   atomic.Uint64 // uploads whose body failed (client gone, reset, cut)
@@ -604,6 +605,11 @@ func (s *hostileServer) websocket(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.hijacks.Add(1)
+	// The middleware releases the permit at the hijack: an idle
+	// connection must not hold a slot of the limit for its life.
+	if p := nethttp.Permit(r.Context()); p != nil && p.Valid() {
+		s.hijackHeld.Add(1)
+	}
 	s.hijackedOpen.Add(1)
 	defer s.hijackedOpen.Add(-1)
 	defer conn.Close()
