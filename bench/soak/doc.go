@@ -181,7 +181,10 @@
 // start, and a stalled one is abandoned then, so that the last quarter
 // measures the service without hostile clients. Every client connection
 // has a deadline of HangBound (2 deadlines + 5 s): nothing can hang the
-// run.
+// run. Once all traffic is over, a shutdown step fills the limit with
+// permits of its own, queues 8 requests behind them, and shuts down: the
+// request-timeout middleware ends every request's context, as a
+// graceful shutdown does, while their clients still wait.
 //
 // The checks and their default thresholds:
 //
@@ -200,8 +203,13 @@
 //   - hijack-released: no upgraded connection still holds its permit once
 //     hijacked (the middleware releases it at the hijack).
 //   - no-false-success: no 200 without its request's proof; handler runs
-//     with a permit equal the limiter's admissions; no handler ran
-//     without a permit off the skipped path.
+//     with a permit equal the limiter's admissions (the shutdown step's
+//     own permits aside); no handler ran without a permit off the
+//     skipped path.
+//   - shutdown-while-queued: the 8 requests were queued when the
+//     shutdown ended their contexts, each client got a 503 (never the
+//     empty 200 net/http sends when nothing is written) and no handler
+//     ran.
 //   - encoded-paths-limited: no handler ran for an encoded path without a
 //     permit or in a class above the default; their key got 429s and at
 //     most its rate x the time it sent + its burst (+10% + 2) past the

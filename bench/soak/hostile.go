@@ -34,6 +34,9 @@ const (
 
 var hostilePhaseNames = [numHostilePhases]string{"baseline", "hostile", "after"}
 
+// shutdownQueued is how many requests the shutdown step queues.
+const shutdownQueued = 8
+
 // HostileConfig configures the hostile soak. Zero fields take the
 // defaults.
 type HostileConfig struct {
@@ -265,6 +268,7 @@ func RunHostile(ctx context.Context, cfg HostileConfig) (HostileReport, error) {
 	rep.HostileEnded = hc.ended.Sub(start)
 	rep.HostileWindDown = hc.windDown
 	rep.End = settle(cfg, srv)
+	rep.Shutdown = srv.shutdownWhileQueued(hc.get, shutdownQueued)
 	closeClients(srv, normal, hc, &rep.End)
 	closeCtx, cancel := context.WithTimeout(context.Background(), cfg.RequestTimeout+2*time.Second)
 	drain, cerr := srv.close(closeCtx)

@@ -59,7 +59,10 @@ type HostileReport struct {
 	// start), HostileWindDown how long after the stop signal.
 	HostileEnded, HostileWindDown time.Duration
 	End                           HostileEnd
-	Samples                       []HostileSample
+	// Shutdown is the last step: requests queued behind a full limit
+	// when the shutdown ends their contexts.
+	Shutdown QueuedShutdown
+	Samples  []HostileSample
 }
 
 // NormalFigures count the normal requests by phase of their send time.
@@ -260,10 +263,15 @@ func (r HostileReport) releaseChecks(add addFunc) {
 	for _, k := range r.Kinds {
 		hostileBad += k.BadProof
 	}
-	ru := r.Runs
-	add("no-false-success", sumPhase(r.Normal.BadProof) == 0 && hostileBad == 0 && ru.WithPermit == l.Admitted && ru.Bypass == 0,
-		"200 without the handler's proof: normal %d, hostile %d; handler runs with a permit %d, admissions %d; runs without a permit off the skipped paths %d %v",
-		sumPhase(r.Normal.BadProof), hostileBad, ru.WithPermit, l.Admitted, ru.Bypass, r.Normal.Samples)
+	ru, q := r.Runs, r.Shutdown
+	// The shutdown step's held permits are admissions without a handler.
+	admitted := l.Admitted - uint64(q.Held)
+	add("no-false-success", sumPhase(r.Normal.BadProof) == 0 && hostileBad == 0 && ru.WithPermit == admitted && ru.Bypass == 0,
+		"200 without the handler's proof: normal %d, hostile %d; handler runs with a permit %d, admissions %d (%d held by the shutdown step aside); runs without a permit off the skipped paths %d %v",
+		sumPhase(r.Normal.BadProof), hostileBad, ru.WithPermit, admitted, q.Held, ru.Bypass, r.Normal.Samples)
+	add("shutdown-while-queued", q.Queued == q.Sent && q.Sent > 0 && q.Answered503 == q.Sent && q.HandlerRuns == 0,
+		"%d requests queued behind %d held permits when the shutdown ended their contexts: %d answered 503, %d empty 200, %d other, %d without an answer; handlers run %d",
+		q.Queued, q.Held, q.Answered503, q.FalseSuccess, q.Other, q.NoAnswer, q.HandlerRuns)
 	enc := r.Kinds[kindEncoded]
 	add("encoded-paths-limited", ru.Encoded > 0 && ru.EncodedBypass == 0 && ru.Escalated == 0 && enc.RateLimited > 0 && r.EncodedPassed <= r.EncodedBound,
 		"%d handler runs for encoded paths: %d without a permit, %d above the default class; their key got %d past the rate limit (bound %d) and %d 429",
@@ -385,6 +393,9 @@ func (r HostileReport) writeService(b *strings.Builder) {
 	fmt.Fprintf(b, "  upstream: %d attempts, %d endless 503 bodies; calls %d: 200 %d, last 503 returned %d, client gone %d, cut by the deadline %d, other errors %d %v; retried %d, budget denials %d; met an endless body %d, longest %v\n",
 		c.UpstreamAttempts, c.UpstreamEndless, c.Calls, c.OK, c.Last503, c.ClientGone, c.CutByDeadline, c.OtherErrors, c.ErrorSamples,
 		c.Retried, c.BudgetDenials, c.MetEndless, round(c.MaxEndless))
+	q := r.Shutdown
+	fmt.Fprintf(b, "  shutdown step: %d permits held, %d requests sent, %d queued; answered 503 %d, empty 200 %d, other %d, no answer %d; handlers run %d\n",
+		q.Held, q.Sent, q.Queued, q.Answered503, q.FalseSuccess, q.Other, q.NoAnswer, q.HandlerRuns)
 	fmt.Fprintf(b, "  limit (lowest, mean of the samples, cuts, windows):")
 	for p := range numHostilePhases {
 		fmt.Fprintf(b, " %s %d, %.1f, %d, %d;", hostilePhaseNames[p], r.LimitMin[p], r.Levels[p].LimitMean, r.LimitCuts[p], r.Windows[p])

@@ -322,6 +322,11 @@ type hostileServer struct {
 	perKey    rate.Limit
 	burst     int
 
+	// shutdown ends every request's context when cancelled, as a
+	// graceful-shutdown middleware (or a cancelled BaseContext) does.
+	shutdown       context.Context
+	cancelShutdown context.CancelFunc
+
 	conns        serverConns
 	upClient     connCounter // the retrying client's side of the upstream connections
 	inflight     atomic.Int64
@@ -343,6 +348,7 @@ func startHostileServer(cfg HostileConfig) (*hostileServer, error) {
 		return nil, err
 	}
 	s := &hostileServer{cfg: cfg, up: up, served: make(chan error, 1)}
+	s.shutdown, s.cancelShutdown = context.WithCancel(context.Background())
 	if err := s.buildLimiter(); err != nil {
 		_ = up.close(context.Background())
 		return nil, err
@@ -403,7 +409,10 @@ func (s *hostileServer) buildLimiter() error {
 	lim, err := shed.New(shed.Config{
 		Source: g,
 		Classes: []shed.ClassConfig{
-			{Name: "interactive", Protected: 0.8, QueueDepth: s.cfg.Limit, MaxWait: 100 * time.Millisecond},
+			// Nothing queues in the run (the limit never binds); at its
+			// end the shutdown step queues requests on purpose, and they
+			// wait until the request deadline if nothing ends them.
+			{Name: "interactive", Protected: 0.8, QueueDepth: s.cfg.Limit, MaxWait: s.cfg.RequestTimeout},
 			{Name: "batch"},
 		},
 	})
@@ -478,8 +487,10 @@ func (s *hostileServer) handler() (http.Handler, error) {
 		defer s.inflight.Add(-1)
 		// The request-timeout middleware: a deadline on the context
 		// only, as most do. A body that comes slowly is read past it.
+		// At shutdown it ends every request's context.
 		ctx, cancel := context.WithTimeout(r.Context(), timeout)
 		defer cancel()
+		defer context.AfterFunc(s.shutdown, cancel)()
 		protected.ServeHTTP(w, r.WithContext(ctx))
 	}), nil
 }
@@ -657,8 +668,71 @@ func (s *hostileServer) callUpstream(r *http.Request) int {
 	return http.StatusBadGateway
 }
 
+// QueuedShutdown is what the shutdown step saw: Held permits taken to
+// fill the limit, Sent requests of which Queued were waiting when the
+// shutdown ended their contexts, and how their clients were answered.
+type QueuedShutdown struct {
+	Held, Sent, Queued                         int
+	Answered503, FalseSuccess, Other, NoAnswer int
+	// HandlerRuns counts handler runs during the step: none may start
+	// for a request whose context ended while it waited.
+	HandlerRuns uint64
+}
+
+// shutdownWhileQueued fills the limit, queues n requests, then shuts
+// down (ends every request context) while their clients still wait. Each
+// must get a 503, never the empty 200 net/http sends for a handler chain
+// that wrote nothing. It runs once all traffic is over, and the held
+// permits are released Ignored before it returns.
+func (s *hostileServer) shutdownWhileQueued(get func(ctx context.Context, path, tenant, id string) outcome, n int) QueuedShutdown {
+	var q QueuedShutdown
+	// Exactly the free slots: one more TryAcquire would count a rejection.
+	var held []shed.Permit
+	for range s.lim.Limit() - s.lim.InFlight() {
+		p, err := s.lim.TryAcquire(shed.Request{Class: batchClass})
+		if err != nil {
+			break
+		}
+		held = append(held, p)
+	}
+	defer func() {
+		for i := range held {
+			held[i].Release(shed.Ignored)
+		}
+	}()
+	q.Held, q.Sent = len(held), n
+	runs := s.runs.withPermit.Load()
+	results := make(chan outcome, n)
+	for i := range n {
+		id := fmt.Sprintf("q%d", i)
+		// A tenant each: n at once would exceed one key's burst.
+		go func() { results <- get(context.Background(), itemsPath+"?id="+id, "queued"+id, id) }()
+	}
+	deadline := time.Now().Add(s.cfg.RequestTimeout / 2)
+	for s.lim.Snapshot().Queued < n && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	q.Queued = s.lim.Snapshot().Queued
+	s.cancelShutdown()
+	for range n {
+		switch o := <-results; {
+		case o.err != nil:
+			q.NoAnswer++
+		case o.status == http.StatusServiceUnavailable:
+			q.Answered503++
+		case o.status == http.StatusOK && !o.proof:
+			q.FalseSuccess++
+		default:
+			q.Other++
+		}
+	}
+	q.HandlerRuns = s.runs.withPermit.Load() - runs
+	return q
+}
+
 // close drains the limiter, shuts the service down, then the upstream.
 func (s *hostileServer) close(ctx context.Context) (shed.DrainReport, error) {
+	s.cancelShutdown()
 	rep, derr := s.lim.Drain(ctx)
 	err := s.srv.Shutdown(ctx)
 	if serr := <-s.served; serr != nil && !errors.Is(serr, http.ErrServerClosed) {
