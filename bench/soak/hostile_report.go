@@ -378,8 +378,8 @@ func (r HostileReport) writeTraffic(b *strings.Builder) {
 
 func (r HostileReport) writeService(b *strings.Builder) {
 	ru, l, c := r.Runs, r.Limiter, r.Calls
-	fmt.Fprintf(b, "  handlers: %d runs with a permit (admissions %d), %d on the skipped path, %d bypassing; encoded paths %d (%d without a permit, %d above the default class)\n",
-		ru.WithPermit, l.Admitted, ru.Skipped, ru.Bypass, ru.Encoded, ru.EncodedBypass, ru.Escalated)
+	fmt.Fprintf(b, "  handlers: %d runs with a permit (admissions %d, %d of them the shutdown step's), %d on the skipped path, %d bypassing; encoded paths %d (%d without a permit, %d above the default class)\n",
+		ru.WithPermit, l.Admitted, r.Shutdown.Held, ru.Skipped, ru.Bypass, ru.Encoded, ru.EncodedBypass, ru.Escalated)
 	fmt.Fprintf(b, "  limiter: released success %d, dropped %d, ignored %d; enqueued %d, cancelled %d, leaked %d; rejected",
 		l.Released[shed.Success], l.Released[shed.Dropped], l.Released[shed.Ignored], l.Enqueued, l.Cancelled, l.Leaked)
 	for _, k := range sortedKeys(l.Rejected) {
