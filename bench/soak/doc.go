@@ -152,9 +152,9 @@
 // it can only stay or fall; a window with a drop halves it (Backoff 0.5);
 // latency cuts it only at 10 times its baseline (Tolerance 10), not for
 // the noise of a shared machine. Behind it a ServeMux whose handlers read
-// the body, stream (16 x 1 KiB over 320 ms, most releasing their permit
-// early as package nethttp advises), hijack the connection for an idle
-// upgrade, and call an upstream through a retrybudget.Transport (3
+// the body, stream (16 x 1 KiB over 320 ms; two streams in three release
+// their permit first, as package nethttp advises, the third holds it),
+// hijack the connection for an idle upgrade, and call an upstream through a retrybudget.Transport (3
 // attempts, drain bounded to 100 ms, one budget, breaker off). A 502 (the
 // upstream failed) is released Ignored: the upstream's trouble is the
 // retry budget's business, and as Dropped it would blur what the soak
