@@ -40,7 +40,7 @@ test-bench: ## vet and test the bench/ module: peers, and the 10-second loopback
 test-grpc: ## vet and test the middleware/grpc module (gRPC interceptors, loopback tests; its own module so HTTP-only users never download gRPC)
 	cd middleware/grpc && $(GO) vet ./... && $(GO) test -race -count=1 -timeout 5m ./...
 
-soak: ## loopback soak: a server at 10x overload with a mid-run slowdown, then the retrying client through a full outage (module bench/, about 85 s)
+soak: ## loopback soak: a server at 10x overload with a mid-run slowdown, the retrying client through a full outage, then hostile clients (slow uploads, disconnects, endless 503 bodies, encoded paths) next to normal traffic (module bench/, about 2 minutes)
 	cd bench && $(GO) run ./cmd/soak -duration 60s
 
 FUZZTIME ?= 30s

@@ -1,10 +1,13 @@
 // Package soak load-tests shedkit on loopback with a real load generator
 // (the vegeta library, github.com/tsenart/vegeta/v12): a server soak of the
 // net/http middleware under 10x overload with an upstream that slows down
-// mid-run ([Run]), and a client soak of the retrying transport against an
-// upstream that fails every attempt for a while ([RunClient]). Everything
-// listens on 127.0.0.1 with an ephemeral port, stops by itself and closes
-// everything. [Report.Check] and [ClientReport.Check] return an error that
+// mid-run ([Run]), a client soak of the retrying transport against an
+// upstream that fails every attempt for a while ([RunClient]), and a
+// hostile soak in which misbehaving clients and an upstream with endless
+// 503 bodies attack a service that also serves normal traffic
+// ([RunHostile]). Everything listens on 127.0.0.1 with an ephemeral port,
+// stops by itself and closes everything. [Report.Check],
+// [ClientReport.Check] and [HostileReport.Check] return an error that
 // lists every failed check; `go run ./cmd/soak -duration 60s` prints the
 // figures and a PASS or FAIL line per check.
 //
@@ -137,4 +140,97 @@
 //   - no-leaks-at-end: after CloseIdleConnections the upstream sees every
 //     connection closed, and the goroutine count returns to its level
 //     before the run (+4).
+//
+// # Hostile soak
+//
+// The service: a net/http server (ReadTimeout twice the request deadline)
+// with a request-timeout middleware (a context deadline of RequestTimeout,
+// 2 s) in front of shedkit's middleware: two classes (interactive for
+// /api/, batch by default), a per-key rate limit in both (twice a normal
+// tenant's share), SkipPaths /healthz, MaxBodyBytes, and a limits.Gradient
+// tuned as an instrument: its initial limit (32) is also its maximum, so
+// it can only stay or fall; a window with a drop halves it (Backoff 0.5);
+// latency cuts it only at 10 times its baseline (Tolerance 10), not for
+// the noise of a shared machine. Behind it a ServeMux whose handlers read
+// the body, stream (16 x 1 KiB over 320 ms; two streams in three release
+// their permit first, as package nethttp advises, the third holds it),
+// hijack the connection for an idle upgrade, and call an upstream through a retrybudget.Transport (3
+// attempts, drain bounded to 100 ms, one budget, breaker off). A 502 (the
+// upstream failed) is released Ignored: the upstream's trouble is the
+// retry budget's business, and as Dropped it would blur what the soak
+// measures. Every 200 ends with "ok <id>", the id of its request: the
+// proof that a handler ran for it.
+//
+// The upstream answers in 10 ms, except every FailEvery-th attempt (8th)
+// and every attempt of a "flaky" request: 503 headers at once, then a
+// body that never ends (silent, or one byte per 100 ms).
+//
+// The run: vegeta sends Rate (200) normal requests per second over 10
+// tenants (reads, 256-byte uploads, batch, the health check) for
+// Duration (30 s under cmd/soak, 8 s in the package's test); in the
+// middle half, hostile clients run alongside: 6 slow uploaders at 8 bytes
+// per second (a body that ends at a quarter of the deadline, one that
+// ends at 1.5 deadlines, one that stalls until the server's ReadTimeout),
+// 2 clients that reset or close mid-body, 2 that leave mid-stream (every
+// fourth stream read to its end), 2 impatient clients that give up within
+// 1-100 ms (in the upstream call or its retries), 2 that hold idle
+// upgraded connections, 5 flaky requests per second, and requests to
+// percent-encoded variants of the paths (/%68ealthz, /%61pi/items,
+// /api%2Fitems, /%62atch/export) from one key at twice its rate limit.
+// A slow upload that could not end before the window closes does not
+// start, and a stalled one is abandoned then, so that the last quarter
+// measures the service without hostile clients. Every client connection
+// has a deadline of HangBound (2 deadlines + 5 s): nothing can hang the
+// run. Once all traffic is over, a shutdown step fills the limit with
+// permits of its own, queues 8 requests behind them, and shuts down: the
+// request-timeout middleware ends every request's context, as a
+// graceful shutdown does, while their clients still wait.
+//
+// The checks and their default thresholds:
+//
+//   - resources-flat: under the same normal traffic, the mean goroutine
+//     count and heap after the hostile clients left are within 32 + 2 x
+//     Workers goroutines and 16 MiB of their level before they came.
+//   - connections-closed: once the clients closed their idle connections,
+//     both ends of every connection are closed (the service's, the
+//     clients', the upstream's and the retrying client's, counted by
+//     ConnState and by the dialers), and no hijacked one is open.
+//   - no-leaks-at-end: after shutdown the goroutine count is back to its
+//     level before the run (+4) and the heap within 16 MiB of it.
+//   - permits-released: the limiter, its queue, the handlers, the
+//     upstream's handlers (endless bodies included) and the Drain report
+//     are at 0; every admission was released once; no permit leaked.
+//   - hijack-released: no upgraded connection still holds its permit once
+//     hijacked (the middleware releases it at the hijack).
+//   - no-false-success: no 200 without its request's proof; handler runs
+//     with a permit equal the limiter's admissions (the shutdown step's
+//     own permits aside); no handler ran without a permit off the
+//     skipped path.
+//   - shutdown-while-queued: the 8 requests were queued when the
+//     shutdown ended their contexts, each client got a 503 (never the
+//     empty 200 net/http sends when nothing is written) and no handler
+//     ran.
+//   - encoded-paths-limited: no handler ran for an encoded path without a
+//     permit or in a class above the default; their key got 429s and at
+//     most its rate x the time it sent + its burst (+10% + 2) past the
+//     rate limit.
+//   - limit-held: the lowest limit with the hostile clients (read every
+//     10 ms) is at least 75% of the lowest before them, and windows
+//     closed in both. A slow client counted against the limit cuts it by
+//     half: TestHostileSlowWorkFails makes the same requests as slow in
+//     the handler (the service's own slowness, 503 at the deadline) and
+//     the check fails.
+//   - fast-success: >= 97% of the normal requests are answered 200, over
+//     the run and while the hostile clients run.
+//   - upstream-prompt: calls through the retrying client met endless 503
+//     bodies and none was cut by the request deadline (what a retry that
+//     drained an endless body looked like before the drain was bounded);
+//     flaky requests got 502, the upstream's last 503, not a timeout.
+//   - hostile-answered: every hostile request that waits for an answer
+//     got one of the statuses it may get, none hit HangBound, and the
+//     clients returned within HangBound of the stop.
+//   - no-server-errors: net/http logged no panic.
+//   - hostile-exercised: late and cut upload bodies, cut streams,
+//     hijacks, endless bodies, encoded paths and impatient clients all
+//     happened.
 package soak

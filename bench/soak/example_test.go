@@ -35,6 +35,20 @@ func ExampleRunClient() {
 	}
 }
 
+// The hostile soak: normal traffic while slow uploaders, clients that
+// leave mid-request, encoded paths and an upstream with endless 503 bodies
+// attack the service in the middle half of the run.
+func ExampleRunHostile() {
+	rep, err := soak.RunHostile(context.Background(), soak.HostileConfig{Duration: 10 * time.Second})
+	if err != nil {
+		fmt.Println("run:", err)
+	}
+	_, _ = rep.WriteTo(os.Stdout)
+	if err := rep.Check(); err != nil {
+		fmt.Println(err)
+	}
+}
+
 // Invalid configurations are reported before anything starts, naming the
 // field.
 func ExampleRun_invalidConfig() {

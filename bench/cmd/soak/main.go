@@ -1,9 +1,13 @@
 // Command soak runs the loopback soak of package soak: the server soak (a
 // net/http server with shedkit's middleware and an adaptive limit in front
 // of an upstream that slows down mid-run, attacked by vegeta at 10x the
-// upstream's capacity) and the client soak (the retrying client against
-// an upstream that fails 100% for a while). It prints the figures and a
-// PASS or FAIL line per check, and exits 1 when a check fails.
+// upstream's capacity), the client soak (the retrying client against an
+// upstream that fails 100% for a while) and the hostile soak (normal
+// traffic while slow uploaders, clients that leave mid-request and
+// mid-stream, percent-encoded paths, idle upgraded connections and an
+// upstream with endless 503 bodies attack the service). It prints the
+// figures and a PASS or FAIL line per check, and exits 1 when a check
+// fails.
 //
 //	cd bench
 //	go run ./cmd/soak -duration 60s
@@ -39,6 +43,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	server := fs.Bool("server", true, "run the server soak")
 	client := fs.Bool("client", true, "run the client soak")
 	resets := fs.Bool("client-resets", false, "client soak: the upstream resets connections during the outage instead of answering 503")
+	hostile := fs.Bool("hostile", true, "run the hostile-client soak")
+	hostileDuration := fs.Duration("hostile-duration", 0, "hostile soak duration (default: duration/2, at least 8s)")
 	quiet := fs.Bool("quiet", false, "no progress lines")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -84,6 +90,19 @@ func run(args []string, stdout, stderr io.Writer) int {
 			d = max(5*time.Second, *duration/3)
 		}
 		if !report(soak.RunClient(ctx, soak.ClientConfig{Duration: d, OutageReset: *resets})) {
+			return 2
+		}
+	}
+	if *hostile && ctx.Err() == nil {
+		d := *hostileDuration
+		if d == 0 {
+			d = max(8*time.Second, *duration/2)
+		}
+		cfg := soak.HostileConfig{Duration: d}
+		if !*quiet {
+			cfg.Logf = func(format string, a ...any) { fmt.Fprintf(stderr, format+"\n", a...) }
+		}
+		if !report(soak.RunHostile(ctx, cfg)) {
 			return 2
 		}
 	}

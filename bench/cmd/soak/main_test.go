@@ -16,6 +16,7 @@ func TestRunUsageErrors(t *testing.T) {
 		{[]string{"-duration", "1s", "-client=false"}, "Duration: must be at least 6s"},
 		{[]string{"-server=false", "-client-duration", "1s"}, "Duration: must be at least 3s"},
 		{[]string{"-capacity", "-5", "-client=false"}, "Capacity"},
+		{[]string{"-server=false", "-client=false", "-hostile-duration", "1s"}, "Duration: must be at least 6s"},
 	} {
 		var out, errb bytes.Buffer
 		if code := run(tc.args, &out, &errb); code != 2 {
