@@ -57,29 +57,30 @@ func histValue(i int) time.Duration {
 
 func (h *histogram) add(v uint64) { h.counts[histIndex(v)].Add(1) }
 
-// quantile returns the q-quantile of the counts added since prev, and
+// delta returns the counts added since prev, and their total, and
 // advances prev to the current counts. A value added concurrently lands in
 // this window or the next one, never in both.
-func (h *histogram) quantile(q float64, prev *[histBuckets]uint64) time.Duration {
-	var delta [histBuckets]uint64
-	var n uint64
+func (h *histogram) delta(prev *[histBuckets]uint64) (d [histBuckets]uint64, n uint64) {
 	for i := range h.counts {
 		c := h.counts[i].Load()
-		delta[i] = c - prev[i]
+		d[i] = c - prev[i]
 		prev[i] = c
-		n += delta[i]
+		n += d[i]
 	}
-	if n == 0 {
-		return 0
-	}
-	// Nearest-rank: the smallest value with at least q*n values at or below.
-	rank := max(uint64(math.Ceil(q*float64(n))), 1)
+	return d, n
+}
+
+// quantiles returns the qs-quantiles (ascending) of the n values counted
+// in d, nearest rank: the smallest value with at least q*n values at or
+// below it.
+func quantiles(d *[histBuckets]uint64, n uint64, qs []float64, out []time.Duration) {
 	var seen uint64
-	for i, d := range delta {
-		seen += d
-		if seen >= rank {
-			return histValue(i)
+	i := 0
+	for k, q := range qs {
+		rank := max(uint64(math.Ceil(q*float64(n))), 1)
+		for ; i < histBuckets-1 && seen+d[i] < rank; i++ {
+			seen += d[i]
 		}
+		out[k] = histValue(i)
 	}
-	return histValue(histBuckets - 1)
 }

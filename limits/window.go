@@ -35,9 +35,13 @@ const (
 // WindowConfig configures a [Window]. Zero fields take the defaults.
 type WindowConfig struct {
 	// MinDuration is the shortest a window lasts, measured on Sample.Now.
-	// A window also lasts at least twice the fastest latency it saw, so
-	// that it is not closed before slow work has had a chance to finish
-	// (Netflix does the same). Default DefaultMinWindow.
+	// A window also lasts at least twice the fastest latency it saw
+	// (Netflix does the same) and twice the median latency of the
+	// previous window, so that it is not closed before slow work has had
+	// a chance to finish: a window shorter than its latencies holds the
+	// fast completions of recent admissions and the slow ones of earlier
+	// ones, and its statistic swings with the admission history rather
+	// than with the dependency. Default DefaultMinWindow.
 	MinDuration time.Duration
 	// MaxDuration closes a window that has not gathered MinSamples
 	// samples. Default DefaultMaxWindow (or MinDuration if larger).
@@ -115,6 +119,28 @@ type WindowSummary struct {
 	// summed in units of 1,024 ns); a tiny positive value when the
 	// latencies did not spread at all.
 	RelErr float64
+	// Median is the median of the same latencies (per unit of cost unless
+	// IgnoreCost), from the histogram (within 3.2%). Unlike the mean, a
+	// few very slow requests barely move it, while a queue in front of
+	// the dependency moves it as much as the mean: the statistic for
+	// telling queueing from the noise of a heavy tail.
+	Median time.Duration
+	// MedianErr estimates the standard error of log(Median): 1.25 times
+	// the spread of the log-latencies (their interquartile range / 1.35)
+	// over the square root of Samples, as for a normal sample. Zero
+	// without samples or spread.
+	MedianErr float64
+}
+
+var quartiles = [3]float64{0.25, 0.5, 0.75}
+
+// medianErr is the standard error of the log of the median of n values
+// whose quartiles are q1 and q3, were their logs normal.
+func medianErr(n int, q1, q3 time.Duration) float64 {
+	if n == 0 || q1 <= 0 || q3 <= q1 {
+		return 0
+	}
+	return 1.2533 * math.Log(float64(q3)/float64(q1)) / 1.349 / math.Sqrt(float64(n))
 }
 
 // exactRelErr is the RelErr of a window whose latencies did not spread.
@@ -168,6 +194,7 @@ type Window struct {
 	// Written by drops and by the closer; read by every sample.
 	drops       atomic.Uint64 // cumulative drops
 	minLat      atomic.Int64  // this window's fastest timed success, ns
+	lastMedian  atomic.Int64  // the previous window's median, ns
 	maxInFlight atomic.Int64  // this window's largest in-flight
 	_           [40]byte
 	// Read by every sample, written once per window.
@@ -205,10 +232,8 @@ func newWindow(cfg WindowConfig) *Window {
 		quantile:  cfg.Quantile,
 		perCost:   !cfg.IgnoreCost,
 	}
-	if cfg.Quantile > 0 {
-		w.hist = new(histogram)
-		w.prevHist = new([histBuckets]uint64)
-	}
+	w.hist = new(histogram)
+	w.prevHist = new([histBuckets]uint64)
 	w.start.Store(notStarted)
 	w.minLat.Store(math.MaxInt64)
 	return w
@@ -263,9 +288,7 @@ func (w *Window) record(s shed.Sample) (now, start int64, check bool) {
 		w.sum.Add(uint64(stat))
 		q := uint64(stat) >> sqShift
 		w.sumSq.Add(q * q)
-		if w.hist != nil {
-			w.hist.add(uint64(stat))
-		}
+		w.hist.add(uint64(stat))
 		w.timed.Add(1)
 		if lat < w.minLat.Load() {
 			w.lowerMinLat(lat)
@@ -296,10 +319,11 @@ func (w *Window) lowerMinLat(lat int64) {
 }
 
 // longEnough reports whether a window of el ns lasted twice its fastest
-// timed success (always, for a window that holds only drops).
+// timed success (always, for a window that holds only drops) and twice the
+// previous window's median.
 func (w *Window) longEnough(el int64) bool {
 	m := w.minLat.Load()
-	return m == math.MaxInt64 || el/2 >= m
+	return (m == math.MaxInt64 || el/2 >= m) && el/2 >= w.lastMedian.Load()
 }
 
 // maybeClose closes the window started at start if it is ready.
@@ -349,10 +373,15 @@ func (w *Window) maybeClose(now, start int64, sw *WindowSummary) bool {
 		sw.Min = time.Duration(minLat)
 		sw.Latency = sw.Mean
 	}
-	if w.hist != nil {
-		// Advance the snapshot even for an empty window.
-		if q := w.hist.quantile(w.quantile, w.prevHist); sw.Samples > 0 {
-			sw.Latency = q
+	// Advance the histogram's snapshot even for an empty window.
+	if d, hn := w.hist.delta(w.prevHist); sw.Samples > 0 && hn > 0 {
+		var q [3]time.Duration
+		quantiles(&d, hn, quartiles[:], q[:])
+		sw.Median, sw.MedianErr = q[1], medianErr(sw.Samples, q[0], q[2])
+		w.lastMedian.Store(int64(sw.Median))
+		if w.quantile > 0 {
+			quantiles(&d, hn, []float64{w.quantile}, q[:1])
+			sw.Latency = q[0]
 		}
 	}
 	if !w.perCost && sw.Min > sw.Mean {

@@ -132,6 +132,15 @@ func TestWindowStatistics(t *testing.T) {
 		t.Errorf("RelErr %v, want %v within 1%%", sum.RelErr, exact)
 	}
 	sum.RelErr = 0
+	// The median (10 ms) and its error from the quartiles (50 us and
+	// 40 ms), through the histogram's buckets: within 3.2%.
+	if math.Abs(float64(sum.Median)/float64(10*time.Millisecond)-1) > 0.032 {
+		t.Errorf("Median %v, want 10ms within 3.2%%", sum.Median)
+	}
+	if want := 1.2533 * math.Log(40/0.05) / 1.349 / math.Sqrt(5); math.Abs(sum.MedianErr-want) > 0.05 {
+		t.Errorf("MedianErr %v, want %v", sum.MedianErr, want)
+	}
+	sum.Median, sum.MedianErr = 0, 0
 	if sum != want {
 		t.Fatalf("summary\n got %+v\nwant %+v", sum, want)
 	}
