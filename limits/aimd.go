@@ -35,6 +35,12 @@ const (
 	// when the dependency slows and in-flight work grows at the same
 	// throughput (0.9 costs a quarter of the goodput during a retry storm).
 	DefaultAIMDMinUtilization = 0.75
+	// DefaultAIMDLatencyTolerance: AIMD counts a window as congested when
+	// its latency is more than twice the baseline it learned (and clearly
+	// above its noise): a queue as long as the work itself. AIMD cuts by
+	// Backoff at each such window, where Gradient cuts in proportion to
+	// the excess, so it needs the clearer signal.
+	DefaultAIMDLatencyTolerance = 2.0
 )
 
 // AIMDConfig configures an [AIMD] limit. Zero fields take the defaults.
@@ -64,15 +70,24 @@ type AIMDConfig struct {
 	// would otherwise leave the limit at its minimum and growing by
 	// Increase per window for minutes after the dependency recovered.
 	Growth float64
-	// LatencyThreshold, when set, makes a window whose latency statistic
-	// exceeds it congested. Zero means drops alone signal congestion
-	// (Netflix's AIMD uses a 5 s timeout, rarely reached; set it to your
-	// latency objective).
+	// LatencyThreshold selects the latency signal. Zero (the default):
+	// a window whose median latency exceeds LatencyTolerance x a learned
+	// baseline, and clearly exceeds its own noise, is congested; as for
+	// Gradient, a latency that admitting less does not reduce becomes the
+	// new baseline instead of cutting the limit to its minimum. Positive:
+	// a fixed threshold (a latency objective): a window above it is
+	// congested, whatever the dependency does. Negative: no latency
+	// signal, drops alone (Netflix's AIMD).
 	LatencyThreshold time.Duration
+	// LatencyTolerance is the ratio to the learned baseline above which
+	// a window's latency is congestion, > 1. Default
+	// DefaultAIMDLatencyTolerance.
+	LatencyTolerance float64
 	// DropTolerance is the share of a window's units of work that may be
 	// drops without the window counting as congested, < 1. Default
-	// DefaultDropTolerance; a negative value means none: any drop
-	// congests a window (Netflix's AIMD).
+	// DefaultDropTolerance; a negative value means none. Above it, drops
+	// count only when clearly above the background rate learned from
+	// windows without congestion.
 	DropTolerance float64
 	// MinUtilization: the limit grows only in windows whose largest
 	// in-flight count reached MinUtilization x limit, in (0, 1]. Default
@@ -82,9 +97,10 @@ type AIMDConfig struct {
 	Window WindowConfig
 }
 
-// AIMD is a loss-based concurrency limit: additive increase while the limit
-// is in use and nothing is dropped, multiplicative decrease on drops or
-// when the window latency exceeds LatencyThreshold. It is simpler and more
+// AIMD is a concurrency limit with additive increase while the limit is
+// in use and nothing is congested, and multiplicative decrease on
+// congestion: drops clearly above their background, or latency clearly
+// above its baseline (see LatencyThreshold). It is simpler and more
 // predictable than Gradient, and probes slowly (Increase per window). It
 // grows multiplicatively (slow start) until its first congestion, so that
 // a service at 300 in flight is not throttled for minutes after a start
@@ -103,56 +119,87 @@ type AIMD struct {
 	slowStart bool
 	congested bool    // the latest window with samples was congested
 	restore   float64 // the limit the first cut of the latest run of congested windows left
+	det       detector
+	ep        episode
+	reason    Reason
+	decisions decisions
+}
+
+// Decisions calls f with the number of windows that each reason decided
+// so far (shed/shedotel exports them as shedkit.admission.limit.decisions).
+func (a *AIMD) Decisions(f func(reason string, windows uint64)) {
+	a.mu.Lock()
+	d := a.decisions
+	a.mu.Unlock()
+	d.each(f)
 }
 
 // NewAIMD returns an AIMD limit configured by cfg.
 func NewAIMD(cfg AIMDConfig) (*AIMD, error) {
-	var err error
-	cfg.InitialLimit, cfg.MinLimit, cfg.MaxLimit, err = limitRange("AIMDConfig", cfg.InitialLimit, cfg.MinLimit, cfg.MaxLimit, DefaultInitialLimit)
+	cfg, err := cfg.withDefaults()
 	if err != nil {
 		return nil, err
 	}
+	a := &AIMD{win: newWindow(cfg.Window), cfg: cfg, cur: float64(cfg.InitialLimit), slowStart: cfg.Growth > 1}
+	a.det = newDetector(cfg.LatencyTolerance, DefaultSignificance, max(cfg.DropTolerance, 0), 0,
+		cfg.MinUtilization, DefaultBaselineWindows, cfg.Window)
+	a.det.anyDrop = cfg.DropTolerance < 0
+	switch {
+	case cfg.LatencyThreshold > 0:
+		a.det.latency, a.det.ceiling = false, cfg.LatencyThreshold
+	case cfg.LatencyThreshold < 0:
+		a.det.latency = false
+	}
+	a.limit.Store(int64(cfg.InitialLimit))
+	return a, nil
+}
+
+func (cfg AIMDConfig) withDefaults() (AIMDConfig, error) {
+	var err error
+	cfg.InitialLimit, cfg.MinLimit, cfg.MaxLimit, err = limitRange("AIMDConfig", cfg.InitialLimit, cfg.MinLimit, cfg.MaxLimit, DefaultInitialLimit)
+	if err != nil {
+		return cfg, err
+	}
 	if err := defaultInt("AIMDConfig.Increase", &cfg.Increase, DefaultIncrease); err != nil {
-		return nil, err
+		return cfg, err
 	}
 	if err := defaultFloat("AIMDConfig.Backoff", &cfg.Backoff, DefaultBackoff, 0, 1, false, false); err != nil {
-		return nil, err
+		return cfg, err
 	}
 	if cfg.Growth == 0 {
 		cfg.Growth = DefaultGrowth
 	}
 	if !finite(cfg.Growth) || cfg.Growth < 1 {
-		return nil, configError("AIMDConfig.Growth", "must be >= 1, got %v", cfg.Growth)
+		return cfg, configError("AIMDConfig.Growth", "must be >= 1, got %v", cfg.Growth)
 	}
 	if err := defaultFloat("AIMDConfig.MinUtilization", &cfg.MinUtilization, DefaultAIMDMinUtilization, 0, 1, false, true); err != nil {
-		return nil, err
+		return cfg, err
+	}
+	if err := defaultFloat("AIMDConfig.LatencyTolerance", &cfg.LatencyTolerance, DefaultAIMDLatencyTolerance, 1, math.Inf(1), false, false); err != nil {
+		return cfg, err
 	}
 	switch {
 	case math.IsNaN(cfg.DropTolerance) || math.IsInf(cfg.DropTolerance, -1) || cfg.DropTolerance >= 1:
-		return nil, configError("AIMDConfig.DropTolerance", "must be < 1 (negative for none), got %v", cfg.DropTolerance)
+		return cfg, configError("AIMDConfig.DropTolerance", "must be < 1 (negative for none), got %v", cfg.DropTolerance)
 	case cfg.DropTolerance == 0:
 		cfg.DropTolerance = DefaultDropTolerance
 	case cfg.DropTolerance < 0:
 		cfg.DropTolerance = -1 // normalized: any drop
 	}
-	if cfg.LatencyThreshold < 0 {
-		return nil, configError("AIMDConfig.LatencyThreshold", "must be >= 0, got %v", cfg.LatencyThreshold)
-	}
 	cfg.Window, err = cfg.Window.withDefaults("AIMDConfig.Window.")
-	if err != nil {
-		return nil, err
-	}
-	a := &AIMD{win: newWindow(cfg.Window), cfg: cfg, cur: float64(cfg.InitialLimit), slowStart: cfg.Growth > 1}
-	a.limit.Store(int64(cfg.InitialLimit))
-	return a, nil
+	return cfg, err
 }
 
 // Limit returns the current limit. It is an atomic load.
 func (a *AIMD) Limit() int { return int(a.limit.Load()) }
 
 // Observe records a finished unit of work. The sample that closes a window
-// updates the limit.
+// updates the limit. A zero AIMD (not made by NewAIMD) ignores samples and
+// reports a limit of 0.
 func (a *AIMD) Observe(s shed.Sample) {
+	if a.win == nil {
+		return
+	}
 	if !s.Timed && !s.Dropped && s.Now.IsZero() {
 		a.win.noteInFlight(s.InFlight) // the common untimed release, inlined
 		return
@@ -163,42 +210,109 @@ func (a *AIMD) Observe(s shed.Sample) {
 	}
 }
 
+// AIMDState is a snapshot of an AIMD's internals.
+type AIMDState struct {
+	Limit float64 // the limit before rounding down
+	// Baseline is the learned latency without congestion (zero until
+	// learned, or with LatencyThreshold set); Background the learned share
+	// of work dropped without congestion.
+	Baseline   time.Duration
+	Background float64
+	Reason     Reason
+	SlowStart  bool
+}
+
+// State returns a snapshot of the AIMD's internals.
+func (a *AIMD) State() AIMDState {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	st := AIMDState{Limit: a.cur, Background: a.det.bg.rate(), Reason: a.reason, SlowStart: a.slowStart}
+	if a.det.latency && a.det.base.learned() {
+		st.Baseline = time.Duration(a.det.base.value())
+	}
+	return st
+}
+
 func (a *AIMD) update(w *WindowSummary) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	s := a.det.read(w, a.cur)
+	d := a.decide(&s)
+	a.ep, a.reason = d.ep, d.reason
+	a.decisions[d.reason]++
+	if d.reason == ReasonRelearn {
+		a.det.relearn(d.relearnLat, d.relearnDrops, d.relearnN)
+	} else {
+		a.det.learn(&s)
+	}
+	a.cur = min(max(d.limit, float64(a.cfg.MinLimit)), float64(a.cfg.MaxLimit))
+	a.limit.Store(int64(a.cur))
+}
+
+// decide is AIMD's policy: from a window's signals, the next limit and
+// the reason. It changes nothing but the slow start and congestion-run
+// bookkeeping.
+func (a *AIMD) decide(s *signals) decision {
 	c := &a.cfg
 	lim := a.cur
-	hasLat := w.Samples >= c.Window.MinSamples && w.Samples > 0
-	dropSig := w.Drops > 0 && float64(w.Drops) > c.DropTolerance*float64(w.Samples+w.Drops)
-	slow := hasLat && c.LatencyThreshold > 0 && w.Latency > c.LatencyThreshold
+	if !s.congested() {
+		return a.grow(s)
+	}
+	ep := a.ep
+	if !s.ceilCong && ep.observe(s, lim <= float64(c.MinLimit)) == epHold {
+		// Cutting stopped helping: the latency (or drops) are the
+		// dependency's, as Gradient finds them.
+		if ep.held > DefaultRelearnWindows {
+			return decision{limit: max(lim, ep.knee), reason: ReasonRelearn,
+				relearnLat: s.lat, relearnDrops: ep.holdDrops, relearnN: ep.holdN}
+		}
+		return decision{limit: lim, reason: ReasonHold, ep: ep}
+	}
+	next := lim * c.Backoff
+	if !a.congested {
+		a.restore = next
+	}
+	a.congested, a.slowStart = true, false
+	reason := ReasonCutLatency
 	switch {
-	case dropSig || slow:
-		lim *= c.Backoff
-		if !a.congested {
-			a.restore = lim
-		}
-		a.congested = true
-		a.slowStart = false
-	case w.Samples > 0 && float64(w.MaxInFlight) >= c.MinUtilization*lim:
-		a.congested = false
-		next := lim + float64(c.Increase)
-		switch {
-		case a.slowStart:
-			next = max(next, min(lim*c.Growth, float64(w.MaxInFlight)/c.MinUtilization))
-		case lim < a.restore:
-			// Back to where congestion began; the demand cap does not
-			// apply, as that limit held before.
-			next = max(next, min(lim*c.Growth, a.restore))
-		}
-		lim = next
-	case w.Samples > 0:
+	case s.dropCong:
+		reason = ReasonCutDrops
+	case s.ceilCong:
+		reason = ReasonCutCeiling
+	}
+	return decision{limit: next, reason: reason, ep: ep}
+}
+
+// grow returns the decision after a window without congestion.
+func (a *AIMD) grow(s *signals) decision {
+	c := &a.cfg
+	lim := a.cur
+	if s.n == 0 {
+		return decision{limit: lim, reason: ReasonIdle}
+	}
+	a.congested = false
+	if !s.used {
 		// The limit outgrew the demand: slow start has found it, and
 		// from here on a surge must earn its capacity step by step
 		// (drops show congestion late, at a deadline).
-		a.congested = false
 		a.slowStart = false
+		return decision{limit: lim, reason: ReasonUnused}
 	}
-	lim = min(max(lim, float64(c.MinLimit)), float64(c.MaxLimit))
-	a.cur = lim
-	a.limit.Store(int64(lim))
+	next, reason := lim+float64(c.Increase), ReasonGrow
+	switch {
+	case s.inFlight >= regrowShare*math.Floor(lim) && s.ratio <= 1+1e-9 && a.det.latency && a.det.unraised():
+		// The work in flight fills the limit with no queue at all: the
+		// dependency has room (it got back servers it had lost); grow by
+		// slow start, as Gradient does.
+		next, reason = max(next, lim*c.Growth), ReasonRegrow
+	case a.slowStart:
+		// Never past the point where the work in flight would no longer
+		// use the limit; a limit it filled may always grow by one.
+		next, reason = max(next, min(lim*c.Growth, max(s.peak/c.MinUtilization, s.peak+1))), ReasonSlowStart
+	case lim < a.restore:
+		// Back to where congestion began; the demand cap does not
+		// apply, as that limit held before.
+		next, reason = max(next, min(lim*c.Growth, a.restore)), ReasonRegrow
+	}
+	return decision{limit: next, reason: reason}
 }

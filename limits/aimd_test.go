@@ -8,8 +8,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/shedkit/shedkit/shed"
 )
 
 func TestAIMDDefaults(t *testing.T) {
@@ -20,8 +18,8 @@ func TestAIMDDefaults(t *testing.T) {
 	want := AIMDConfig{
 		InitialLimit: DefaultInitialLimit, MinLimit: DefaultMinLimit, MaxLimit: DefaultMaxLimit,
 		Increase: DefaultIncrease, Backoff: DefaultBackoff, Growth: DefaultGrowth, MinUtilization: DefaultAIMDMinUtilization,
-		DropTolerance: DefaultDropTolerance,
-		Window:        WindowConfig{MinDuration: DefaultMinWindow, MaxDuration: DefaultMaxWindow, MinSamples: DefaultMinSamples},
+		DropTolerance: DefaultDropTolerance, LatencyTolerance: DefaultAIMDLatencyTolerance,
+		Window: WindowConfig{MinDuration: DefaultMinWindow, MaxDuration: DefaultMaxWindow, MinSamples: DefaultMinSamples},
 	}
 	if a.cfg != want {
 		t.Fatalf("defaults\n got %+v\nwant %+v", a.cfg, want)
@@ -48,7 +46,8 @@ func TestAIMDConfigErrors(t *testing.T) {
 		{AIMDConfig{DropTolerance: 1}, "AIMDConfig.DropTolerance"},
 		{AIMDConfig{DropTolerance: math.NaN()}, "AIMDConfig.DropTolerance"},
 		{AIMDConfig{DropTolerance: math.Inf(-1)}, "AIMDConfig.DropTolerance"},
-		{AIMDConfig{LatencyThreshold: -1}, "AIMDConfig.LatencyThreshold"},
+		{AIMDConfig{LatencyTolerance: 0.5}, "AIMDConfig.LatencyTolerance"},
+		{AIMDConfig{LatencyTolerance: math.NaN()}, "AIMDConfig.LatencyTolerance"},
 		{AIMDConfig{Window: WindowConfig{Quantile: 2}}, "AIMDConfig.Window.Quantile"},
 	} {
 		_, err := NewAIMD(tc.cfg)
@@ -59,46 +58,43 @@ func TestAIMDConfigErrors(t *testing.T) {
 }
 
 // Additive increase only while the limit is in use and nothing dropped;
-// multiplicative decrease on a drop or a slow window; after a run of
+// multiplicative decrease on drops or a slow window; after a run of
 // congested windows, back to the limit the run's first cut left.
 func TestAIMDRules(t *testing.T) {
-	a, err := NewAIMD(AIMDConfig{InitialLimit: 100, Increase: 5, LatencyThreshold: 50 * time.Millisecond, Window: WindowConfig{MinSamples: 1}})
+	a, err := NewAIMD(AIMDConfig{InitialLimit: 100, Increase: 5, LatencyThreshold: 50 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
-	now := t0
-	a.Observe(shed.Sample{Now: now})
-	window := func(s shed.Sample) int {
-		now = now.Add(time.Second)
-		s.Now = now
-		a.Observe(s)
-		return a.Limit()
-	}
+	f := newFeed(a)
+	ms := time.Millisecond
 	for _, step := range []struct {
-		name string
-		s    shed.Sample
-		want int
+		name             string
+		n, drops, flight int
+		lat              time.Duration
+		want             int
+		reason           Reason
 	}{
 		// Slow start, capped at 75 / MinUtilization = 100: +Increase.
-		{"in use, fast", shed.Sample{Timed: true, Latency: 10 * time.Millisecond, InFlight: 75}, 105},
-		{"not in use", shed.Sample{Timed: true, Latency: 10 * time.Millisecond, InFlight: 78}, 105},
-		{"in use after slow start", shed.Sample{Timed: true, Latency: 10 * time.Millisecond, InFlight: 79}, 110},
-		{"slow", shed.Sample{Timed: true, Latency: 60 * time.Millisecond, InFlight: 110}, 99},
-		{"drop", shed.Sample{Dropped: true, InFlight: 99}, 89},
-		{"drop again", shed.Sample{Dropped: true, InFlight: 89}, 80},
-		{"in use again: back to the first cut", shed.Sample{Timed: true, Latency: 10 * time.Millisecond, InFlight: 80}, 99},
-		{"then additive", shed.Sample{Timed: true, Latency: 10 * time.Millisecond, InFlight: 99}, 104},
+		{"in use, fast", 20, 0, 75, 10 * ms, 105, ReasonSlowStart},
+		{"not in use", 20, 0, 78, 10 * ms, 105, ReasonUnused},
+		{"in use after slow start", 20, 0, 79, 10 * ms, 110, ReasonGrow},
+		{"slow", 20, 0, 110, 60 * ms, 99, ReasonCutCeiling},
+		{"drops", 10, 10, 99, 10 * ms, 89, ReasonCutDrops},
+		{"drops again", 10, 10, 89, 10 * ms, 80, ReasonCutDrops},
+		{"in use again: back to the first cut", 20, 0, 80, 10 * ms, 99, ReasonRegrow},
+		{"then additive", 20, 0, 99, 10 * ms, 104, ReasonGrow},
 	} {
-		if got := window(step.s); got != step.want {
-			t.Fatalf("%s: limit %d, want %d", step.name, got, step.want)
+		if got := f.window(step.n, step.drops, step.flight, constant(step.lat)); got != step.want || a.State().Reason != step.reason {
+			t.Fatalf("%s: limit %d (%s), want %d (%s)", step.name, got, a.State().Reason, step.want, step.reason)
 		}
 	}
 }
 
 // TestAIMDDropTolerance: a background of drops that admitting less does
 // not change (8%, below DefaultDropTolerance) leaves the limit alone;
-// drops above the tolerance cut it every window; a negative tolerance
-// cuts on any drop, as Netflix's AIMD.
+// drops above the tolerance cut it (until cutting has shown they are the
+// dependency's: see TestAIMDLearnsABackground); a negative tolerance cuts
+// on any drop, as Netflix's AIMD.
 func TestAIMDDropTolerance(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
@@ -124,8 +120,8 @@ func TestAIMDDropTolerance(t *testing.T) {
 			if low := slices.Min(got); tc.cut != (low < steady) {
 				t.Fatalf("lowest limit %d from %d: cut = %v, want %v", low, steady, low < steady, tc.cut)
 			}
-			if tc.cut && got[len(got)-1] > steady/2 {
-				t.Fatalf("20 windows of drops above the tolerance left the limit at %d of %d", got[len(got)-1], steady)
+			if tc.cut && slices.Min(got) > steady*3/4 {
+				t.Fatalf("20 windows of drops above the tolerance cut the limit to %d of %d at most, want by a quarter or more", slices.Min(got), steady)
 			}
 		})
 	}
@@ -167,13 +163,15 @@ func TestAIMDSlowStart(t *testing.T) {
 	for i, l := range after {
 		// Past the first congestion, steps above Increase only return
 		// to a limit a run's first cut left, below the 750 that congests.
-		if l-prev > DefaultIncrease && l >= 750 {
+		if l-prev > DefaultIncrease && l >= 780 {
 			t.Fatalf("window %d after: the limit jumped from %d to %d, past the congestion at 750 (%v)", i, prev, l, after)
 		}
 		prev = l
 	}
-	if lo, hi := slices.Min(after), slices.Max(after); lo < 600 || hi > 760 {
-		t.Fatalf("after the first congestion the limit ranged over [%d, %d], want within [600, 760] around the 750 that congests", lo, hi)
+	// The median read through the window histogram is within 3.2%: the
+	// threshold may be crossed up to 3.2% past 750.
+	if lo, hi := slices.Min(after), slices.Max(after); lo < 600 || hi > 780 {
+		t.Fatalf("after the first congestion the limit ranged over [%d, %d], want within [600, 780] around the 750 that congests", lo, hi)
 	}
 
 	// Growth 1 is Netflix's AIMD: +Increase per window from the start.

@@ -32,7 +32,7 @@ func ExampleNewGradient() {
 		feedWindow(g, &now, 10*time.Millisecond, 300)
 		fmt.Print(g.Limit(), " ")
 	}
-	fmt.Println(g.State().Phase)
+	fmt.Println(g.State().Reason)
 	// The dependency slows down to 25 ms: the limit shrinks. The window
 	// right after a cut is no worse than the one that caused it (the cut
 	// has not shown yet), so the limit waits before cutting again.
@@ -40,18 +40,19 @@ func ExampleNewGradient() {
 		feedWindow(g, &now, 25*time.Millisecond, 300)
 		fmt.Print(g.Limit(), " ")
 	}
-	fmt.Println(g.State().Phase)
-	// It recovers: the limit grows by sqrt(limit) per window while it is
+	fmt.Println(g.State().Reason)
+	// It recovers: the work in flight fills the limit with no queue, so
+	// the limit grows by half; then by sqrt(limit) per window while it is
 	// in use.
 	for range 2 {
 		feedWindow(g, &now, 10*time.Millisecond, 300)
 		fmt.Print(g.Limit(), " ")
 	}
-	fmt.Println(g.State().Phase)
+	fmt.Println(g.State().Reason)
 	// Output:
 	// 40 80 160 320 600 slow-start
-	// 450 450 337 congested
-	// 355 374 steady
+	// 450 450 337 cut-latency
+	// 506 528 grow
 }
 
 func ExampleNewAIMD() {

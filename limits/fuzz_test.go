@@ -130,7 +130,7 @@ func FuzzGradient(f *testing.F) {
 			if math.IsNaN(st.Limit) || math.IsInf(st.Limit, 0) || st.Limit < float64(lo) || st.Limit > float64(hi) {
 				t.Fatalf("%s: state limit %v outside [%d, %d]", when, st.Limit, lo, hi)
 			}
-			if math.IsNaN(st.RecoverTo) || math.IsInf(st.RecoverTo, 0) || st.RecoverTo < 0 || st.Baseline < 0 {
+			if !(st.Spread >= 0) || math.IsInf(st.Spread, 0) || !(st.Background >= 0 && st.Background <= 1) || st.Baseline < 0 || st.Reason.String() == "unknown" {
 				t.Fatalf("%s: state %+v", when, st)
 			}
 		}
@@ -159,7 +159,7 @@ func FuzzAIMD(f *testing.F) {
 	f.Add(math.MaxInt, 1, math.MaxInt, math.MaxInt, 0.0, int64(0), 0.0, 0.0, int64(time.Millisecond), 1, 0.0, steady)
 	f.Add(0, 0, 0, -1, 0.0, int64(0), 0.0, 0.0, int64(0), 0, 0.0, steady) // invalid increase
 	f.Add(0, 0, 0, 0, 1.0, int64(0), 0.0, 0.0, int64(0), 0, 0.0, steady)  // Backoff 1: invalid
-	f.Add(0, 0, 0, 0, 0.0, int64(-1), 0.0, 0.0, int64(0), 0, 0.0, steady) // invalid threshold
+	f.Add(0, 0, 0, 0, 0.0, int64(-1), 0.0, 0.0, int64(0), 0, 0.0, steady) // no latency signal
 	f.Fuzz(func(t *testing.T, initial, minL, maxL, increase int, backoff float64, threshold int64, dropTol, minUtil float64, winMin int64, winSamples int, quantile float64, data []byte) {
 		cfg := limits.AIMDConfig{
 			InitialLimit: initial, MinLimit: minL, MaxLimit: maxL, Increase: increase,

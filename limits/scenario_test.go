@@ -179,15 +179,22 @@ func TestGradientRampUp(t *testing.T) {
 				t.Fatalf("after 10 windows the limit is %d, want >= 400", first[9])
 			}
 			// Tolerance 1.2 admits up to 1.2x the baseline latency, 600 in
-			// flight here; one allowance step (about 25) above that is the
-			// most.
+			// flight here; a regrowth after a probe (x1.5 from the knee)
+			// overshoots for a window before the latency cuts it back, and
+			// probes dip below the knee now and then: bounded, no creep.
 			rest := m.run(src, 500)
-			t.Logf("over 500 windows at capacity: [%d, %d]", slices.Min(rest), slices.Max(rest))
-			if hi, lo := slices.Max(rest), slices.Min(rest); hi > 650 || lo < 500 {
-				t.Fatalf("over 500 windows at capacity the limit ranged over [%d, %d], want within [500, 650]", lo, hi)
+			below := 0
+			for _, l := range rest {
+				if l < 500 {
+					below++
+				}
 			}
-			if g := src.(*Gradient).State(); g.Relearned != 0 {
-				t.Fatalf("queueing we cause was re-learned as baseline: %+v", g)
+			t.Logf("over 500 windows at capacity: [%d, %d], %d below the knee", slices.Min(rest), slices.Max(rest), below)
+			if hi := slices.Max(rest); hi > 750 || below > 60 {
+				t.Fatalf("over 500 windows at capacity the limit reached %d and was below the knee at 500 in %d windows, want <= 750 and <= 60", hi, below)
+			}
+			if g := src.(*Gradient).State(); g.Baseline > 11*healthyLatency/10 {
+				t.Fatalf("queueing we cause was learned as baseline: %+v", g)
 			}
 		})
 	}

@@ -1,0 +1,249 @@
+package limits
+
+import (
+	"math"
+	"time"
+)
+
+// detector reads windows against what it has learned of the dependency
+// without congestion (its latency, and the share of work it drops
+// anyway) and says whether a window shows congestion. Gradient and AIMD
+// share it; they differ in how they move the limit.
+type detector struct {
+	// Configuration.
+	tolerance    float64       // least latency ratio that is congestion
+	significance float64       // standard deviations of noise to exceed
+	dropTol      float64       // drop share that is never congestion
+	ceiling      time.Duration // absolute latency ceiling, 0: none
+	minSamples   int           // timed successes for a latency
+	quantile     bool          // compare Latency (a quantile), not Median
+	minUtil      float64       // MinUtilization
+	latency      bool          // latency signals at all (AIMD may turn them off)
+	anyDrop      bool          // any drop is congestion (AIMD's Netflix mode)
+
+	base         baseline       // latency without congestion
+	bg           dropBackground // drops without congestion
+	prevInFlight float64        // mean work in flight of the last window
+	seen         int            // windows with a latency, up to the span
+	// raised: the baseline in force was re-learned above the one before
+	// (lowered, the baseline of a faster dependency), and has not come
+	// back near it.
+	raised  bool
+	lowered float64
+}
+
+// unraised reports whether the baseline is learned and is not one that
+// re-learning raised: a latency at or below it then shows no queue at
+// all. At or below a raised baseline, the limit already sits at the knee
+// of a slower dependency.
+func (d *detector) unraised() bool { return d.base.learned() && !d.raised }
+
+func newDetector(tolerance, significance, dropTol float64, ceiling time.Duration, minUtil float64, span int, w WindowConfig) detector {
+	return detector{
+		tolerance: tolerance, significance: significance, dropTol: dropTol, ceiling: ceiling,
+		minSamples: w.MinSamples, quantile: w.Quantile > 0, minUtil: minUtil, latency: true,
+		base: baseline{span: span}, bg: dropBackground{span: span},
+	}
+}
+
+// signals is what one window says, set against what was learned.
+type signals struct {
+	hasLat   bool    // enough timed successes for a latency
+	lat      float64 // the compared statistic, ns (at least 1)
+	mean     float64 // mean latency, ns (Little's law)
+	ratio    float64 // lat / baseline; 1 until a baseline is learned
+	thresh   float64 // ratio above which latency is congestion
+	inFlight float64 // mean work in flight
+	peak     float64 // largest work in flight
+	n, drops int     // timed successes and drops
+	binding  bool    // the work in flight reached the limit
+	used     bool    // ... or at least MinUtilization of it
+	// steady: the work in flight changed by less than a quarter since the
+	// last window. A window in which it grew holds the fast part of the
+	// new work and not yet its slow part; one in which it fell, the slow
+	// rest of earlier work: their latency is the admission history's, not
+	// the dependency's.
+	steady bool
+
+	latCong, dropCong, ceilCong bool
+}
+
+func (s *signals) congested() bool { return s.latCong || s.dropCong || s.ceilCong }
+
+func (s *signals) dropRate() float64 {
+	if s.n+s.drops == 0 {
+		return 0
+	}
+	return float64(s.drops) / float64(s.n+s.drops)
+}
+
+// throughput is the window's completions per ns, by Little's law.
+func (s *signals) throughput() float64 { return s.inFlight / s.mean }
+
+// read reads window w of a limit at limit.
+func (d *detector) read(w *WindowSummary, limit float64) signals {
+	s := signals{
+		hasLat: w.Samples >= max(d.minSamples/2, 1),
+		mean:   max(float64(w.Mean), 1), inFlight: w.MeanInFlight, peak: float64(w.MaxInFlight),
+		n: w.Samples, drops: w.Drops, ratio: 1, thresh: d.tolerance,
+	}
+	s.lat = max(float64(w.Median), 1)
+	if d.quantile {
+		s.lat = max(float64(w.Latency), 1)
+	}
+	s.steady = math.Abs(s.inFlight-d.prevInFlight) <= steadyShare*max(d.prevInFlight, 1)
+	enforced := max(math.Floor(limit), 1)
+	s.binding = s.peak >= enforced
+	s.used = s.peak >= d.minUtil*enforced
+	if s.hasLat && d.base.learned() {
+		s.ratio = s.lat / d.base.value()
+		// The noise of this window's median, from its own spread: a
+		// heavy tail or a small window moves it by chance alone.
+		s.thresh = max(d.tolerance, math.Exp(d.significance*w.MedianErr))
+		// An unsteady window must show twice the excess.
+		s.latCong = d.latency && s.ratio > s.thresh && (s.steady || s.ratio > s.thresh*s.thresh)
+	}
+	if d.learning() {
+		// The background is still being learned: before it is known,
+		// only drops above the tolerance, or above learningDrops when
+		// none is set, are congestion.
+		tol := d.dropTol
+		if tol <= 0 {
+			tol = learningDrops
+		}
+		s.dropCong = s.dropRate() > tol
+	} else {
+		s.dropCong = d.bg.excess(s.drops, s.n+s.drops, d.significance, d.dropTol)
+	}
+	s.dropCong = s.dropCong || (d.anyDrop && s.drops > 0)
+	s.ceilCong = s.hasLat && d.ceiling > 0 && s.lat > float64(d.ceiling)
+	return s
+}
+
+// learn takes what a window without congestion teaches: the background
+// drop rate and the baseline latency (drops that admitting less does not
+// reduce are learned by the episode instead). While the limit binds, part of
+// the latency may be a queue the limit admitted, so the baseline then
+// only learns downwards: it must never learn the queue it is there to
+// detect.
+func (d *detector) learn(s *signals) {
+	defer func() { d.prevInFlight = s.inFlight }()
+	if s.hasLat && d.seen < d.base.span {
+		d.seen++
+	}
+	if !s.hasLat || s.congested() {
+		return
+	}
+	if !s.steady {
+		if !d.base.learned() {
+			// Something to compare the next windows with; the mean of
+			// the first steady windows soon dilutes its bias.
+			d.base.add(math.Log(s.lat))
+		}
+		return
+	}
+	d.bg.add(s.drops, s.n+s.drops)
+	x := math.Log(s.lat)
+	switch {
+	case d.base.n < d.base.span:
+		// Learning: a plain mean of the first windows, whatever they show,
+		// so that a few fast ones at the start do not set it low for good.
+		d.base.add(x)
+	case s.ratio < 1/s.thresh:
+		// Clearly faster than the baseline: the dependency sped up.
+		d.base.follow(x, 0.5)
+		if d.raised && d.base.value() <= raisedShare*d.lowered {
+			d.raised = false // back near the baseline before the raise
+		}
+	case !s.binding || s.ratio <= 1:
+		d.base.add(x)
+	}
+}
+
+// learning reports whether the detector is still learning what the
+// dependency looks like without congestion: its first span windows with a
+// latency, congested or not (counting only the windows it learned from
+// would keep it learning for as long as its own rules see congestion).
+func (d *detector) learning() bool { return d.seen < d.base.span }
+
+// relearn takes lat as the baseline and drops in n units of work as the
+// background: the dependency's new normal. A relearning while the
+// baseline is still being learned corrects it rather than raises it.
+func (d *detector) relearn(lat float64, drops, n int) {
+	before, learning := d.base.value(), d.learning()
+	d.base.reset(math.Log(lat))
+	d.bg.reset(drops, n)
+	if lat > before && !d.raised && !learning {
+		d.raised, d.lowered = true, before
+	}
+}
+
+// episode follows one congestion: from a congested window for as long as
+// windows are congested or the limit binds. By Little's law a window's
+// throughput is its work in flight over its mean latency. Above the
+// dependency's knee, admitting less keeps the throughput and shortens the
+// queue, so the latency falls: the congestion is ours and the cuts are
+// right. Below the knee, admitting less only loses throughput: the
+// latency there, high or low, is the dependency's.
+type episode struct {
+	active   bool
+	inFlight float64 // the most work in flight in a window of the episode
+	xBest    float64 // best throughput seen
+	knee     float64 // least work in flight with a throughput near the best
+	kneeLat  float64 // the latency at the knee
+	held     int     // windows held; 0: cutting
+	// queueCuts counts the cuts made because cutting cost no throughput.
+	queueCuts int
+	holdLat   float64 // latency when the hold began
+	// Drops and work of the held windows: the background on re-learning.
+	holdDrops, holdN int
+}
+
+type epVerdict uint8
+
+const (
+	epCut epVerdict = iota
+	epHold
+)
+
+// observe takes one window of the episode and says whether to go on
+// cutting or to hold.
+func (e *episode) observe(s *signals, atFloor bool) epVerdict {
+	if !s.hasLat {
+		return epCut
+	}
+	x := s.throughput()
+	if !e.active {
+		// The first window mixes fast completions of earlier work with
+		// slow ones of new work, and Little's law does not hold across
+		// such a change: its throughput is no reference.
+		*e = episode{active: true, inFlight: s.inFlight, knee: s.inFlight, kneeLat: s.lat}
+		return epCut
+	}
+	e.inFlight = max(e.inFlight, s.inFlight)
+	switch {
+	case x > 1.1*e.xBest:
+		e.xBest, e.knee, e.kneeLat = x, s.inFlight, s.lat
+	case x >= 0.9*e.xBest:
+		e.xBest = max(e.xBest, x)
+		if s.inFlight < e.knee {
+			e.knee, e.kneeLat = s.inFlight, s.lat
+		}
+	}
+	if e.held > 0 {
+		if s.lat > s.thresh*e.holdLat {
+			// Worse again: new congestion on top of the old.
+			*e = episode{active: true, inFlight: s.inFlight, xBest: x, knee: s.inFlight, kneeLat: s.lat}
+			return epCut
+		}
+		e.held++
+		e.holdDrops += s.drops
+		e.holdN += s.n + s.drops
+		return epHold
+	}
+	if (s.inFlight <= (1-relearnCut)*e.inFlight || atFloor) && x < holdThroughput*e.xBest {
+		e.held, e.holdLat, e.holdDrops, e.holdN = 1, s.lat, s.drops, s.n+s.drops
+		return epHold
+	}
+	return epCut
+}

@@ -1,0 +1,178 @@
+package limits
+
+import "math"
+
+// gradientState is what a Gradient has learned.
+type gradientState struct {
+	limit     float64
+	det       detector
+	slowStart bool
+	ep        episode
+	// cut remembers the signals of the window that last cut the limit,
+	// valid while cutActive.
+	cutActive          bool
+	cutRatio, cutDrops float64
+	reason             Reason
+	decisions          decisions
+	windows, relearned uint64
+}
+
+// decision is what a window does to the limit, and why.
+type decision struct {
+	limit  float64
+	reason Reason
+	ep     episode // the episode after this window
+	// On re-learning: the new baseline latency, and the drops and work
+	// that make the new background.
+	relearnLat             float64
+	relearnDrops, relearnN int
+}
+
+// decide is the whole of Gradient's policy: from a window's signals and
+// what was learned, the next limit and the reason. It changes nothing.
+func (g *Gradient) decide(s *signals) decision {
+	st, c := &g.st, &g.cfg
+	lim := st.limit
+	ep := st.ep
+	// An episode begins with congestion and lasts while the limit binds:
+	// its cuts are an experiment on the dependency.
+	if !s.congested() && !(ep.active && s.binding && s.hasLat) {
+		return g.grow(s)
+	}
+	prev := ep // before this window: what the cuts are measured against
+	if !s.ceilCong && ep.observe(s, st.limit <= float64(c.MinLimit)) == epHold {
+		if ep.held > c.RelearnWindows {
+			return decision{limit: max(lim, ep.knee), reason: ReasonRelearn,
+				relearnLat: s.lat, relearnDrops: ep.holdDrops, relearnN: ep.holdN}
+		}
+		return decision{limit: lim, reason: ReasonHold, ep: ep}
+	}
+	if !s.congested() {
+		return g.afterCut(s, prev, ep)
+	}
+	shown := prev.xBest > 0 && s.inFlight < prev.inFlight && s.throughput() >= 0.9*prev.xBest
+	if st.cutActive && s.hasLat && !shown && s.ratio <= st.cutRatio && s.dropRate() <= st.cutDrops {
+		// The window after a cut mostly holds work admitted before it:
+		// wait for the cut to show, unless it already shows (less in
+		// flight, as much throughput: the queue is ours) or nothing
+		// succeeded to show it.
+		return decision{limit: lim, reason: ReasonWait, ep: ep}
+	}
+	next, reason := lim, ReasonNone
+	if s.latCong {
+		// The gradient: admitting thresh/ratio of the work would bring
+		// the latency back to the threshold, were it all queueing. Only
+		// Smoothing of that cut applies per window, and never more than
+		// half.
+		grad := max(0.5, s.thresh/s.ratio)
+		next, reason = lim*(1-c.Smoothing*(1-grad)), ReasonCutLatency
+	}
+	if s.dropCong {
+		// Drops beyond the background cut in proportion to their excess
+		// share (the dependency served the rest in time), at least by
+		// Backoff and at most by half.
+		f := max(0.5, min(c.Backoff, 1-(s.dropRate()-st.det.bg.rate())))
+		if lim*f < next {
+			next, reason = lim*f, ReasonCutDrops
+		}
+	}
+	if s.ceilCong && lim*c.Backoff < next {
+		next, reason = lim*c.Backoff, ReasonCutCeiling
+	}
+	return decision{limit: next, reason: reason, ep: ep}
+}
+
+// afterCut decides a window without congestion in an episode, from the
+// episode before (prev) and after it (ep). By Little's law, work in flight
+// that cutting removes without losing throughput was queue: while that
+// holds the limit goes on shrinking, by Backoff (the baseline may hold
+// the very queue being cut, so the ratio to it says nothing; a small step
+// overshoots the knee by little). Once a cut costs throughput, the knee was passed: its latency
+// becomes the baseline and the limit returns to it. A throughput that
+// rose while the latency fell to the baseline is the dependency's doing
+// (it sped up): the episode ends.
+func (g *Gradient) afterCut(s *signals, prev, ep episode) decision {
+	lim, c := g.st.limit, &g.cfg
+	x := s.throughput()
+	switch {
+	case prev.xBest == 0:
+	case s.inFlight < prev.inFlight && x >= 0.9*prev.xBest && (x <= 1.1*prev.xBest || s.ratio > math.Sqrt(s.thresh)):
+		ep.queueCuts++
+		return decision{limit: lim * c.Backoff, reason: ReasonCutQueue, ep: ep}
+	case ep.queueCuts > 0 && x < 0.9*prev.xBest:
+		return decision{limit: max(lim, ep.knee), reason: ReasonRelearn,
+			relearnLat: ep.kneeLat, relearnDrops: s.drops, relearnN: s.n + s.drops}
+	}
+	return g.grow(s) // the episode ends
+}
+
+// grow returns the decision after a window without congestion: the
+// limit grows while the work in flight uses it and shows no queue.
+func (g *Gradient) grow(s *signals) decision {
+	st, c := &g.st, &g.cfg
+	lim := st.limit
+	switch {
+	case !s.hasLat:
+		return decision{limit: lim, reason: ReasonIdle}
+	case !s.used:
+		return decision{limit: lim, reason: ReasonUnused}
+	case s.ratio > math.Sqrt(s.thresh):
+		return decision{limit: lim, reason: ReasonQueue}
+	}
+	next, reason := lim+g.allowance(lim), ReasonGrow
+	switch {
+	case st.slowStart:
+		next, reason = lim*c.Growth, ReasonSlowStart
+	case s.inFlight >= regrowShare*math.Floor(lim) && s.ratio <= 1+1e-9 && st.det.unraised():
+		// No queue at all while the work in flight fills the limit (on
+		// average, not in a burst): the dependency has room (it got back
+		// servers it had lost). Not on a baseline that re-learning
+		// raised: that one is the knee of a slower dependency, where the
+		// limit already is.
+		next, reason = lim*regrowth, ReasonRegrow
+	}
+	// Not past the point where the work in flight would no longer use
+	// the limit: that is headroom nobody asked for. A limit the work in
+	// flight filled may always grow by one.
+	if capAt := max(s.peak/c.MinUtilization, s.peak+1); next > capAt {
+		next = max(lim, capAt)
+		if next == lim {
+			reason = ReasonUnused
+		}
+	}
+	return decision{limit: next, reason: reason}
+}
+
+func (g *Gradient) allowance(lim float64) float64 {
+	q := g.cfg.QueueAllowance(lim)
+	if !(q > 0) || math.IsInf(q, 0) {
+		return 0 // NaN, negative or infinite: grow by nothing
+	}
+	return q
+}
+
+// apply makes decision d the state, and learns from the window what it
+// teaches: the baseline and the background from windows without
+// congestion, both anew on re-learning.
+func (g *Gradient) apply(s *signals, d *decision) {
+	st, c := &g.st, &g.cfg
+	st.windows++
+	st.reason = d.reason
+	st.decisions[d.reason]++
+	st.ep = d.ep
+	if d.reason == ReasonRelearn {
+		st.det.relearn(d.relearnLat, d.relearnDrops, d.relearnN)
+		st.relearned++
+	} else {
+		st.det.learn(s)
+	}
+	if s.congested() || d.reason == ReasonQueue {
+		st.slowStart = false
+	}
+	if d.reason.IsCut() {
+		st.cutActive, st.cutRatio, st.cutDrops = true, s.ratio, s.dropRate()
+	} else if d.limit >= st.limit {
+		st.cutActive = false
+	}
+	st.limit = min(max(d.limit, float64(c.MinLimit)), float64(c.MaxLimit))
+}

@@ -1,0 +1,80 @@
+package limits
+
+// Reason says what a window did to an adaptive limit, and why. Each
+// closed window has exactly one.
+type Reason uint8
+
+const (
+	// ReasonNone: no window has closed yet.
+	ReasonNone Reason = iota
+	// ReasonIdle: too few timed successes and no drops: nothing learned,
+	// the limit holds.
+	ReasonIdle
+	// ReasonUnused: no congestion, but the work in flight stayed below
+	// MinUtilization x limit: nothing learned about capacity, the limit
+	// holds.
+	ReasonUnused
+	// ReasonQueue: the latency is above the baseline, by less than
+	// congestion: a queue may be forming, so the limit holds (and slow
+	// start ends).
+	ReasonQueue
+	// ReasonSlowStart: no congestion yet: the limit multiplies by Growth.
+	ReasonSlowStart
+	// ReasonGrow: no congestion and the limit in use: it grows by the
+	// queue allowance (Gradient) or Increase (AIMD).
+	ReasonGrow
+	// ReasonRegrow: the limit binds while the latency is at or below the
+	// baseline (no queue at all), or AIMD returns to where its last run of
+	// cuts began: it grows multiplicatively.
+	ReasonRegrow
+	// ReasonWait: the window after a cut is congested, but no worse than
+	// the window that caused the cut: most of its work was admitted before
+	// the cut, so the limit waits for the cut to show.
+	ReasonWait
+	// ReasonCutLatency: the latency is clearly above the baseline: the
+	// limit shrinks in proportion to the excess.
+	ReasonCutLatency
+	// ReasonCutQueue: the latency is back within the threshold but still
+	// above the baseline, and the episode's cuts cost no throughput: the
+	// rest is queue too, and the limit goes on shrinking.
+	ReasonCutQueue
+	// ReasonCutDrops: clearly more work was dropped than the background
+	// explains: the limit shrinks by Backoff.
+	ReasonCutDrops
+	// ReasonCutCeiling: the latency is above LatencyCeiling: the limit
+	// shrinks by Backoff.
+	ReasonCutCeiling
+	// ReasonHold: congestion that admitting less did not reduce: the
+	// limit holds while the episode shows whether it is the dependency's
+	// new normal.
+	ReasonHold
+	// ReasonRelearn: the held congestion is the dependency's new normal:
+	// its latency (and drop rate) become the baseline (and background)
+	// and the limit returns to the knee of the episode.
+	ReasonRelearn
+	// NumReasons is the number of reasons; Reason values are below it.
+	NumReasons
+)
+
+var reasonNames = [NumReasons]string{"none", "idle", "unused", "queue", "slow-start", "grow", "regrow", "wait", "cut-latency", "cut-queue", "cut-drops", "cut-ceiling", "hold", "relearn"}
+
+// String returns the reason's name, as used in metrics and the simulator.
+func (r Reason) String() string {
+	if r < NumReasons {
+		return reasonNames[r]
+	}
+	return "unknown"
+}
+
+// IsCut reports whether the reason lowers the limit.
+func (r Reason) IsCut() bool { return r >= ReasonCutLatency && r <= ReasonCutCeiling }
+
+// decisions counts windows by the reason of their decision.
+type decisions [NumReasons]uint64
+
+// each calls f with every reason's name and count, in Reason order.
+func (d *decisions) each(f func(reason string, windows uint64)) {
+	for r := Reason(1); r < NumReasons; r++ {
+		f(r.String(), d[r])
+	}
+}

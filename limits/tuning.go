@@ -1,0 +1,44 @@
+package limits
+
+// The internal constants of the adaptive limits, in one place: each is a
+// share or a count that the configuration does not expose, with the
+// reason for its value. The scenario families of sim/ (make sim-family)
+// judge them; a rule whose effect stays within the noise there goes.
+const (
+	// steadyShare: a window whose mean work in flight is within this
+	// share of the last window's is steady. Completions of a window in
+	// which the work in flight grew or fell by more are a biased sample
+	// of the dependency's latency (the fast part of new work, or the slow
+	// rest of old work).
+	steadyShare = 0.25
+
+	// relearnCut and holdThroughput: once the work in flight fell by
+	// relearnCut since a congestion episode began (or the limit reached
+	// its floor) and the throughput fell below holdThroughput of the
+	// episode's best, admitting less has cut into useful work rather than
+	// into a queue: the latency (or drops) are the dependency's. 40% is
+	// far beyond the noise of a window's throughput; 85% is where the
+	// loss is more than that noise.
+	relearnCut     = 0.4
+	holdThroughput = 0.85
+
+	// learningDrops: while the background is unknown (the first
+	// BaselineWindows windows), a drop rate up to it is taken for one.
+	// The deadlines that a heavy tail misses on its own stay under it
+	// unless the deadline is within a few medians; above it, a service
+	// that collapses under its first limit must cut.
+	learningDrops = 0.2
+
+	// raisedShare: a baseline that re-learning raised is the faster
+	// dependency's again once it falls back within this factor of the
+	// baseline before the raise.
+	raisedShare = 1.2
+
+	// regrowth multiplies the limit per window while the mean work in
+	// flight is at least regrowShare of it and the latency at or below
+	// an unraised baseline: the dependency has room (it got back servers
+	// it had lost), and growing by the queue allowance would take minutes
+	// to find it.
+	regrowth    = 1.5
+	regrowShare = 0.8
+)
