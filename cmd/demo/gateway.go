@@ -29,6 +29,7 @@ type gateway struct {
 	mode     string
 	lim      *shed.Limiter
 	reg      metric.Registration
+	limReg   metric.Registration
 	client   *http.Client
 	upstream string
 	inflight atomic.Int64
@@ -84,6 +85,9 @@ func startGateway(ctx context.Context, cfg gatewayConfig) (*gateway, error) {
 			return nil, err
 		}
 		if g.reg, err = metrics.Register(g.lim); err != nil {
+			return nil, err
+		}
+		if g.limReg, err = metrics.RegisterLimit(gradient); err != nil {
 			return nil, err
 		}
 		mw, err := nethttp.New(nethttp.Config{
@@ -207,6 +211,9 @@ func (g *gateway) gauges() gauges {
 
 func (g *gateway) close(ctx context.Context) error {
 	err := g.srv.Shutdown(ctx)
+	if g.limReg != nil {
+		err = errors.Join(err, g.limReg.Unregister())
+	}
 	if g.reg != nil {
 		err = errors.Join(err, g.reg.Unregister())
 	}

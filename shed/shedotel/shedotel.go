@@ -220,3 +220,41 @@ func (m *Metrics) Register(l *shed.Limiter) (metric.Registration, error) {
 		return nil
 	}, limit, budget, inflight, cost, depth, decisions, releases)
 }
+
+// AttrLimitReason is the reason of an adaptive limit's decision
+// (limits.Reason.String(): grow, cut-latency, relearn, ...).
+const AttrLimitReason = attribute.Key("shedkit.limit.reason")
+
+// LimitDecisions is implemented by the adaptive limits of package limits
+// (Gradient, AIMD): the windows they closed, counted by the reason of the
+// decision each led to.
+type LimitDecisions interface {
+	Decisions(f func(reason string, windows uint64))
+}
+
+// RegisterLimit exports src's decisions as the counter
+// shedkit.admission.limit.decisions, by shedkit.limit.reason: which rule
+// moved the limit, and how often. Unregister the result to stop.
+func (m *Metrics) RegisterLimit(src LimitDecisions) (metric.Registration, error) {
+	if src == nil {
+		return nil, errors.New("shedotel: RegisterLimit: nil source")
+	}
+	decisions, err := m.meter.Int64ObservableCounter("shedkit.admission.limit.decisions", metric.WithUnit("{window}"),
+		metric.WithDescription("Windows closed by the adaptive limit, by the reason of the decision they led to."))
+	if err != nil {
+		return nil, fmt.Errorf("shedotel: %w", err)
+	}
+	lim := AttrLimiter.String(m.name)
+	sets := map[string]attribute.Set{}
+	src.Decisions(func(reason string, _ uint64) {
+		sets[reason] = attribute.NewSet(lim, AttrLimitReason.String(reason))
+	})
+	return m.meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		src.Decisions(func(reason string, n uint64) {
+			if s, ok := sets[reason]; ok && n > 0 {
+				o.ObserveInt64(decisions, int64(n), metric.WithAttributeSet(s))
+			}
+		})
+		return nil
+	}, decisions)
+}

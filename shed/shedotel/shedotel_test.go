@@ -9,6 +9,7 @@ import (
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
+	"github.com/shedkit/shedkit/limits"
 	"github.com/shedkit/shedkit/shed"
 	"github.com/shedkit/shedkit/shed/shedotel"
 )
@@ -174,5 +175,41 @@ func TestRegisterNil(t *testing.T) {
 	}
 	if _, err := m.Register(nil); err == nil {
 		t.Fatal("Register(nil) succeeded")
+	}
+}
+
+// RegisterLimit exports an adaptive limit's windows by the reason of its
+// decisions.
+func TestRegisterLimit(t *testing.T) {
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
+	m, err := shedotel.New(shedotel.Config{MeterProvider: mp, Name: "gw"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := limits.NewGradient(limits.GradientConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, err := m.RegisterLimit(g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reg.Unregister()
+	now := t0
+	g.Observe(shed.Sample{Now: now})
+	for range 3 { // three windows of slow start
+		for range 40 {
+			now = now.Add(25 * time.Millisecond)
+			g.Observe(shed.Sample{Now: now, Timed: true, Latency: 10 * time.Millisecond, InFlight: g.Limit()})
+		}
+	}
+	got := collect(t, reader)["shedkit.admission.limit.decisions"]
+	if v := value(t, got, shedotel.AttrLimiter.String("gw"), shedotel.AttrLimitReason.String("slow-start")); v != 3 {
+		t.Fatalf("slow-start windows: %v, want 3", v)
+	}
+	if _, err := m.RegisterLimit(nil); err == nil {
+		t.Fatal("RegisterLimit(nil) accepted")
 	}
 }
