@@ -8,14 +8,14 @@ STATICCHECK_VERSION ?= v0.8.2
 JAEGER_VERSION ?= v1.75.0
 JAEGER_BIN     := .cache/bin/jaeger-$(JAEGER_VERSION)
 
-.PHONY: help test fmtcheck vet bench cover lint demo jaeger jaeger-build demo-traces e2e dashboards-check sim sim-check bench-peers sim-peers test-bench test-grpc soak fuzz
+.PHONY: help test fmtcheck vet bench cover lint demo jaeger jaeger-build demo-traces e2e dashboards-check sim sim-check bench-peers sim-peers sim-family test-bench test-grpc soak fuzz
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
 
 test: fmtcheck vet ## gofmt check, go vet, every test with the race detector (all three modules, the 10-second soak included), and the simulation suite's ranges without it
 	$(GO) test -race -count=1 -timeout 12m ./...
-	$(GO) test -count=1 -run 'TestSuiteExpectations|TestNoPeerDominates' ./sim/
+	$(GO) test -count=1 -run 'TestSuiteExpectations|TestNoPeerDominates|TestFamilySample' ./sim/
 	$(MAKE) --no-print-directory test-bench
 	$(MAKE) --no-print-directory test-grpc
 
@@ -33,6 +33,17 @@ bench-peers: ## hot path against x/sync/semaphore, go-concurrency-limits and fai
 
 sim-peers: ## the simulator suite with the peers, failsafe-go included (module bench/)
 	cd bench && $(GO) run ./cmd/shedsim -suite -policies 'static;shedkit-gradient;shedkit-aimd;gcl-gradient2;gcl-aimd;failsafe-adaptive' -out ../out/sim-peers
+
+# The peers compared warm ({warm}: an initial limit at the healthy work in
+# flight) and with the room each instance needs ({max}).
+FAMILY_POLICIES := none;static;shedkit-gradient;shedkit-aimd;gcl-gradient2:initial={warm},min=1,max={max};gcl-vegas:initial={warm},max={max};gcl-aimd:initial={warm},max={max};failsafe-adaptive:initial={warm},max={max}
+FAMILY_N ?= 200
+
+sim-family: ## the healthy and incident scenario families (FAMILY_N=200 instances each) with every peer: distributions, CSV and charts under out/sim-family, reports copied to bench/results (module bench/, about an hour on 2 cores)
+	cd bench && $(GO) run ./cmd/shedsim -family healthy -n $(FAMILY_N) -policies '$(FAMILY_POLICIES)' -out ../out/sim-family -quiet
+	cd bench && $(GO) run ./cmd/shedsim -family incident -n $(FAMILY_N) -policies '$(FAMILY_POLICIES)' -out ../out/sim-family -quiet
+	cp out/sim-family/family-healthy.txt bench/results/family-healthy.txt
+	cp out/sim-family/family-incident.txt bench/results/family-incident.txt
 
 test-bench: ## vet and test the bench/ module: peers, and the 10-second loopback soak (not part of the library)
 	cd bench && $(GO) vet ./... && $(GO) test -race -count=1 -timeout 5m ./...

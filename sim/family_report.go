@@ -54,11 +54,16 @@ func IsPeer(spec string) bool {
 	return strings.HasPrefix(spec, "gcl-") || strings.HasPrefix(spec, "failsafe-")
 }
 
+// minReference: a reference below this share of the ideal (an outage in
+// which nothing could be served, say) judges nothing; such instances are
+// left out of the relative figures.
+const minReference = 0.05
+
 // Reference returns, per instance, the goodput the family judges the
 // policies against: in the healthy family the better of no limit and the
 // static limit at capacity over the run, in the incident family the
 // static limit's during the trigger (NaN where those policies were not
-// run or the reference is zero).
+// run or the reference is below minReference).
 func (res *FamilyResult) Reference() []float64 {
 	out := make([]float64, len(res.Instances))
 	none, static := res.policyIndex("none"), res.policyIndex("static")
@@ -74,7 +79,7 @@ func (res *FamilyResult) Reference() []float64 {
 		case static >= 0:
 			out[i] = s[static].GoodputRatio
 		}
-		if !(out[i] > 0) {
+		if !(out[i] >= minReference) {
 			out[i] = math.NaN()
 		}
 	}
@@ -104,6 +109,9 @@ func (res *FamilyResult) Relative(p int) []float64 {
 	}
 	return j
 }
+
+// maxLossesShown bounds the losses to the peers listed in the report.
+const maxLossesShown = 25
 
 // peerMargin: a policy is at least as good as a peer when its judged
 // goodput is no more than this below the peer's (a share of the ideal).
@@ -169,7 +177,7 @@ func statTable(w io.Writer, res *FamilyResult, f func(int) []float64, below floa
 		st := familyStat(f(p), below)
 		rows = append(rows, []string{spec, strconv.Itoa(st.N), pct(st.Min), pct(st.P10), pct(st.Median), pct(st.Mean), strconv.Itoa(st.Below) + " "})
 	}
-	writeAligned(w, header, rows, 1, 0)
+	writeAligned(w, header, rows, 1, -1)
 }
 
 func recoveryTable(w io.Writer, res *FamilyResult) {
@@ -193,11 +201,15 @@ func recoveryTable(w io.Writer, res *FamilyResult) {
 			if len(xs) == 0 {
 				return "-"
 			}
-			return secs(nanTo(xs[max(int(math.Ceil(p*float64(len(xs))))-1, 0)], 0))
+			v := xs[max(int(math.Ceil(p*float64(len(xs))))-1, 0)]
+			if v == math.MaxFloat64 {
+				return "never"
+			}
+			return secs(v)
 		}
 		rows = append(rows, []string{spec, q(0.5), q(0.9), strconv.Itoa(never) + " "})
 	}
-	writeAligned(w, header, rows, 1, 0)
+	writeAligned(w, header, rows, 1, -1)
 }
 
 func peerTable(w io.Writer, res *FamilyResult) {
@@ -215,7 +227,11 @@ func peerTable(w io.Writer, res *FamilyResult) {
 		}
 		losses, n := res.AgainstPeers(p)
 		fmt.Fprintf(w, "  %s: %d of %d (%.0f%%)\n", spec, n-len(losses), n, 100*float64(n-len(losses))/float64(max(n, 1)))
-		for _, i := range losses {
+		for k, i := range losses {
+			if k == maxLossesShown {
+				fmt.Fprintf(w, "    ... and %d more (the CSV has every instance)\n", len(losses)-k)
+				break
+			}
 			fmt.Fprintf(w, "    loses #%d (%s vs best peer %s): %s\n", res.Instances[i].Index,
 				pct(res.Judged(p)[i]), pct(res.bestPeer(i)), res.Instances[i].Traits)
 		}

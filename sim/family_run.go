@@ -42,7 +42,8 @@ type FamilyResult struct {
 // are given: no limit and the oracle (the references), shedkit's limits at
 // their defaults, and go-concurrency-limits' started converged ({warm})
 // with the room the instance needs ({max}).
-var DefaultFamilyPolicies = []string{"none", "static", "shedkit-gradient", "shedkit-aimd"}
+var DefaultFamilyPolicies = []string{"none", "static", "shedkit-gradient", "shedkit-aimd",
+	"gcl-gradient2:initial={warm},min=1,max={max}", "gcl-vegas:initial={warm},max={max}", "gcl-aimd:initial={warm},max={max}"}
 
 // InstancePolicy builds the policy of spec for an instance of traits t:
 // {warm} and {max} in spec stand for t.Warm and t.Max.

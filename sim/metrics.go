@@ -45,6 +45,11 @@ type Row struct {
 	// Ideal is the goodput the upstream could have delivered (see
 	// Summary.Ideal).
 	Ideal float64
+	// LimitCuts and LimitRelearns count the adaptive limits' windows
+	// (all replicas) whose decision cut the limit, or re-learned the
+	// dependency's latency as its new normal (limits.Reason); zero for
+	// sources that do not report their decisions.
+	LimitCuts, LimitRelearns int64
 	// AdmittedP99 is the 99th percentile of the time admitted requests
 	// spent in the service (queue wait included).
 	AdmittedP99 float64
@@ -111,6 +116,34 @@ type recorder struct {
 	rows      []Row
 	upPresent int
 	inFlight  int
+	// cuts and relearns: the decisions counted so far, all replicas.
+	cuts, relearns uint64
+}
+
+// decider is a limit source that counts its windows by the reason of
+// their decision (limits.Gradient and limits.AIMD).
+type decider interface {
+	Decisions(f func(reason string, windows uint64))
+}
+
+// decisionTotals sums, over the replicas, the windows whose decision cut
+// the limit and those that re-learned the dependency.
+func decisionTotals(e *engine) (cuts, relearns uint64) {
+	for i := range e.replicas {
+		d, ok := e.replicas[i].src.(decider)
+		if !ok {
+			continue
+		}
+		d.Decisions(func(reason string, n uint64) {
+			switch {
+			case strings.HasPrefix(reason, "cut-"):
+				cuts += n
+			case reason == "relearn":
+				relearns += n
+			}
+		})
+	}
+	return cuts, relearns
 }
 
 func (r *recorder) init(sc *Scenario) {
@@ -276,6 +309,9 @@ func (r *recorder) tick(e *engine) {
 			P50: a.lat[c].quantile(0.5) / 1e9, P99: a.lat[c].quantile(0.99) / 1e9,
 		}
 	}
+	cuts, relearns := decisionTotals(e)
+	row.LimitCuts, row.LimitRelearns = int64(cuts-r.cuts), int64(relearns-r.relearns)
+	r.cuts, r.relearns = cuts, relearns
 	r.rows = append(r.rows, row)
 	a.reset()
 }

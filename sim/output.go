@@ -40,7 +40,7 @@ func SeriesColumns(sc *Scenario) []string {
 		cols = append(cols, "rejected_"+r.String())
 	}
 	cols = append(cols, "completed", "goodput", "ideal", "timeouts", "failed", "retries", "jobs", "wasted",
-		"in_flight", "upstream_in_flight", "limit", "admitted_p99")
+		"in_flight", "upstream_in_flight", "limit", "admitted_p99", "limit_cuts", "limit_relearns")
 	for _, c := range sc.Classes {
 		for _, m := range []string{"offered", "goodput", "timeouts", "failed", "p50", "p99"} {
 			cols = append(cols, c.Name+"_"+m)
@@ -75,6 +75,8 @@ func appendRow(b []byte, row *Row, sep byte, f func([]byte, float64) []byte) []b
 	x(row.UpstreamInFlight)
 	x(row.Limit)
 	x(row.AdmittedP99)
+	i(row.LimitCuts)
+	i(row.LimitRelearns)
 	for _, c := range row.Classes {
 		i(c.Offered)
 		i(c.Goodput)
@@ -342,7 +344,8 @@ func WriteTable(w io.Writer, sums []*Summary) error {
 
 // writeAligned writes rows under header as aligned columns: the first
 // left columns left-aligned, the others right-aligned, the last one as
-// is; a blank line separates groups of rows whose column group differs.
+// is; a blank line separates groups of rows whose column group differs
+// (none when group is negative).
 func writeAligned(w io.Writer, header []string, rows [][]string, left, group int) error {
 	width := make([]int, len(header))
 	for i, h := range header {
@@ -375,10 +378,12 @@ func writeAligned(w io.Writer, header []string, rows [][]string, left, group int
 	line(header)
 	prev := ""
 	for i, r := range rows {
-		if i > 0 && r[group] != prev {
-			bw.WriteByte('\n')
+		if group >= 0 {
+			if i > 0 && r[group] != prev {
+				bw.WriteByte('\n')
+			}
+			prev = r[group]
 		}
-		prev = r[group]
 		line(r)
 	}
 	return bw.Flush()

@@ -263,7 +263,7 @@ func init() {
 			}), nil
 		})
 	RegisterPolicy("shedkit-gradient", "shedkit limits.Gradient (defaults of limits.GradientConfig)",
-		append([]string{"initial", "min", "max", "tolerance", "smoothing", "growth", "backoff", "ceiling", "drop_tolerance", "min_utilization", "relearn", "baseline"}, windowParams...),
+		append([]string{"initial", "min", "max", "tolerance", "significance", "smoothing", "growth", "backoff", "ceiling", "drop_tolerance", "min_utilization", "relearn", "baseline"}, windowParams...),
 		func(p map[string]string) (Policy, error) {
 			r := paramReader{policy: "shedkit-gradient", p: p}
 			var c limits.GradientConfig
@@ -271,6 +271,7 @@ func init() {
 			r.int("min", &c.MinLimit)
 			r.int("max", &c.MaxLimit)
 			r.float("tolerance", &c.Tolerance)
+			r.float("significance", &c.Significance)
 			r.float("smoothing", &c.Smoothing)
 			r.float("growth", &c.Growth)
 			r.float("backoff", &c.Backoff)
@@ -288,8 +289,8 @@ func init() {
 			}
 			return sourcePolicy(CanonicalPolicyName("shedkit-gradient", p), func() (shed.LimitSource, error) { return limits.NewGradient(c) }), nil
 		})
-	RegisterPolicy("shedkit-aimd", "shedkit limits.AIMD (defaults of limits.AIMDConfig: drops only, no latency threshold)",
-		append([]string{"initial", "min", "max", "increase", "backoff", "threshold", "drop_tolerance", "min_utilization"}, windowParams...),
+	RegisterPolicy("shedkit-aimd", "shedkit limits.AIMD (defaults of limits.AIMDConfig: drops and a latency learned from its baseline; threshold=-1ms for drops only)",
+		append([]string{"initial", "min", "max", "increase", "backoff", "threshold", "tolerance", "drop_tolerance", "min_utilization"}, windowParams...),
 		func(p map[string]string) (Policy, error) {
 			r := paramReader{policy: "shedkit-aimd", p: p}
 			var c limits.AIMDConfig
@@ -299,6 +300,7 @@ func init() {
 			r.int("increase", &c.Increase)
 			r.float("backoff", &c.Backoff)
 			r.duration("threshold", &c.LatencyThreshold)
+			r.float("tolerance", &c.LatencyTolerance)
 			r.float("drop_tolerance", &c.DropTolerance)
 			r.float("min_utilization", &c.MinUtilization)
 			r.window(&c.Window)

@@ -33,7 +33,7 @@ func TestParseScenarioErrors(t *testing.T) {
 		{"missing sigma", strings.Replace(validYAML, ", sigma: 0.5", "", 1), `f.yaml:8:17: upstream.service_time.sigma: a lognormal distribution needs sigma`},
 		{"wrong dist param", strings.Replace(validYAML, "median: 50ms, sigma: 0.5", "median: 50ms, sigma: 0.5, max: 1s", 1), `f.yaml:8:66: upstream.service_time.max: not a parameter of a lognormal distribution (it takes median, mean, sigma)`},
 		{"no dist", strings.Replace(validYAML, "{dist: lognormal, median: 50ms, sigma: 0.5}", "{median: 50ms}", 1), `f.yaml:8:17: upstream.service_time.dist: a distribution needs dist`},
-		{"unknown dist", strings.Replace(validYAML, "dist: lognormal", "dist: gaussian", 1), `f.yaml:8:24: upstream.service_time.dist: want one of constant, exponential, lognormal, uniform, got "gaussian"`},
+		{"unknown dist", strings.Replace(validYAML, "dist: lognormal", "dist: gaussian", 1), `f.yaml:8:24: upstream.service_time.dist: want one of constant, exponential, lognormal, uniform, pareto, bimodal, got "gaussian"`},
 		{"invalid value", strings.Replace(validYAML, "capacity: 10", "capacity: 0", 1), `f.yaml:7:13: upstream.capacity: must be in [1, 1000000], got 0`},
 		{"missing required", strings.Replace(validYAML, "duration: 60s\n", "", 1), `f.yaml: duration: must be > 0, got 0s`},
 		{"event past the end", validYAML + "  events:\n    - {at: 50s, for: 20s, slowdown: 3}\n", `f.yaml:10:7: upstream.events[0]: needs at >= 0, for > 0 and at+for <= duration (1m0s), got at 50s for 20s`},
