@@ -342,13 +342,14 @@ func TestTransportDeadline(t *testing.T) {
 	})
 	t.Run("previous attempt duration counts", func(t *testing.T) {
 		up := newUpstream(t, func(_ int, w http.ResponseWriter, _ *http.Request) {
-			time.Sleep(700 * time.Millisecond)
+			time.Sleep(1800 * time.Millisecond)
 			w.WriteHeader(503)
 		})
 		tr, _ := testTransport(t, TransportConfig{})
-		// About 300ms left after a 700ms attempt: the retry (25ms wait +
-		// about 700ms) cannot finish before the deadline.
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		// About 1.2s left after a 1.8s attempt: the retry (25ms wait +
+		// about 1.8s) cannot finish before the deadline. (The margin lets
+		// a loaded machine take a second longer over the first attempt.)
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 		defer cancel()
 		_, _, rep, err := do(t, tr, get(t, up.url()).WithContext(ctx))
 		if err != nil || rep.Denied != ReasonDeadline || up.hits.Load() != 1 {

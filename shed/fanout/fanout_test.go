@@ -560,9 +560,12 @@ func TestPermitWait(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The wait ends in the queue (queue_timeout), or, on a machine slow
+	// enough that less than the expected wait is left when the request
+	// reaches the limiter, at the door (deadline_too_short).
 	var rej *shed.Rejection
-	if !errors.As(got.Err, &rej) || rej.Reason != shed.ReasonQueueTimeout || rej.ClassName != "api" {
-		t.Errorf("item err = %v, want a queue_timeout rejection of class api", got.Err)
+	if !errors.As(got.Err, &rej) || (rej.Reason != shed.ReasonQueueTimeout && rej.Reason != shed.ReasonDeadline) || rej.ClassName != "api" {
+		t.Errorf("item err = %v, want a queue_timeout (or deadline_too_short) rejection of class api", got.Err)
 	}
 	if n := l.Snapshot().Queued; n != 0 {
 		t.Errorf("%d requests still queued", n)
