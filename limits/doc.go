@@ -91,9 +91,6 @@
 //     time), by Backoff at least and by half at most.
 //   - cut-ceiling: a latency above LatencyCeiling: the limit shrinks by
 //     Backoff, whatever the episode shows.
-//   - wait: the window after a cut mostly holds work admitted before it;
-//     when it is no worse than the window that caused the cut, the limit
-//     waits for the cut to show, unless it already shows.
 //
 // A congestion starts an episode, which lasts while windows are congested
 // or the limit binds: its cuts are an experiment on the dependency, read

@@ -33,9 +33,8 @@ func ExampleNewGradient() {
 		fmt.Print(g.Limit(), " ")
 	}
 	fmt.Println(g.State().Reason)
-	// The dependency slows down to 25 ms: the limit shrinks. The window
-	// right after a cut is no worse than the one that caused it (the cut
-	// has not shown yet), so the limit waits before cutting again.
+	// The dependency slows down to 25 ms: the limit shrinks in proportion
+	// to the excess latency, a quarter at most per window.
 	for range 3 {
 		feedWindow(g, &now, 25*time.Millisecond, 300)
 		fmt.Print(g.Limit(), " ")
@@ -51,8 +50,8 @@ func ExampleNewGradient() {
 	fmt.Println(g.State().Reason)
 	// Output:
 	// 40 80 160 320 600 slow-start
-	// 450 450 337 cut-latency
-	// 506 528 grow
+	// 450 337 253 cut-latency
+	// 379 399 grow
 }
 
 func ExampleNewAIMD() {

@@ -4,14 +4,10 @@ import "math"
 
 // gradientState is what a Gradient has learned.
 type gradientState struct {
-	limit     float64
-	det       detector
-	slowStart bool
-	ep        episode
-	// cut remembers the signals of the window that last cut the limit,
-	// valid while cutActive.
-	cutActive          bool
-	cutRatio, cutDrops float64
+	limit              float64
+	det                detector
+	slowStart          bool
+	ep                 episode
 	reason             Reason
 	decisions          decisions
 	windows, relearned uint64
@@ -49,14 +45,6 @@ func (g *Gradient) decide(s *signals) decision {
 	}
 	if !s.congested() {
 		return g.afterCut(s, prev, ep)
-	}
-	shown := prev.xBest > 0 && s.inFlight < prev.inFlight && s.throughput() >= 0.9*prev.xBest
-	if st.cutActive && s.hasLat && !shown && s.ratio <= st.cutRatio && s.dropRate() <= st.cutDrops {
-		// The window after a cut mostly holds work admitted before it:
-		// wait for the cut to show, unless it already shows (less in
-		// flight, as much throughput: the queue is ours) or nothing
-		// succeeded to show it.
-		return decision{limit: lim, reason: ReasonWait, ep: ep}
 	}
 	next, reason := lim, ReasonNone
 	if s.latCong {
@@ -168,11 +156,6 @@ func (g *Gradient) apply(s *signals, d *decision) {
 	}
 	if s.congested() || d.reason == ReasonQueue {
 		st.slowStart = false
-	}
-	if d.reason.IsCut() {
-		st.cutActive, st.cutRatio, st.cutDrops = true, s.ratio, s.dropRate()
-	} else if d.limit >= st.limit {
-		st.cutActive = false
 	}
 	st.limit = min(max(d.limit, float64(c.MinLimit)), float64(c.MaxLimit))
 }

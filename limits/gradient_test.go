@@ -172,18 +172,13 @@ func TestGradientRules(t *testing.T) {
 			t.Fatalf("limit %d -> %d, reason %s: want held, queue", before, got, g.State().Reason)
 		}
 	})
-	t.Run("cut by the gradient, then wait for it to show", func(t *testing.T) {
+	t.Run("cut by the gradient", func(t *testing.T) {
 		g, f := learned(t, GradientConfig{})
 		before := g.State().Limit
 		f.window(200, 0, 1000, constant(20*ms))
 		// 1 - Smoothing x (1 - Tolerance / ratio) = 1 - 0.5 x (1 - 1.2/2)
 		if st := g.State(); math.Abs(st.Limit-0.8*before) > 1e-9 || st.Reason != ReasonCutLatency {
 			t.Fatalf("limit %.2f -> %.2f (%s), want x0.8 by cut-latency", before, st.Limit, st.Reason)
-		}
-		cut := g.State().Limit
-		f.window(200, 0, 1000, constant(20*ms))
-		if st := g.State(); st.Limit != cut || st.Reason != ReasonWait {
-			t.Fatalf("the window after the cut: %.2f (%s), want %.2f by wait", st.Limit, st.Reason, cut)
 		}
 	})
 	t.Run("drops beyond the background cut in proportion", func(t *testing.T) {
@@ -263,9 +258,9 @@ func TestGradientRelearnsASlowerDependency(t *testing.T) {
 		t.Fatalf("after re-learning: %+v, want the baseline at 40 ms", st)
 	}
 	// Needed now: 10,000/s x 40 ms = 400 in flight; the limit grows
-	// back toward it from the knee of the episode.
-	if got := g.Limit(); got < 200 || g.State().Reason != ReasonGrow {
-		t.Fatalf("limit %d (%s) 15 windows after re-learning, want growing past the 200 it had", got, g.State().Reason)
+	// back to it from the knee of the episode.
+	if got := g.Limit(); got < 400 {
+		t.Fatalf("limit %d (%s) 15 windows after re-learning, want the 400 in flight the slower dependency needs", got, g.State().Reason)
 	}
 }
 

@@ -27,10 +27,6 @@ const (
 	// baseline (no queue at all), or AIMD returns to where its last run of
 	// cuts began: it grows multiplicatively.
 	ReasonRegrow
-	// ReasonWait: the window after a cut is congested, but no worse than
-	// the window that caused the cut: most of its work was admitted before
-	// the cut, so the limit waits for the cut to show.
-	ReasonWait
 	// ReasonCutLatency: the latency is clearly above the baseline: the
 	// limit shrinks in proportion to the excess.
 	ReasonCutLatency
@@ -56,7 +52,7 @@ const (
 	NumReasons
 )
 
-var reasonNames = [NumReasons]string{"none", "idle", "unused", "queue", "slow-start", "grow", "regrow", "wait", "cut-latency", "cut-queue", "cut-drops", "cut-ceiling", "hold", "relearn"}
+var reasonNames = [NumReasons]string{"none", "idle", "unused", "queue", "slow-start", "grow", "regrow", "cut-latency", "cut-queue", "cut-drops", "cut-ceiling", "hold", "relearn"}
 
 // String returns the reason's name, as used in metrics and the simulator.
 func (r Reason) String() string {
