@@ -149,6 +149,15 @@ func (d *detector) learn(s *signals) {
 		// Learning: a plain mean of the first windows, whatever they show,
 		// so that a few fast ones at the start do not set it low for good.
 		d.base.add(x)
+	case d.raised && s.lat*s.lat <= d.lowered*d.base.value():
+		// A dependency re-learned as slower is back nearer its faster
+		// latency than the slow one: take the faster baseline back at
+		// once. Whatever is left above it is a queue the limit admits
+		// (cut as usual) or a new normal (re-learned as usual); stepping
+		// the baseline down instead would stop on that queue, since the
+		// latency falls only as far as the limit lets it.
+		d.base.reset(math.Log(d.lowered))
+		d.raised = false
 	case s.ratio < 1/s.thresh:
 		// Clearly faster than the baseline: the dependency sped up.
 		d.base.follow(x, 0.5)

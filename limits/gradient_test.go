@@ -313,3 +313,36 @@ func TestZeroValues(t *testing.T) {
 	_ = g.State()
 	_ = a.State()
 }
+
+// TestGradientForgetsTheSlowdown: after a ten-fold slowdown that was
+// re-learned, a dependency back at its healthy latency gets its healthy
+// baseline back, so the limit does not settle on a queue of its own.
+func TestGradientForgetsTheSlowdown(t *testing.T) {
+	g, err := NewGradient(GradientConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := newModel(100_000, healthyLatency)
+	m.latency = knee(healthyLatency, 500)
+	m.run(g, 100)
+	before := g.State()
+	t.Logf("healthy: %+v", before)
+
+	m.latency = knee(10*healthyLatency, 500)
+	slow := m.run(g, 30)
+	t.Logf("slowed ten-fold: %v", slow)
+	if st := g.State(); st.Relearned == 0 {
+		t.Fatalf("the slowdown was not re-learned: %+v", st)
+	}
+
+	m.latency = knee(healthyLatency, 500)
+	back := m.run(g, 60)
+	t.Logf("recovered: %v", back)
+	st := g.State()
+	if st.Baseline > before.Baseline*11/10 {
+		t.Fatalf("baseline %v after recovery, want near the healthy %v", st.Baseline, before.Baseline)
+	}
+	if hi := slices.Max(back[30:]); hi > 650 {
+		t.Fatalf("limit up to %d in the last 30 windows after recovery, want <= 650 (knee 500, tolerance 1.2)", hi)
+	}
+}
