@@ -9,14 +9,17 @@ import (
 // and capacity is short. It returns a permit, a *Rejection (for example
 // ReasonQueueFull, ReasonQueueTimeout, ReasonDeadline), or ctx's error if
 // ctx ends first. The context's deadline is the request's deadline unless
-// req.Deadline is set.
+// req.Deadline is set. A ctx whose deadline has already passed gets a
+// ReasonDeadline rejection (counted and observed as one, but for a dry
+// run, which returns ctx's error as for any ended ctx); a ctx cancelled
+// otherwise gets its error.
 //
 // When ctx ends at the same moment a permit is granted, the permit is
 // released (Ignored) and ctx's error is returned: the caller never has to
 // release a permit it did not receive.
 func (l *Limiter) Acquire(ctx context.Context, req Request) (Permit, error) {
 	if err := ctx.Err(); err != nil {
-		return Permit{}, err
+		return Permit{}, l.ended(req, err)
 	}
 	if req.Deadline.IsZero() {
 		if d, ok := ctx.Deadline(); ok {
@@ -77,6 +80,24 @@ func (l *Limiter) Acquire(ctx context.Context, req Request) (Permit, error) {
 	}
 }
 
+// ended returns the error of Acquire for a request whose ctx ended (with
+// err) before it asked: a ReasonDeadline rejection when its deadline
+// passed, since that is what the limiter would have decided, and err for a
+// cancellation, a dry run or a malformed request.
+func (l *Limiter) ended(req Request, err error) error {
+	if err != context.DeadlineExceeded || l.dryRun {
+		return err
+	}
+	cost, cerr := l.check(req)
+	if cerr != nil {
+		return cerr
+	}
+	if l.drainStarted.Load() {
+		return l.reject(l.clock(), req.Class, cost, ReasonDraining, l.rej.max, false)
+	}
+	return l.reject(l.clock(), req.Class, cost, ReasonDeadline, 0, false)
+}
+
 // DrainReport says what was still in flight when Drain returned.
 type DrainReport struct {
 	// InFlight and InFlightCost are the work still running; zero when
@@ -98,6 +119,7 @@ func (l *Limiter) DrainAt(now time.Time) {
 	l.freezeLocked()
 	if !l.draining {
 		l.draining = true
+		l.drainStarted.Store(true)
 		l.drained = make(chan struct{})
 		for c := range l.cfg {
 			for w := l.queues[c].head; w != nil; {
