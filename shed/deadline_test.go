@@ -95,13 +95,19 @@ func TestPassedDeadlineNeverAdmitted(t *testing.T) {
 		_, err = l.Acquire(context.Background(), shed.Request{Deadline: dl})
 		wantReason(t, err, shed.ReasonDeadline)
 	}
-	// A context whose deadline passed is rejected for it too.
+	if snap := l.Snapshot(); snap.InFlight != 0 || snap.Classes[0].Admitted != 0 || snap.Classes[0].Rejected[shed.ReasonDeadline] != 12 {
+		t.Fatalf("snapshot %+v", snap.Classes[0])
+	}
+	// A context whose deadline passed is rejected for it too (on the wall
+	// clock, which context deadlines use), unless it only bounded the wait
+	// of a request whose own deadline is later.
+	wall := mustNew(t, shed.Config{Limit: 10})
 	ctx, cancel := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
 	defer cancel()
-	_, err := l.Acquire(ctx, shed.Request{})
+	_, err := wall.Acquire(ctx, shed.Request{})
 	wantReason(t, err, shed.ReasonDeadline)
-	if snap := l.Snapshot(); snap.InFlight != 0 || snap.Classes[0].Admitted != 0 || snap.Classes[0].Rejected[shed.ReasonDeadline] != 13 {
-		t.Fatalf("snapshot %+v", snap.Classes[0])
+	if _, err := wall.Acquire(ctx, shed.Request{Deadline: time.Now().Add(time.Hour)}); err != context.DeadlineExceeded {
+		t.Fatalf("a wait bound that ended: %v, want the context's error", err)
 	}
 
 	dry := mustNew(t, shed.Config{Limit: 10, DryRun: true})
