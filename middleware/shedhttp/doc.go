@@ -122,8 +122,9 @@
 // middleware sets [AttrDecision], [AttrReason], [AttrClass],
 // [AttrQueueWait] and [AttrCost] on it, and [AttrAttempt] (the inbound
 // attempt number of a retrying shedkit client) and [AttrDeadlineBudget]
-// (the time left before the request's deadline) when there are. Without a recording span this costs
-// one context lookup. Metrics come from the shed.Limiter's Observer; the
+// (the time left before the request's deadline) when the request has
+// them. Without a recording span this costs one context lookup. Metrics
+// come from the shed.Limiter's Observer; the
 // middleware reports its own rate-limit rejections to the Observer given in
 // its configuration, as shed.EventRejected with shed.ReasonRateLimited.
 package shedhttp
