@@ -50,11 +50,16 @@ func (st *State) end() {
 
 type stateKey struct{}
 
-// Value returns st for the middleware's key and defers to the request's
-// context for every other key.
+// Value returns st for the middleware's key, the request's permit for
+// shed.PermitContextKey (so that shed/fanout finds the capacity the
+// request already holds), and defers to the request's context for every
+// other key.
 func (st *State) Value(key any) any {
-	if key == (stateKey{}) {
+	switch key {
+	case stateKey{}:
 		return st
+	case shed.PermitContextKey{}:
+		return &st.Permit
 	}
 	return st.Context.Value(key)
 }
