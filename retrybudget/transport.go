@@ -189,11 +189,11 @@ func NewTransport(cfg TransportConfig) (*Transport, error) {
 		{"MinAttemptTime", cfg.MinAttemptTime}, {"MaxDrainTime", cfg.MaxDrainTime},
 	} {
 		if d.v < 0 {
-			return nil, fmt.Errorf("retrybudget: TransportConfig.%s must not be negative, got %v", d.name, d.v)
+			return nil, fmt.Errorf("%w: TransportConfig.%s must not be negative, got %v", ErrInvalidConfig, d.name, d.v)
 		}
 	}
 	if cfg.MaxAttempts < 0 || cfg.MaxAttempts > maxAttemptsLimit {
-		return nil, fmt.Errorf("retrybudget: TransportConfig.MaxAttempts must be in [0, %d], got %d", maxAttemptsLimit, cfg.MaxAttempts)
+		return nil, fmt.Errorf("%w: TransportConfig.MaxAttempts must be in [0, %d], got %d", ErrInvalidConfig, maxAttemptsLimit, cfg.MaxAttempts)
 	}
 	if cfg.MaxAttempts == 0 {
 		cfg.MaxAttempts = DefaultMaxAttempts
@@ -205,22 +205,22 @@ func NewTransport(cfg TransportConfig) (*Transport, error) {
 		cfg.MaxBackoff = max(DefaultMaxBackoff, cfg.BaseBackoff)
 	}
 	if cfg.MaxBackoff < cfg.BaseBackoff {
-		return nil, fmt.Errorf("retrybudget: TransportConfig.MaxBackoff (%v) must not be below BaseBackoff (%v)", cfg.MaxBackoff, cfg.BaseBackoff)
+		return nil, fmt.Errorf("%w: TransportConfig.MaxBackoff (%v) must not be below BaseBackoff (%v)", ErrInvalidConfig, cfg.MaxBackoff, cfg.BaseBackoff)
 	}
 	if cfg.MaxRetryAfter > MaxParsedRetryAfter {
-		return nil, fmt.Errorf("retrybudget: TransportConfig.MaxRetryAfter must be at most %v, got %v", MaxParsedRetryAfter, cfg.MaxRetryAfter)
+		return nil, fmt.Errorf("%w: TransportConfig.MaxRetryAfter must be at most %v, got %v", ErrInvalidConfig, MaxParsedRetryAfter, cfg.MaxRetryAfter)
 	}
 	if cfg.MaxRetryAfter == 0 {
 		cfg.MaxRetryAfter = DefaultMaxRetryAfter
 	}
 	if cfg.Inbound > InboundNoRetry {
-		return nil, fmt.Errorf("retrybudget: TransportConfig.Inbound must be one of the InboundPolicy constants, got %d", cfg.Inbound)
+		return nil, fmt.Errorf("%w: TransportConfig.Inbound must be one of the InboundPolicy constants, got %d", ErrInvalidConfig, cfg.Inbound)
 	}
 	if cfg.DeadlineHeader != "" && !validHeaderName(cfg.DeadlineHeader) {
-		return nil, fmt.Errorf("retrybudget: TransportConfig.DeadlineHeader is not a valid header name: %q", cfg.DeadlineHeader)
+		return nil, fmt.Errorf("%w: TransportConfig.DeadlineHeader is not a valid header name: %q", ErrInvalidConfig, cfg.DeadlineHeader)
 	}
 	if cfg.NoBudget && (cfg.Budget != nil || cfg.BudgetFor != nil) {
-		return nil, errors.New("retrybudget: TransportConfig.NoBudget contradicts Budget and BudgetFor")
+		return nil, fmt.Errorf("%w: TransportConfig.NoBudget contradicts Budget and BudgetFor", ErrInvalidConfig)
 	}
 	if cfg.MaxDrainBytes == 0 {
 		cfg.MaxDrainBytes = DefaultMaxDrainBytes

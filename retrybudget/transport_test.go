@@ -51,8 +51,8 @@ func TestNewTransportValidation(t *testing.T) {
 				}
 				return
 			}
-			if err == nil || !strings.Contains(err.Error(), tt.field) {
-				t.Fatalf("NewTransport error = %v, want one naming %s", err, tt.field)
+			if err == nil || !strings.Contains(err.Error(), tt.field) || !errors.Is(err, ErrInvalidConfig) {
+				t.Fatalf("NewTransport error = %v, want one naming %s and wrapping ErrInvalidConfig", err, tt.field)
 			}
 		})
 	}
