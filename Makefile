@@ -62,7 +62,7 @@ FUZZ_TARGETS := \
 	./retrybudget/:FuzzParseRetryAfter ./retrybudget/:FuzzParseAttempt ./retrybudget/:FuzzBudget \
 	./retrybudget/:FuzzThrottle ./retrybudget/:FuzzRetryAfterFormats ./retrybudget/:FuzzTransportHeaders \
 	./middleware/shedhttp/:FuzzRetryAfterRoundTrip ./middleware/shedhttp/:FuzzWriteProblem \
-	./middleware/shedhttp/:FuzzMemoryStore ./middleware/shedhttp/:FuzzDefaultOutcome \
+	./middleware/shedhttp/:FuzzMemoryStore ./middleware/shedhttp/:FuzzDefaultOutcome ./middleware/shedhttp/:FuzzParseDeadline \
 	./middleware/internal/core/:FuzzRemoteHost ./middleware/internal/core/:FuzzClassifyUntrusted \
 	./middleware/internal/core/:FuzzClassifyTrusted ./middleware/internal/core/:FuzzAdmit \
 	./middleware/nethttp/:FuzzServeRequest \

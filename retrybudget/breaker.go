@@ -118,13 +118,13 @@ func newBreakers(cfg BreakerConfig, onChange func(from, to gobreaker.State)) (*b
 		return nil, nil
 	}
 	if cfg.OpenTimeout < 0 {
-		return nil, fmt.Errorf("retrybudget: BreakerConfig.OpenTimeout must not be negative, got %v", cfg.OpenTimeout)
+		return nil, fmt.Errorf("%w: BreakerConfig.OpenTimeout must not be negative, got %v", ErrInvalidConfig, cfg.OpenTimeout)
 	}
 	if cfg.Interval < 0 {
-		return nil, fmt.Errorf("retrybudget: BreakerConfig.Interval must not be negative, got %v", cfg.Interval)
+		return nil, fmt.Errorf("%w: BreakerConfig.Interval must not be negative, got %v", ErrInvalidConfig, cfg.Interval)
 	}
 	if cfg.MaxHosts < 0 || cfg.MaxHosts > 1<<20 {
-		return nil, fmt.Errorf("retrybudget: BreakerConfig.MaxHosts must be in [0, %d], got %d", 1<<20, cfg.MaxHosts)
+		return nil, fmt.Errorf("%w: BreakerConfig.MaxHosts must be in [0, %d], got %d", ErrInvalidConfig, 1<<20, cfg.MaxHosts)
 	}
 	if cfg.ConsecutiveFailures == 0 {
 		cfg.ConsecutiveFailures = DefaultBreakerFailures

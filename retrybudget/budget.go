@@ -101,13 +101,13 @@ func NewBudget(cfg BudgetConfig) (*Budget, error) {
 		cfg.Name = "default"
 	}
 	if cfg.TTL < 0 {
-		return nil, fmt.Errorf("retrybudget: BudgetConfig.TTL must not be negative, got %v", cfg.TTL)
+		return nil, fmt.Errorf("%w: BudgetConfig.TTL must not be negative, got %v", ErrInvalidConfig, cfg.TTL)
 	}
 	if cfg.TTL == 0 {
 		cfg.TTL = DefaultBudgetTTL
 	}
 	if math.IsNaN(cfg.RetryRatio) || math.IsInf(cfg.RetryRatio, 0) || cfg.RetryRatio > 1000 {
-		return nil, fmt.Errorf("retrybudget: BudgetConfig.RetryRatio must be finite and at most 1000, got %v", cfg.RetryRatio)
+		return nil, fmt.Errorf("%w: BudgetConfig.RetryRatio must be finite and at most 1000, got %v", ErrInvalidConfig, cfg.RetryRatio)
 	}
 	switch {
 	case cfg.RetryRatio == 0:
@@ -116,7 +116,7 @@ func NewBudget(cfg BudgetConfig) (*Budget, error) {
 		cfg.RetryRatio = 0
 	}
 	if math.IsNaN(cfg.MinRetriesPerSecond) || math.IsInf(cfg.MinRetriesPerSecond, 0) || cfg.MinRetriesPerSecond > 1e6 {
-		return nil, fmt.Errorf("retrybudget: BudgetConfig.MinRetriesPerSecond must be finite and at most 1e6, got %v", cfg.MinRetriesPerSecond)
+		return nil, fmt.Errorf("%w: BudgetConfig.MinRetriesPerSecond must be finite and at most 1e6, got %v", ErrInvalidConfig, cfg.MinRetriesPerSecond)
 	}
 	switch {
 	case cfg.MinRetriesPerSecond == 0:
@@ -125,13 +125,13 @@ func NewBudget(cfg BudgetConfig) (*Budget, error) {
 		cfg.MinRetriesPerSecond = 0
 	}
 	if cfg.Buckets < 0 || cfg.Buckets > 1000 {
-		return nil, fmt.Errorf("retrybudget: BudgetConfig.Buckets must be in [0, 1000], got %d", cfg.Buckets)
+		return nil, fmt.Errorf("%w: BudgetConfig.Buckets must be in [0, 1000], got %d", ErrInvalidConfig, cfg.Buckets)
 	}
 	if cfg.Buckets == 0 {
 		cfg.Buckets = DefaultBudgetBuckets
 	}
 	if cfg.TTL/time.Duration(cfg.Buckets) < time.Millisecond {
-		return nil, fmt.Errorf("retrybudget: BudgetConfig.TTL/Buckets must be at least 1ms, got %v/%d", cfg.TTL, cfg.Buckets)
+		return nil, fmt.Errorf("%w: BudgetConfig.TTL/Buckets must be at least 1ms, got %v/%d", ErrInvalidConfig, cfg.TTL, cfg.Buckets)
 	}
 	b := &Budget{name: cfg.Name}
 	b.core.Store(&budgetCore{

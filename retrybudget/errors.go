@@ -59,6 +59,10 @@ func (r Reason) String() string {
 	return "unknown"
 }
 
+// ErrInvalidConfig is wrapped by every configuration error of the
+// package's constructors; the error names the invalid field.
+var ErrInvalidConfig = errors.New("retrybudget: invalid config")
+
 // Sentinel errors, reached with errors.Is through a [*RetryError].
 var (
 	ErrBudgetExhausted   = errors.New("retrybudget: retry budget exhausted")

@@ -148,7 +148,7 @@ type BudgetMap struct {
 // 0 means [DefaultMaxKeys].
 func NewBudgetMap(cfg BudgetConfig, maxKeys int) (*BudgetMap, error) {
 	if maxKeys < 0 || maxKeys > 1<<20 {
-		return nil, fmt.Errorf("retrybudget: NewBudgetMap maxKeys must be in [0, %d], got %d", 1<<20, maxKeys)
+		return nil, fmt.Errorf("%w: NewBudgetMap maxKeys must be in [0, %d], got %d", ErrInvalidConfig, 1<<20, maxKeys)
 	}
 	if maxKeys == 0 {
 		maxKeys = DefaultMaxKeys

@@ -52,25 +52,25 @@ type Throttle struct {
 // first invalid field.
 func NewThrottle(cfg ThrottleConfig) (*Throttle, error) {
 	if math.IsNaN(cfg.K) || math.IsInf(cfg.K, 0) || cfg.K < 0 || (cfg.K > 0 && cfg.K < 1) {
-		return nil, fmt.Errorf("retrybudget: ThrottleConfig.K must be 0 (default) or a finite value >= 1, got %v", cfg.K)
+		return nil, fmt.Errorf("%w: ThrottleConfig.K must be 0 (default) or a finite value >= 1, got %v", ErrInvalidConfig, cfg.K)
 	}
 	if cfg.K == 0 {
 		cfg.K = DefaultThrottleK
 	}
 	if cfg.Window < 0 {
-		return nil, fmt.Errorf("retrybudget: ThrottleConfig.Window must not be negative, got %v", cfg.Window)
+		return nil, fmt.Errorf("%w: ThrottleConfig.Window must not be negative, got %v", ErrInvalidConfig, cfg.Window)
 	}
 	if cfg.Window == 0 {
 		cfg.Window = DefaultThrottleWindow
 	}
 	if cfg.Buckets < 0 || cfg.Buckets > 1000 {
-		return nil, fmt.Errorf("retrybudget: ThrottleConfig.Buckets must be in [0, 1000], got %d", cfg.Buckets)
+		return nil, fmt.Errorf("%w: ThrottleConfig.Buckets must be in [0, 1000], got %d", ErrInvalidConfig, cfg.Buckets)
 	}
 	if cfg.Buckets == 0 {
 		cfg.Buckets = DefaultThrottleBuckets
 	}
 	if cfg.Window/time.Duration(cfg.Buckets) < time.Millisecond {
-		return nil, fmt.Errorf("retrybudget: ThrottleConfig.Window/Buckets must be at least 1ms, got %v/%d", cfg.Window, cfg.Buckets)
+		return nil, fmt.Errorf("%w: ThrottleConfig.Window/Buckets must be at least 1ms, got %v/%d", ErrInvalidConfig, cfg.Window, cfg.Buckets)
 	}
 	if cfg.Rand == nil {
 		cfg.Rand = rand.Float64

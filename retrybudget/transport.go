@@ -104,6 +104,20 @@ type TransportConfig struct {
 	// Inbound says whether to retry under an inbound request that is
 	// itself retried. Default InboundIgnore.
 	Inbound InboundPolicy
+	// DeadlineHeader, when set, names the request header that tells the
+	// next hop how much time it has, so that it can refuse at once work
+	// it cannot finish: on every attempt, the time left before the
+	// request context's deadline when the attempt is sent (the time spent
+	// on earlier attempts and backoff waits is gone), never more than
+	// AttemptTimeout, rounded down (see [FormatDeadline]). Use
+	// [EnvoyTimeoutHeader], [ConnectTimeoutHeader], [GRPCTimeoutHeader]
+	// (gRPC's format) or a name of your own (whole milliseconds). An
+	// attempt with neither a deadline nor an AttemptTimeout carries none.
+	// The transport owns the header: a value of it in the caller's
+	// request (one copied from an inbound request would be stale) is
+	// replaced, or removed when the attempt has no deadline. Empty (the
+	// default): the header is neither sent nor touched.
+	DeadlineHeader string
 	// MaxDrainBytes is how much of a discarded response body is read so
 	// that its connection can be reused; larger bodies are closed
 	// without reading (the connection is lost). Default 64 KiB; negative:
@@ -152,6 +166,7 @@ type Transport struct {
 	attemptTimeout time.Duration
 	minAttemptTime time.Duration
 	inbound        InboundPolicy
+	deadlineHeader string
 	maxDrain       int64
 	maxDrainTime   time.Duration
 	sleep          func(context.Context, time.Duration) error
@@ -174,11 +189,11 @@ func NewTransport(cfg TransportConfig) (*Transport, error) {
 		{"MinAttemptTime", cfg.MinAttemptTime}, {"MaxDrainTime", cfg.MaxDrainTime},
 	} {
 		if d.v < 0 {
-			return nil, fmt.Errorf("retrybudget: TransportConfig.%s must not be negative, got %v", d.name, d.v)
+			return nil, fmt.Errorf("%w: TransportConfig.%s must not be negative, got %v", ErrInvalidConfig, d.name, d.v)
 		}
 	}
 	if cfg.MaxAttempts < 0 || cfg.MaxAttempts > maxAttemptsLimit {
-		return nil, fmt.Errorf("retrybudget: TransportConfig.MaxAttempts must be in [0, %d], got %d", maxAttemptsLimit, cfg.MaxAttempts)
+		return nil, fmt.Errorf("%w: TransportConfig.MaxAttempts must be in [0, %d], got %d", ErrInvalidConfig, maxAttemptsLimit, cfg.MaxAttempts)
 	}
 	if cfg.MaxAttempts == 0 {
 		cfg.MaxAttempts = DefaultMaxAttempts
@@ -190,19 +205,22 @@ func NewTransport(cfg TransportConfig) (*Transport, error) {
 		cfg.MaxBackoff = max(DefaultMaxBackoff, cfg.BaseBackoff)
 	}
 	if cfg.MaxBackoff < cfg.BaseBackoff {
-		return nil, fmt.Errorf("retrybudget: TransportConfig.MaxBackoff (%v) must not be below BaseBackoff (%v)", cfg.MaxBackoff, cfg.BaseBackoff)
+		return nil, fmt.Errorf("%w: TransportConfig.MaxBackoff (%v) must not be below BaseBackoff (%v)", ErrInvalidConfig, cfg.MaxBackoff, cfg.BaseBackoff)
 	}
 	if cfg.MaxRetryAfter > MaxParsedRetryAfter {
-		return nil, fmt.Errorf("retrybudget: TransportConfig.MaxRetryAfter must be at most %v, got %v", MaxParsedRetryAfter, cfg.MaxRetryAfter)
+		return nil, fmt.Errorf("%w: TransportConfig.MaxRetryAfter must be at most %v, got %v", ErrInvalidConfig, MaxParsedRetryAfter, cfg.MaxRetryAfter)
 	}
 	if cfg.MaxRetryAfter == 0 {
 		cfg.MaxRetryAfter = DefaultMaxRetryAfter
 	}
 	if cfg.Inbound > InboundNoRetry {
-		return nil, fmt.Errorf("retrybudget: TransportConfig.Inbound must be one of the InboundPolicy constants, got %d", cfg.Inbound)
+		return nil, fmt.Errorf("%w: TransportConfig.Inbound must be one of the InboundPolicy constants, got %d", ErrInvalidConfig, cfg.Inbound)
+	}
+	if cfg.DeadlineHeader != "" && !validHeaderName(cfg.DeadlineHeader) {
+		return nil, fmt.Errorf("%w: TransportConfig.DeadlineHeader is not a valid header name: %q", ErrInvalidConfig, cfg.DeadlineHeader)
 	}
 	if cfg.NoBudget && (cfg.Budget != nil || cfg.BudgetFor != nil) {
-		return nil, errors.New("retrybudget: TransportConfig.NoBudget contradicts Budget and BudgetFor")
+		return nil, fmt.Errorf("%w: TransportConfig.NoBudget contradicts Budget and BudgetFor", ErrInvalidConfig)
 	}
 	if cfg.MaxDrainBytes == 0 {
 		cfg.MaxDrainBytes = DefaultMaxDrainBytes
@@ -263,6 +281,7 @@ func NewTransport(cfg TransportConfig) (*Transport, error) {
 		attemptTimeout: cfg.AttemptTimeout,
 		minAttemptTime: cfg.MinAttemptTime,
 		inbound:        cfg.Inbound,
+		deadlineHeader: http.CanonicalHeaderKey(cfg.DeadlineHeader),
 		maxDrain:       cfg.MaxDrainBytes,
 		maxDrainTime:   cfg.MaxDrainTime,
 		sleep:          cfg.Sleep,
@@ -625,6 +644,9 @@ func (rt *roundTrip) attempt(n int, body io.ReadCloser) (*http.Response, error) 
 	areq := rt.req.WithContext(actx)
 	areq.Body = body
 	areq.Header = attemptHeader(rt.req.Header, n)
+	if t.deadlineHeader != "" {
+		t.setDeadline(areq.Header, rt.ctx)
+	}
 	t.propagator.Inject(actx, propagation.HeaderCarrier(areq.Header))
 	if n == 1 {
 		t.inst.attempts.Add(rt.ctx, 1, t.inst.firstOpts...)
@@ -687,6 +709,18 @@ func attemptHeader(h http.Header, n int) http.Header {
 	}
 	h2[AttemptHeader] = attemptValues[n]
 	return h2
+}
+
+// setDeadline sets (or removes) the deadline header of an attempt about
+// to be sent on behalf of a caller whose context is ctx.
+func (t *Transport) setDeadline(h http.Header, ctx context.Context) {
+	dl, ok := ctx.Deadline()
+	v, ok := deadlineValue(t.deadlineHeader, time.Now(), dl, ok, t.attemptTimeout)
+	if !ok {
+		delete(h, t.deadlineHeader)
+		return
+	}
+	h[t.deadlineHeader] = []string{v}
 }
 
 // statusText returns the status code as error.type wants it.

@@ -35,6 +35,8 @@ func TestNewTransportValidation(t *testing.T) {
 		{"negative min attempt", TransportConfig{MinAttemptTime: -1}, "MinAttemptTime"},
 		{"negative drain time", TransportConfig{MaxDrainTime: -1}, "MaxDrainTime"},
 		{"bad inbound policy", TransportConfig{Inbound: 9}, "Inbound"},
+		{"bad deadline header", TransportConfig{DeadlineHeader: "x timeout"}, "DeadlineHeader"},
+		{"deadline header", TransportConfig{DeadlineHeader: "grpc-timeout"}, ""},
 		{"no budget and a budget", TransportConfig{NoBudget: true, Budget: Default()}, "NoBudget"},
 		{"bad breaker", TransportConfig{Breaker: BreakerConfig{OpenTimeout: -1}}, "BreakerConfig.OpenTimeout"},
 		{"bad breaker hosts", TransportConfig{Breaker: BreakerConfig{MaxHosts: -1}}, "BreakerConfig.MaxHosts"},
@@ -49,8 +51,8 @@ func TestNewTransportValidation(t *testing.T) {
 				}
 				return
 			}
-			if err == nil || !strings.Contains(err.Error(), tt.field) {
-				t.Fatalf("NewTransport error = %v, want one naming %s", err, tt.field)
+			if err == nil || !strings.Contains(err.Error(), tt.field) || !errors.Is(err, ErrInvalidConfig) {
+				t.Fatalf("NewTransport error = %v, want one naming %s and wrapping ErrInvalidConfig", err, tt.field)
 			}
 		})
 	}

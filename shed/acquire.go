@@ -9,14 +9,18 @@ import (
 // and capacity is short. It returns a permit, a *Rejection (for example
 // ReasonQueueFull, ReasonQueueTimeout, ReasonDeadline), or ctx's error if
 // ctx ends first. The context's deadline is the request's deadline unless
-// req.Deadline is set.
+// req.Deadline is set. A request whose deadline has already passed gets a
+// ReasonDeadline rejection (counted and observed as one, but for a dry
+// run, which returns ctx's error as for any ended ctx); a ctx that ended
+// otherwise (cancelled, or a deadline that only bounds the wait, earlier
+// than req.Deadline) gets its error.
 //
 // When ctx ends at the same moment a permit is granted, the permit is
 // released (Ignored) and ctx's error is returned: the caller never has to
 // release a permit it did not receive.
 func (l *Limiter) Acquire(ctx context.Context, req Request) (Permit, error) {
 	if err := ctx.Err(); err != nil {
-		return Permit{}, err
+		return Permit{}, l.ended(ctx, req, err)
 	}
 	if req.Deadline.IsZero() {
 		if d, ok := ctx.Deadline(); ok {
@@ -77,6 +81,34 @@ func (l *Limiter) Acquire(ctx context.Context, req Request) (Permit, error) {
 	}
 }
 
+// ended returns the error of Acquire for a request whose ctx ended (with
+// err) before it asked: a ReasonDeadline rejection when the request's
+// deadline (req.Deadline, else ctx's) has passed, since that is what the
+// limiter would have decided, and err for a cancellation, a ctx that only
+// bounded the wait (its deadline is before the request's), a dry run or a
+// malformed request.
+func (l *Limiter) ended(ctx context.Context, req Request, err error) error {
+	if err != context.DeadlineExceeded || l.dryRun {
+		return err
+	}
+	dl := req.Deadline
+	if dl.IsZero() {
+		dl, _ = ctx.Deadline()
+	}
+	now := l.clock()
+	if dl.IsZero() || now.Before(dl) {
+		return err
+	}
+	cost, cerr := l.check(req)
+	if cerr != nil {
+		return cerr
+	}
+	if l.drainStarted.Load() {
+		return l.reject(now, req.Class, cost, ReasonDraining, l.rej.max, false)
+	}
+	return l.reject(now, req.Class, cost, ReasonDeadline, 0, false)
+}
+
 // DrainReport says what was still in flight when Drain returned.
 type DrainReport struct {
 	// InFlight and InFlightCost are the work still running; zero when
@@ -98,6 +130,7 @@ func (l *Limiter) DrainAt(now time.Time) {
 	l.freezeLocked()
 	if !l.draining {
 		l.draining = true
+		l.drainStarted.Store(true)
 		l.drained = make(chan struct{})
 		for c := range l.cfg {
 			for w := l.queues[c].head; w != nil; {

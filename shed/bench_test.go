@@ -145,3 +145,67 @@ func BenchmarkAcquireBlockingFast(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkTryAcquireReleaseDeadline is the hot path for a request that
+// carries a deadline far in the future, as every request behind a
+// deadline-propagating client does: the limiter must compare it with the
+// time the work is expected to take.
+func BenchmarkTryAcquireReleaseDeadline(b *testing.B) {
+	l, err := shed.New(shed.Config{Limit: benchLimit})
+	if err != nil {
+		b.Fatal(err)
+	}
+	req := shed.Request{Deadline: time.Now().Add(time.Hour)}
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			p, err := l.TryAcquire(req)
+			if err != nil {
+				b.Fatal(err)
+			}
+			p.Release(shed.Success)
+		}
+	})
+}
+
+// BenchmarkAcquireDeadlineFast is Acquire with a context deadline (the
+// middleware's path for a request with a propagated deadline) when
+// capacity is free.
+func BenchmarkAcquireDeadlineFast(b *testing.B) {
+	l, err := shed.New(shed.Config{Limit: benchLimit, Classes: []shed.ClassConfig{{Name: "default", QueueDepth: 10, MaxWait: time.Second}}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+	defer cancel()
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			p, err := l.Acquire(ctx, shed.Request{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			p.Release(shed.Success)
+		}
+	})
+}
+
+// BenchmarkAcquireAtReleaseAtDeadline is the explicit-time path with a
+// deadline, as the simulator drives it.
+func BenchmarkAcquireAtReleaseAtDeadline(b *testing.B) {
+	l, err := shed.New(shed.Config{Limit: benchLimit})
+	if err != nil {
+		b.Fatal(err)
+	}
+	t0 := time.Unix(0, 0)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		now := t0.Add(time.Duration(i) * time.Microsecond)
+		p, err := l.TryAcquireAt(now, shed.Request{Deadline: now.Add(time.Second)})
+		if err != nil {
+			b.Fatal(err)
+		}
+		p.ReleaseAt(now.Add(time.Millisecond), shed.Success)
+	}
+}

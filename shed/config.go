@@ -41,6 +41,21 @@ const (
 	// beyond anything the limiter can estimate, and it bounds the table of
 	// shared rejections.
 	MaxRetryAfter = time.Hour
+	// DefaultDeadlineMargin rejects a request for its deadline only when
+	// the time it has left is shorter than its expected queue wait plus
+	// half of its class's expected service time. The estimate is a
+	// geometric mean of recent service times, which sits at or below the
+	// median for the right-skewed latencies of real services: a request
+	// with less than half of it left would have missed its deadline in
+	// most cases even if it had started at once (in every case when
+	// latency varies less than two-fold), so the default refuses only
+	// work that is very unlikely to finish, and tolerates an estimate
+	// that lags a service that just got faster. A margin of 1 refuses
+	// what would miss at the typical latency, a stricter choice for an
+	// operator who knows the latency spread.
+	DefaultDeadlineMargin = 0.5
+	// MaxDeadlineMargin is the largest DeadlineMargin New accepts.
+	MaxDeadlineMargin = 100
 )
 
 // Config configures a Limiter. Zero fields take the documented defaults;
@@ -90,6 +105,25 @@ type Config struct {
 	// rejections are counted and observed, then a permit is returned
 	// anyway. Use it to roll a limiter out safely.
 	DryRun bool
+
+	// DeadlineMargin weighs the expected service time in the deadline
+	// check. A request with a Deadline is rejected at once, without
+	// waiting or running (ReasonDeadline), when its deadline has passed,
+	// or when the time it has left is at most its expected queue wait plus
+	// DeadlineMargin times the expected service time of its class (see
+	// ServiceTimePerCost). The expected service time is a geometric mean
+	// of the class's recent timed work (successes and drops), unknown
+	// (zero) until the class has some; see ClassSnapshot.ServiceTime.
+	// Default DefaultDeadlineMargin; at most MaxDeadlineMargin; negative
+	// leaves the service time out, so that only the queue wait and a
+	// passed deadline count. A request whose deadline has passed is never
+	// admitted, whatever the margin.
+	DeadlineMargin float64
+	// ServiceTimePerCost estimates the service time per unit of cost and
+	// scales it by each request's cost, for work whose time grows with its
+	// cost (LLM tokens) and whose reserved cost is close to the actual
+	// one. Without it the estimate is per request, whatever its cost.
+	ServiceTimePerCost bool
 
 	// MaxSamplesPerSecond caps how many permits per second the wall-clock
 	// API times (reads the clock for) to feed latency samples to Source.
@@ -241,6 +275,12 @@ func (c Config) validate() (Config, error) {
 	}
 	if c.MaxSamplesPerSecond == 0 {
 		c.MaxSamplesPerSecond = DefaultMaxSamplesPerSecond
+	}
+	switch m := c.DeadlineMargin; {
+	case math.IsNaN(m) || m > MaxDeadlineMargin:
+		return c, configError("DeadlineMargin", "must be at most %v (negative: the service time does not count), got %v", float64(MaxDeadlineMargin), m)
+	case m == 0:
+		c.DeadlineMargin = DefaultDeadlineMargin
 	}
 	if c.Clock == nil {
 		c.Clock = time.Now

@@ -47,6 +47,9 @@ func TestNewRejectsInvalidConfig(t *testing.T) {
 		{"retry-after max of no cap", shed.Config{Limit: 1, RetryAfterMax: math.MaxInt64}, "RetryAfterMax"},
 		{"retry-after min over the cap", shed.Config{Limit: 1, RetryAfterMin: 2 * shed.MaxRetryAfter}, "RetryAfterMin"},
 		{"NaN sample rate", shed.Config{Limit: 1, MaxSamplesPerSecond: math.NaN()}, "MaxSamplesPerSecond"},
+		{"NaN deadline margin", shed.Config{Limit: 1, DeadlineMargin: math.NaN()}, "DeadlineMargin"},
+		{"huge deadline margin", shed.Config{Limit: 1, DeadlineMargin: shed.MaxDeadlineMargin + 1}, "DeadlineMargin"},
+		{"infinite deadline margin", shed.Config{Limit: 1, DeadlineMargin: math.Inf(1)}, "DeadlineMargin"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

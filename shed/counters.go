@@ -38,6 +38,18 @@ type classCounters struct {
 	cancelled atomic.Uint64
 	rejected  [numReasons]atomic.Uint64
 	misused   atomic.Uint64
+	// service is the class's expected service time (see deadline.go), in
+	// nanoseconds (per unit of cost with ServiceTimePerCost), as float64
+	// bits, 0 when unknown; serviceAt is when its last sample (or probe)
+	// came (for a probe: when it was admitted), in nanoseconds since the
+	// limiter's epoch.
+	service   atomic.Uint64
+	serviceAt atomic.Int64
+	// probeMark is the class's count of deadline rejections when it last
+	// let a probe through, and probeAt one more than the probe's admission
+	// time until its sample comes (0: none).
+	probeMark atomic.Uint64
+	probeAt   atomic.Int64
 }
 
 // hot returns the hot counters of class c.

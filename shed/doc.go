@@ -38,8 +38,25 @@
 // rejected at once.
 //
 // A class may queue a bounded number of requests for a bounded time. A
-// request whose deadline is shorter than the expected wait is rejected at
-// once instead of queued. A freed slot goes to exactly one waiter.
+// freed slot goes to exactly one waiter.
+//
+// # Deadlines
+//
+// A request may carry a deadline: when its caller stops waiting. Work that
+// cannot finish before it only holds capacity that others could use, so a
+// request whose deadline has passed is never admitted, and one whose
+// remaining time is at most its expected queue wait plus
+// Config.DeadlineMargin (default 0.5) times its class's expected service
+// time is rejected at once with ReasonDeadline, without waiting and
+// without touching the limit. The expected service time tracks the median
+// time the class's recent work held its permits (ClassSnapshot.ServiceTime;
+// per unit of cost with Config.ServiceTimePerCost): with a margin of at
+// most 1, a rejected request had at most an even chance of finishing in
+// time, whatever the shape of the latency distribution. A waiter leaves
+// the queue once it could no longer finish. After a slowdown, a class
+// whose every request is refused lets one probe through per expected
+// service time, so that a stale estimate cannot shut it out for good. With
+// the wall-clock API a request with a deadline reads the clock once.
 //
 // # Rejections
 //

@@ -22,8 +22,11 @@ type Request struct {
 	// Every request also counts as one against the concurrency limit.
 	Cost int64
 	// Deadline is when the caller stops waiting for the result. A request
-	// whose remaining time is shorter than the expected queue wait is
-	// rejected at once (ReasonDeadline) instead of queued. Zero means none.
+	// whose deadline has passed, or whose remaining time is at most its
+	// expected queue wait plus Config.DeadlineMargin times its class's
+	// expected service time, is rejected at once (ReasonDeadline) instead
+	// of admitted or queued. Zero means none. With the wall-clock API, a
+	// request with a deadline costs one reading of the clock.
 	Deadline time.Time
 }
 
@@ -81,6 +84,16 @@ type Limiter struct {
 	maxSamples float64
 	// quiet: no observer, so an untimed success needs no event.
 	quiet bool
+	// margin is Config.DeadlineMargin, 0 when the service time does not
+	// count; perCost is Config.ServiceTimePerCost.
+	margin  float64
+	perCost bool
+	// sawDeadline is set by the first request that carries a deadline:
+	// only then do releases pay for the service-time estimate.
+	sawDeadline atomic.Bool
+	// drainStarted mirrors draining for the lock-free deadline check: a
+	// draining limiter rejects everything with ReasonDraining.
+	drainStarted atomic.Bool
 
 	cfg         []ClassConfig
 	names       []string
@@ -138,6 +151,8 @@ func New(cfg Config) (*Limiter, error) {
 	}
 	l.epoch = l.clock()
 	l.quiet = cfg.Observer == nil
+	l.margin = max(cfg.DeadlineMargin, 0)
+	l.perCost = cfg.ServiceTimePerCost
 	l.classCost = l.multi && l.costBudget
 	if !l.costBudget {
 		l.maxCost = MaxTotalCost
@@ -256,9 +271,16 @@ func (l *Limiter) acquire(now time.Time, hasNow bool, req Request, w *Waiter, ma
 	if cost < 0 || int(req.Class) >= len(l.cfg) || cost > l.maxCost {
 		return l.acquireOdd(now, req, cost)
 	}
+	v := inTime
+	if !req.Deadline.IsZero() {
+		var err error
+		if now, hasNow, v, err = l.deadlineFirst(now, hasNow, req, cost); err != nil {
+			return Permit{}, err
+		}
+	}
 	limit := l.limit()
 	if s := l.state.Load(); s&slowFlag != 0 || uint64(inFlightOf(s)) >= limit || costOf(s)+cost > l.maxCost {
-		return l.acquireShort(now, hasNow, req, cost, w, mayQueue, limit)
+		return l.acquireShort(now, hasNow, req, cost, w, mayQueue, limit, v)
 	}
 	// Optimistic: add, then check. One atomic add instead of a CAS loop
 	// that retries under contention; the rare loser takes its add back.
@@ -267,13 +289,52 @@ func (l *Limiter) acquire(now time.Time, hasNow bool, req Request, w *Waiter, ma
 		if l.giveBack(now, hasNow, cost) != gaveBack {
 			l.misused(now, hasNow, req.Class, cost) // a copy took this unit
 		}
-		return l.acquireShort(now, hasNow, req, cost, w, mayQueue, limit)
+		return l.acquireShort(now, hasNow, req, cost, w, mayQueue, limit, v)
 	}
-	p := l.newPermit(now, hasNow, req.Class, cost, inFlightOf(s), 0, ReasonNone)
-	if l.observer != nil {
+	shadow := v.shadow()
+	p := l.newPermit(now, hasNow, req.Class, cost, inFlightOf(s), 0, shadow)
+	if l.observer != nil || shadow != ReasonNone {
 		l.admitted(now, hasNow, p, 0)
 	}
 	return p, nil
+}
+
+// deadlineFirst runs the deadline check of a request with a deadline
+// before anything else (see deadline.go): a request that cannot finish in
+// time is rejected without touching the state word. It returns the time
+// and hasNow to go on with: unchanged, except for a probe, which is timed
+// because its latency is the sample it is admitted for. With the
+// wall-clock API it reads the clock once. In dry-run mode a request that
+// is too late goes on, to be admitted with ReasonDeadline as its shadow.
+func (l *Limiter) deadlineFirst(now time.Time, hasNow bool, req Request, cost int64) (time.Time, bool, verdict, error) {
+	if !l.sawDeadline.Load() {
+		l.sawDeadline.Store(true)
+	}
+	at := now
+	if !hasNow {
+		at = l.clock()
+	}
+	switch v := l.checkDeadline(at, req, cost, 0); v {
+	case tooLate:
+		switch {
+		case l.drainStarted.Load():
+			return now, hasNow, inTime, nil // the slow path rejects it as draining
+		case l.dryRun:
+			return now, hasNow, v, nil
+		}
+		return now, hasNow, v, l.reject(at, req.Class, cost, ReasonDeadline, 0, false)
+	case probing:
+		return at, true, v, nil
+	}
+	return now, hasNow, inTime, nil
+}
+
+// shadow is the reason a dry run admits a request with verdict v despite.
+func (v verdict) shadow() Reason {
+	if v == tooLate {
+		return ReasonDeadline
+	}
+	return ReasonNone
 }
 
 // acquireOdd handles the requests the fast path does not: malformed ones
@@ -288,15 +349,16 @@ func (l *Limiter) acquireOdd(now time.Time, req Request, cost int64) (Permit, er
 // acquireShort handles admission when the lock-free path cannot decide: the
 // limit is reached, or waiters, protected demand or draining need the lock.
 // A plain rejection at the limit is still decided without the lock.
-func (l *Limiter) acquireShort(now time.Time, hasNow bool, req Request, cost int64, w *Waiter, mayQueue bool, limit uint64) (Permit, error) {
+// v is the verdict of the deadline check (deadlineFirst).
+func (l *Limiter) acquireShort(now time.Time, hasNow bool, req Request, cost int64, w *Waiter, mayQueue bool, limit uint64, v verdict) (Permit, error) {
 	if s := l.state.Load(); s&slowFlag == 0 && !l.dryRun && !l.marksDemand[req.Class] && (!mayQueue || l.cfg[req.Class].QueueDepth == 0) &&
 		(uint64(inFlightOf(s)) >= limit || costOf(s)+cost > l.maxCost) {
 		return Permit{}, l.reject(now, req.Class, cost, ReasonLimit, l.hint(0, limit), false)
 	}
-	return l.acquireSlow(now, hasNow, req, cost, w, mayQueue)
+	return l.acquireSlow(now, hasNow, req, cost, w, mayQueue, v)
 }
 
-func (l *Limiter) acquireSlow(now time.Time, hasNow bool, req Request, cost int64, w *Waiter, mayQueue bool) (Permit, error) {
+func (l *Limiter) acquireSlow(now time.Time, hasNow bool, req Request, cost int64, w *Waiter, mayQueue bool, v verdict) (Permit, error) {
 	if !hasNow {
 		now, hasNow = l.clock(), true
 	}
@@ -311,7 +373,7 @@ func (l *Limiter) acquireSlow(now time.Time, hasNow bool, req Request, cost int6
 		s := l.state.Load()
 		if l.fitsLocked(s, c, cost, limit) {
 			l.state.Add(delta(cost))
-			p := l.newPermit(now, hasNow, c, cost, inFlightOf(s)+1, 0, ReasonNone)
+			p := l.newPermit(now, hasNow, c, cost, inFlightOf(s)+1, 0, v.shadow())
 			l.thawLocked()
 			l.mu.Unlock()
 			l.admitted(now, hasNow, p, 0)
@@ -324,7 +386,7 @@ func (l *Limiter) acquireSlow(now time.Time, hasNow bool, req Request, cost int6
 			switch {
 			case l.queues[c].n >= cc.QueueDepth || l.queued >= l.maxQueue:
 				reason = ReasonQueueFull
-			case !req.Deadline.IsZero() && !now.Add(wait).Before(req.Deadline):
+			case !req.Deadline.IsZero() && l.tooLateToQueue(now, req, cost, wait, v):
 				reason = ReasonDeadline
 			case w == nil:
 				l.thawLocked()
@@ -335,7 +397,7 @@ func (l *Limiter) acquireSlow(now time.Time, hasNow bool, req Request, cost int6
 				l.mu.Unlock()
 				return Permit{}, fmt.Errorf("%w: waiter already queued", ErrInvalidRequest)
 			default:
-				l.enqueueLocked(now, req, cost, w)
+				l.enqueueLocked(now, req, cost, w, v)
 				l.markDemandLocked(now, c)
 				l.mu.Unlock()
 				l.counts[c].queued.Add(1)
@@ -348,6 +410,9 @@ func (l *Limiter) acquireSlow(now time.Time, hasNow bool, req Request, cost int6
 		l.markDemandLocked(now, c)
 	}
 	if s := l.state.Load(); l.dryRun && reason != ReasonDraining && inFlightOf(s) < MaxLimit && costOf(s)+cost <= MaxTotalCost {
+		if v == tooLate {
+			reason = ReasonDeadline // the first reason it would have been rejected for
+		}
 		// Report the decision, then admit anyway.
 		s = l.state.Add(delta(cost))
 		p := l.newPermit(now, hasNow, c, cost, inFlightOf(s), 0, reason)

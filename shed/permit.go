@@ -176,9 +176,13 @@ func (l *Limiter) finish(now time.Time, hasNow bool, o Outcome, p *Permit, leake
 	}
 	var lat time.Duration
 	if timed {
-		lat = max(now.Sub(l.epoch)-time.Duration(p.start), 0)
+		since := now.Sub(l.epoch)
+		lat = max(since-time.Duration(p.start), 0)
 		if o == Success {
 			l.recordLatency(lat)
+		}
+		if l.margin > 0 {
+			l.recordService(p.class(), lat, p.cost(), p.start, int64(since))
 		}
 		if wall {
 			l.adjustSampling(now)

@@ -46,8 +46,10 @@ func (w *Waiter) Result() (Permit, error) { return w.permit, w.err }
 func (w *Waiter) Request() Request { return w.req }
 
 // Deadline returns when the waiter times out: its enqueue time plus the
-// class's MaxWait, or the request's deadline if earlier. A simulation
-// calls ExpireAt at that time.
+// class's MaxWait, or, if earlier, the last moment from which the request
+// can still finish before its deadline: the deadline less
+// Config.DeadlineMargin times the expected service time of its class, as
+// estimated when it was queued. A simulation calls ExpireAt at that time.
 func (w *Waiter) Deadline() time.Time { return w.deadline }
 
 // waitQueue is an intrusive doubly linked list of the waiters of one class.
@@ -96,13 +98,11 @@ func (d *waiterList) push(w *Waiter) {
 	d.tail = w
 }
 
-func (l *Limiter) enqueueLocked(now time.Time, req Request, cost int64, w *Waiter) {
+// enqueueLocked queues w for req; v is the verdict of its deadline check.
+func (l *Limiter) enqueueLocked(now time.Time, req Request, cost int64, w *Waiter, v verdict) {
 	c := req.Class
 	w.l, w.req, w.cost, w.enqueued = l, req, cost, now
-	w.deadline = now.Add(l.cfg[c].MaxWait)
-	if !req.Deadline.IsZero() && req.Deadline.Before(w.deadline) {
-		w.deadline = req.Deadline
-	}
+	w.deadline = l.waiterDeadline(now, req, cost, l.cfg[c].MaxWait, v)
 	w.permit, w.err, w.queued = Permit{}, nil, true
 	l.queues[c].push(w)
 	l.queued++

@@ -21,8 +21,10 @@ const (
 	// ReasonQueueTimeout: the request waited its maximum time, or until
 	// its deadline, without being admitted.
 	ReasonQueueTimeout
-	// ReasonDeadline: the request's remaining deadline is shorter than the
-	// expected wait, so it was rejected at once instead of queued.
+	// ReasonDeadline: the request's deadline has passed, or its remaining
+	// time is shorter than its expected queue wait plus its expected
+	// service time (times Config.DeadlineMargin), so it was rejected at
+	// once instead of admitted or queued.
 	ReasonDeadline
 	// ReasonCostTooLarge: the request's cost exceeds the whole cost budget
 	// and could never be admitted.

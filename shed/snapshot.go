@@ -1,5 +1,7 @@
 package shed
 
+import "time"
+
 // NumReasons is the number of Reason values, for indexing Rejected.
 const NumReasons = numReasons
 
@@ -52,6 +54,12 @@ type ClassSnapshot struct {
 	// releases. Nonzero means a bug in the caller: pass *Permit around
 	// rather than copies, or set Config.TrackLeaks to find it.
 	Misused uint64
+	// ServiceTime is the class's expected service time, which the deadline
+	// check weighs (see Config.DeadlineMargin): about the median time its
+	// recent timed work held a permit, per unit of cost with
+	// Config.ServiceTimePerCost. Zero until the class has timed work, and
+	// always zero when DeadlineMargin is negative.
+	ServiceTime time.Duration
 }
 
 // Rejections returns the class's rejections over all reasons.
@@ -112,6 +120,7 @@ func (l *Limiter) Snapshot() Snapshot {
 		}
 		cs.Leaked = hc.leaked.Load()
 		cs.Misused = cc.misused.Load()
+		cs.ServiceTime = time.Duration(l.serviceEstimate(c))
 		if !l.multi {
 			out := uint64(cs.InFlight) + cs.Released[Dropped] + cs.Released[Ignored] + cs.Leaked
 			if cs.Admitted > out {

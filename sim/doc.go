@@ -24,8 +24,10 @@
 // The limiters are driven through their explicit-time API: EnqueueAt
 // admits, rejects or queues (a queued request is woken by the waiter's
 // notify, and its queue deadline is enforced by ExpireAt at
-// Waiter.Deadline), ReleaseAt ends the work (Success, or Dropped for an
-// error, a timeout, or an answer after the request's deadline),
+// Waiter.Deadline), ReleaseAt ends the work with the outcome the
+// middleware would give it (Dropped for an answer after the request's
+// deadline, an error or a timeout; Ignored when the caller went away
+// before the deadline; else Success),
 // ReconcileAt replaces the reserved cost by the actual one. Each
 // limiter's epoch is [Epoch].
 //
@@ -41,13 +43,19 @@
 // with full-jitter exponential backoff, optionally asking a
 // retrybudget.Budget (shared by the layer) and a retrybudget.Throttle,
 // and optionally honouring a shedding service's "do not retry" and
-// Retry-After. Deadlines propagate: each layer tells the next when its
-// caller stops waiting, and the limiter rejects a request whose deadline
-// is shorter than its expected queue wait.
+// Retry-After. Deadlines propagate as retrybudget.Transport sends them
+// and the middleware reads them (DeadlineHeader): a replica sees the time
+// its caller has left, in whole milliseconds rounded down, at most
+// shedhttp.DefaultMaxDeadline, never more than the caller's attempt
+// allows; its limiter rejects at once a request whose deadline has passed
+// or is shorter than its expected queue wait plus half its expected
+// service time. With service.no_deadline_propagation replicas see no
+// deadline at all, as a service whose callers send none.
 //
 // The replica admits the request through its limiter (built by the
 // [Policy]), calls the upstream (retrying per its own policy) and releases
-// the permit when the upstream answers. The upstream is Capacity servers
+// the permit when the upstream answers, even after the deadline: the
+// upstream would not stop the work, and the permit must bound it. The upstream is Capacity servers
 // with a FIFO queue: service times drawn from a distribution (log-normal,
 // exponential, constant, uniform), scaled by the request's actual cost
 // when CostScaling is set, by slowdown events, and by Degradation when
@@ -125,6 +133,7 @@
 //	  demand_hold: 1s
 //	  timeout: 0                 # per upstream call (default: wait for the answer)
 //	  retry: {max_attempts: 1}
+//	  no_deadline_propagation: false  # replicas see no deadline (callers send none)
 //	upstream:
 //	  capacity: 100              # servers: the concurrency where latency starts to grow
 //	  service_time: {dist: lognormal, median: 50ms, sigma: 0.5}

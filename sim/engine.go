@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/shedkit/shedkit/middleware/shedhttp"
 	"github.com/shedkit/shedkit/retrybudget"
 	"github.com/shedkit/shedkit/shed"
 )
@@ -476,8 +477,11 @@ func (e *engine) send(t *task) {
 		deadline = e.now + c.attemptTimeout
 	}
 	if t.kind != layerService && t.deadline > 0 && (deadline == 0 || t.deadline < deadline) {
-		// Clients and the gateway stop waiting at the request's deadline;
-		// a replica waits for the upstream unless its own timeout fires.
+		// Clients and the gateway stop waiting at the request's deadline.
+		// A replica waits for the upstream unless its own timeout fires,
+		// even past a deadline it knows: the upstream would not stop work
+		// it was given, and the permit must bound that work (a permit
+		// released while the work goes on bounds nothing).
 		deadline = t.deadline
 	}
 	if deadline > 0 {
@@ -497,8 +501,11 @@ func (e *engine) send(t *task) {
 	child.nanc = min(t.nanc+1, int8(len(child.anc)))
 	child.class, child.cost, child.actual, child.arrival = t.class, t.cost, t.actual, e.now
 	child.deadline = t.deadline
-	if deadline > 0 && t.kind != layerService {
-		child.deadline = deadline // propagated: the callee knows when its caller stops waiting
+	switch {
+	case child.kind == layerService:
+		child.deadline = e.serviceDeadline(deadline)
+	case deadline > 0 && t.kind != layerService:
+		child.deadline = deadline // the gateway knows when its client stops waiting
 	}
 	switch child.kind {
 	case layerGateway:
@@ -512,6 +519,28 @@ func (e *engine) send(t *task) {
 		child.replica = t.replica
 		e.replicas[t.replica].up.arrive(e, child)
 	}
+}
+
+// serviceDeadline returns the deadline a replica sees for a request sent
+// now by a caller that stops waiting at callerDeadline (0: never). It
+// models the middleware fed by retrybudget.Transport: the Transport sends
+// the time left, in whole milliseconds rounded down
+// (retrybudget.FormatDeadline), and the middleware takes that, bounded by
+// shedhttp.DefaultMaxDeadline, from the request's arrival (its clock; the
+// simulated network takes no time). With Service.NoDeadlinePropagation the
+// replica sees none.
+func (e *engine) serviceDeadline(callerDeadline int64) int64 {
+	if e.sc.Service.NoDeadlinePropagation || callerDeadline == 0 {
+		return 0
+	}
+	return e.now + propagatedLeft(callerDeadline-e.now)
+}
+
+// propagatedLeft is the time a replica has when its caller has left: what
+// survives the header, in nanoseconds (see serviceDeadline).
+func propagatedLeft(left int64) int64 {
+	left -= left % int64(time.Millisecond)
+	return min(max(left, 0), int64(shedhttp.DefaultMaxDeadline))
 }
 
 // pick chooses a replica for a service request.
@@ -552,11 +581,7 @@ func (e *engine) serviceArrive(t *task) {
 	t.replica = int32(ri)
 	r.active++
 	e.rec.attempt(e)
-	var dl time.Time
-	if t.deadline > 0 {
-		dl = Epoch.Add(time.Duration(t.deadline))
-	}
-	req := shed.Request{Class: shed.Class(t.class), Cost: t.cost, Deadline: dl}
+	req := serviceRequest(t)
 	var p shed.Permit
 	var queued bool
 	var err error
@@ -582,6 +607,16 @@ func (e *engine) serviceArrive(t *task) {
 	default:
 		e.admit(t, p)
 	}
+}
+
+// serviceRequest is what a replica asks its limiter for service request t:
+// its class, cost and the deadline it sees (see serviceDeadline).
+func serviceRequest(t *task) shed.Request {
+	var dl time.Time
+	if t.deadline > 0 {
+		dl = Epoch.Add(time.Duration(t.deadline))
+	}
+	return shed.Request{Class: shed.Class(t.class), Cost: t.cost, Deadline: dl}
 }
 
 // asRejection returns the *shed.Rejection in err. The type assertion
@@ -685,11 +720,7 @@ func (e *engine) finish(t *task, res result) {
 		r := &e.replicas[t.replica]
 		r.active--
 		if t.permit.Valid() {
-			o := shed.Success
-			if res != resOK || (t.deadline > 0 && e.now > t.deadline) {
-				o = shed.Dropped
-			}
-			t.permit.ReleaseAt(e.nowT, o)
+			t.permit.ReleaseAt(e.nowT, e.outcome(t, res))
 			r.inFlight--
 			e.rec.release(e, t, res)
 		}
@@ -698,6 +729,24 @@ func (e *engine) finish(t *task, res result) {
 		e.respond(t, res, t.retryAfter)
 	}
 	e.freeTask(t)
+}
+
+// outcome is the outcome a replica releases the permit of service request
+// t with, when it ends with res: as the middleware decides it, the
+// request's deadline first (its context ended: Dropped), then its caller
+// (gone before the deadline: the middleware sees a cancelled context,
+// Ignored), then the answer (an error or a timeout of the upstream call:
+// Dropped).
+func (e *engine) outcome(t *task, res result) shed.Outcome {
+	switch {
+	case t.deadline > 0 && e.now >= t.deadline:
+		return shed.Dropped
+	case e.parent(t) == nil:
+		return shed.Ignored
+	case res != resOK:
+		return shed.Dropped
+	}
+	return shed.Success
 }
 
 func (e *engine) jobDone(j *task) {

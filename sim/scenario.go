@@ -210,6 +210,13 @@ type Service struct {
 	Timeout time.Duration
 	// Retry is the replica's retry policy for upstream calls.
 	Retry Retry
+	// NoDeadlinePropagation: callers do not pass their deadline on (no
+	// deadline header, or a middleware that does not trust it). Replicas
+	// then see no deadline: their limiters reject nothing for one, and they
+	// wait for the upstream however late. By default a replica sees its
+	// caller's deadline as the middleware reads it from retrybudget's
+	// Transport, and stops waiting there.
+	NoDeadlinePropagation bool
 }
 
 // Upstream is what each replica depends on: Capacity servers taking work

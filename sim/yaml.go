@@ -526,6 +526,8 @@ func (d *decoder) scenario(n *yaml.Node, sc *Scenario) error {
 				"demand_hold":  d.duration(&s.DemandHold),
 				"timeout":      d.duration(&s.Timeout),
 				"retry":        d.retry(&s.Retry),
+
+				"no_deadline_propagation": d.boolean(&s.NoDeadlinePropagation),
 			})
 		},
 		"upstream": func(n *yaml.Node, p string) error {

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -22,9 +23,11 @@ import (
 
 // gateway is the service under test: it answers the load generator by
 // calling the upstream. Protected, it runs behind shedkit's middleware with
-// an adaptive limit and calls the upstream through a retry budget.
-// Unprotected, it is what such services often look like: no limit, and a
-// hand-written loop that retries every failure three times.
+// an adaptive limit, takes its clients' deadlines from deadlineHeader and
+// calls the upstream through a retry budget that passes on what is left.
+// Unprotected, it is what such services often look like: no limit, no
+// deadline, and a hand-written loop that retries every failure three
+// times.
 type gateway struct {
 	mode     string
 	lim      *shed.Limiter
@@ -34,8 +37,11 @@ type gateway struct {
 	upstream string
 	inflight atomic.Int64
 	served   atomic.Int64 // requests that reached the handler
-	srv      *http.Server
-	url      string
+	// answered counts the responses the gateway finished, late those it
+	// finished after its client had given up (see giveUpHeader).
+	answered, late atomic.Int64
+	srv            *http.Server
+	url            string
 }
 
 type gatewayConfig struct {
@@ -46,6 +52,7 @@ type gatewayConfig struct {
 	latencyCeiling time.Duration
 	queueWait      time.Duration
 	attemptTimeout time.Duration
+	propagate      bool // deadlines: read from clients, sent upstream
 }
 
 func startGateway(ctx context.Context, cfg gatewayConfig) (*gateway, error) {
@@ -60,6 +67,10 @@ func startGateway(ctx context.Context, cfg gatewayConfig) (*gateway, error) {
 	var handler http.Handler = mux
 	if cfg.protected {
 		g.mode = "protected"
+		dlHeader := ""
+		if cfg.propagate {
+			dlHeader = deadlineHeader
+		}
 		gradient, err := limits.NewGradient(limits.GradientConfig{
 			InitialLimit:   cfg.initialLimit,
 			LatencyCeiling: cfg.latencyCeiling,
@@ -94,6 +105,8 @@ func startGateway(ctx context.Context, cfg gatewayConfig) (*gateway, error) {
 			Limiter:   g.lim,
 			Routes:    map[string]string{classPaths[interactive]: "interactive", classPaths[batch]: "batch"},
 			SkipPaths: []string{"/healthz"},
+			// The load generator is the demo's own client: trusted.
+			DeadlineHeader: dlHeader,
 		})
 		if err != nil {
 			return nil, err
@@ -104,6 +117,7 @@ func startGateway(ctx context.Context, cfg gatewayConfig) (*gateway, error) {
 			Name:           "gateway-upstream",
 			MaxAttempts:    3,
 			AttemptTimeout: cfg.attemptTimeout,
+			DeadlineHeader: dlHeader,
 			Budget:         mustBudget(),
 			TracerProvider: tp,
 			MeterProvider:  cfg.tel.meters,
@@ -119,6 +133,7 @@ func startGateway(ctx context.Context, cfg gatewayConfig) (*gateway, error) {
 	handler = otelhttp.NewHandler(handler, "gateway",
 		otelhttp.WithTracerProvider(tp), otelhttp.WithMeterProvider(cfg.tel.meters),
 		otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string { return r.Method + " " + r.URL.Path }))
+	handler = g.countLate(handler)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
@@ -127,6 +142,22 @@ func startGateway(ctx context.Context, cfg gatewayConfig) (*gateway, error) {
 	g.srv = &http.Server{Handler: handler, ReadHeaderTimeout: 5 * time.Second}
 	go func() { _ = g.srv.Serve(ln) }()
 	return g, nil
+}
+
+// deadlineHeader carries a client's remaining time to the protected
+// gateway, and the gateway's to the upstream (which ignores it).
+const deadlineHeader = retrybudget.ConnectTimeoutHeader
+
+// countLate counts the answers next finishes, and those it finishes after
+// the client gave up on them: work whose result nobody reads.
+func (g *gateway) countLate(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		next.ServeHTTP(w, r)
+		g.answered.Add(1)
+		if ns, err := strconv.ParseInt(r.Header.Get(giveUpHeader), 10, 64); err == nil && time.Now().UnixNano() > ns {
+			g.late.Add(1)
+		}
+	})
 }
 
 // mustBudget is the gateway's retry budget: Finagle's defaults (retries

@@ -5,10 +5,17 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 )
+
+// giveUpHeader carries, in Unix nanoseconds, when the load generator
+// gives up on an attempt. It is the demo's measuring tape, not deadline
+// propagation: the protected gateway reads the client's deadline from
+// deadlineHeader, which only the protected clients send.
+const giveUpHeader = "X-Demo-Give-Up"
 
 // paths the load generator calls on the gateway, one per class: the
 // gateway classifies by route, never by a client header.
@@ -16,7 +23,9 @@ var classPaths = [numClasses]string{"/api/search", "/api/report"}
 
 // loadgen sends open-loop Poisson traffic of both classes to the gateway.
 // Each logical request has a deadline; it is good when it is answered 2xx
-// within it.
+// within it. Every attempt also tells the gateway, in giveUpHeader, when
+// this client stops waiting for it: for measurement only (the gateway
+// counts the answers it finishes after that), never for decisions.
 type loadgen struct {
 	base      string
 	client    *http.Client
@@ -87,6 +96,9 @@ func (g *loadgen) attempt(ctx context.Context, c int) int {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, g.base+classPaths[c], nil)
 	if err != nil {
 		return outFailed
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		req.Header.Set(giveUpHeader, strconv.FormatInt(dl.UnixNano(), 10))
 	}
 	resp, err := g.client.Do(req)
 	if err != nil {

@@ -3,8 +3,12 @@
 // (healthy, then slower, then healthy), a gateway that calls it, and a load
 // generator with interactive and batch traffic. It runs the schedule once
 // with an unprotected gateway and once with shedkit (adaptive limit,
-// priority classes, retry budget), prints one progress line a second, and
+// priority classes, retry budget, clients' deadlines propagated to the
+// gateway and on to the upstream), prints one progress line a second, and
 // ends with a side-by-side summary and a report (Markdown and PNG charts).
+// The summary counts the answers the gateway finished after its client
+// had given up, and the upstream's time spent on work whose caller had
+// gone: the waste that overload and unknown deadlines create.
 //
 // While it runs, Prometheus metrics are served on -metrics-addr/metrics.
 // Traces and metrics are also exported by OTLP when the standard
@@ -25,6 +29,7 @@ import (
 
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 
+	"github.com/shedkit/shedkit/retrybudget"
 	"github.com/shedkit/shedkit/shed"
 )
 
@@ -42,6 +47,7 @@ type options struct {
 	latencyCeiling time.Duration
 	queueWait      time.Duration
 	attemptTimeout time.Duration
+	noPropagation  bool
 }
 
 func parseFlags(args []string, stderr io.Writer) (*options, error) {
@@ -84,6 +90,7 @@ Flags:
 	fs.DurationVar(&o.latencyCeiling, "latency-ceiling", 0, "shedkit: latency above which the limit is cut (0: none)")
 	fs.DurationVar(&o.queueWait, "queue-wait", 250*time.Millisecond, "shedkit: longest an interactive request waits for admission")
 	fs.DurationVar(&o.attemptTimeout, "attempt-timeout", 800*time.Millisecond, "shedkit: timeout of one attempt to the upstream")
+	fs.BoolVar(&o.noPropagation, "no-deadline-propagation", false, "shedkit: clients do not send their deadline, so the gateway does not know it")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -183,10 +190,11 @@ func run(ctx context.Context, o *options, stdout io.Writer) error {
 func describe(o *options) string {
 	return fmt.Sprintf("upstream: %v median latency, x%g from %v for %v, capacity %d\n"+
 		"interactive: %.0f/s, deadline %v; batch: %.0f/s, deadline %v; seed %d\n"+
-		"shedkit: Gradient limit (initial %d), interactive protects 80%% and queues up to %v, retry budget 20%% + 10/s, attempt timeout %v",
+		"shedkit: Gradient limit (initial %d), interactive protects 80%% and queues up to %v, retry budget 20%% + 10/s, attempt timeout %v,\n"+
+		"clients' deadlines propagated (Connect-Timeout-Ms) to the gateway and from it to the upstream: %v",
 		o.sched.Healthy, o.sched.Factor, o.sched.SlowStart, o.sched.SlowFor, o.capacity,
 		o.rates[interactive], o.deadlines[interactive], o.rates[batch], o.deadlines[batch], o.seed,
-		o.initialLimit, o.queueWait, o.attemptTimeout)
+		o.initialLimit, o.queueWait, o.attemptTimeout, !o.noPropagation)
 }
 
 // runOnce runs the schedule against one gateway.
@@ -217,6 +225,7 @@ func runOnce(ctx context.Context, o *options, mode string, tel *telemetry, stdou
 		latencyCeiling: o.latencyCeiling,
 		queueWait:      o.queueWait,
 		attemptTimeout: o.attemptTimeout,
+		propagate:      !o.noPropagation,
 	})
 	if err != nil {
 		return nil, err
@@ -226,10 +235,15 @@ func runOnce(ctx context.Context, o *options, mode string, tel *telemetry, stdou
 	start := time.Now()
 	up.reset(start)
 	rec := newRecorder(start, o.sched.Duration+10*time.Second)
-	lg := &loadgen{base: gw.url, rates: o.rates, deadlines: o.deadlines, rec: rec,
-		client: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1024}}}
+	lgBase := &http.Transport{MaxIdleConnsPerHost: 1024}
+	defer lgBase.CloseIdleConnections()
+	lg := &loadgen{base: gw.url, rates: o.rates, deadlines: o.deadlines, rec: rec, client: &http.Client{Transport: lgBase}}
 	if mode == "unprotected" {
 		lg.naive = 2 // clients retry every failure twice, each with a full timeout
+	} else if !o.noPropagation {
+		if lg.client, err = deadlineClient(lgBase); err != nil {
+			return nil, err
+		}
 	}
 	fmt.Fprintf(stdout, "\n== %s run ==\n", mode)
 	runCtx, cancel := context.WithTimeout(ctx, o.sched.Duration)
@@ -249,7 +263,9 @@ func runOnce(ctx context.Context, o *options, mode string, tel *telemetry, stdou
 			n := min(i, len(rec.secs)-1)
 			rec.setGauges(n, gw.gauges(), last, int(up.served.Load()-lastAttempts))
 			return &runResult{mode: mode, sched: o.sched, secs: rec.secs[:max(n, int(o.sched.Duration/time.Second))+1],
-				logical: lg.logical.Load(), attempt: up.served.Load()}, nil
+				logical: lg.logical.Load(), attempt: up.served.Load(),
+				answered: gw.answered.Load(), late: gw.late.Load(),
+				busy: time.Duration(up.busy.Load()), abandoned: time.Duration(up.abandoned.Load())}, nil
 		case <-tick.C:
 			served := up.served.Load()
 			now := gw.gauges()
@@ -260,6 +276,21 @@ func runOnce(ctx context.Context, o *options, mode string, tel *telemetry, stdou
 			}
 		}
 	}
+}
+
+// deadlineClient is the protected run's client: it sends each request's
+// remaining time in deadlineHeader (retrybudget.Transport, one attempt:
+// these clients do not retry, and no breaker, so that the comparison is
+// about deadlines, not about failing fast).
+func deadlineClient(base http.RoundTripper) (*http.Client, error) {
+	rt, err := retrybudget.NewTransport(retrybudget.TransportConfig{
+		Base: base, Name: "loadgen", MaxAttempts: 1, NoBudget: true,
+		Breaker: retrybudget.BreakerConfig{Disabled: true}, DeadlineHeader: deadlineHeader,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &http.Client{Transport: rt}, nil
 }
 
 func progressLine(mode string, i int, sched schedule, s second) string {

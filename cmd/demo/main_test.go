@@ -26,6 +26,7 @@ func TestParseFlags(t *testing.T) {
 		{[]string{"-outage-for", "-1s"}, "-outage-for"},
 		{[]string{"-capacity", "0"}, "-capacity"},
 		{[]string{"-interactive-deadline", "0s"}, "deadlines"},
+		{[]string{"-no-deadline-propagation"}, ""},
 		{[]string{"stray"}, "unexpected arguments"},
 	}
 	for _, c := range cases {
@@ -67,7 +68,8 @@ func TestShortRun(t *testing.T) {
 	if err := run(context.Background(), o, &stdout); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"| unprotected", "| protected", "interactive goodput", "upstream attempts per logical request"} {
+	for _, want := range []string{"| unprotected", "| protected", "interactive goodput", "upstream attempts per logical request",
+		"answers after the client gave up", "upstream time spent on abandoned work"} {
 		if !strings.Contains(stdout.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, stdout.String())
 		}

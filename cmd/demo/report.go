@@ -20,6 +20,11 @@ type runResult struct {
 	secs    []second
 	logical int64 // logical requests the clients started
 	attempt int64 // attempts that reached the upstream
+	// answered and late count the gateway's answers, and those it
+	// finished after its client had given up; busy is the upstream's work,
+	// abandoned the part of it done for callers that had gone.
+	answered, late  int64
+	busy, abandoned time.Duration
 }
 
 // summary condenses a run into the figures of the side-by-side table.
@@ -31,6 +36,10 @@ type summary struct {
 	amplificationSlow     float64
 	recovery              time.Duration // -1: not recovered before the end
 	healthyRate, slowRate float64       // good responses per second
+	late                  int64         // answers after the client gave up
+	lateShare             float64       // of the gateway's answers
+	abandoned             time.Duration // upstream work for callers that had gone
+	abandonedShare        float64       // of the upstream's work
 }
 
 func (r *runResult) summarize() summary {
@@ -50,6 +59,11 @@ func (r *runResult) summarize() summary {
 		s.shed[c] = all.shed[c]
 	}
 	s.amplification = ratio(int(r.attempt), int(r.logical))
+	s.late, s.lateShare = r.late, ratio(int(r.late), int(r.answered))
+	s.abandoned = r.abandoned
+	if r.busy > 0 {
+		s.abandonedShare = float64(r.abandoned) / float64(r.busy)
+	}
 	s.amplificationSlow = ratio(slow.attempts, slow.offered[0]+slow.offered[1])
 	s.healthyRate = float64(healthy.good[0]+healthy.good[1]) / float64(max(slowFrom-1, 1))
 	s.slowRate = float64(slow.good[0]+slow.good[1]) / float64(max(slowTo-slowFrom, 1))
@@ -147,6 +161,12 @@ func table(runs []*runResult) string {
 		return fmt.Sprintf("%.2f (slow: %.2f)", s.amplification, s.amplificationSlow)
 	})
 	row("recovery to 90% of healthy after slowdown", func(s summary) string { return recoveryString(s.recovery) })
+	row("answers after the client gave up", func(s summary) string {
+		return fmt.Sprintf("%d (%s of answers)", s.late, pct(s.lateShare))
+	})
+	row("upstream time spent on abandoned work", func(s summary) string {
+		return fmt.Sprintf("%.1f s (%s)", s.abandoned.Seconds(), pct(s.abandonedShare))
+	})
 	return b.String()
 }
 

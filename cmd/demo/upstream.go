@@ -25,6 +25,9 @@ type upstream struct {
 
 	inflight atomic.Int64
 	served   atomic.Int64 // requests that reached the handler (attempts on the wire)
+	// busy is the time spent working, abandoned the part of it spent on
+	// requests whose caller had gone when the work ended (ns).
+	busy, abandoned atomic.Int64
 
 	mu  sync.Mutex
 	rng *rand.Rand
@@ -37,6 +40,8 @@ func newUpstream(s schedule, capacity int, seed uint64) *upstream {
 func (u *upstream) reset(now time.Time) {
 	u.start.Store(now.UnixNano())
 	u.served.Store(0)
+	u.busy.Store(0)
+	u.abandoned.Store(0)
 }
 
 // serviceTime draws the time one request takes at offset t with n in flight.
@@ -60,7 +65,14 @@ func (u *upstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "overloaded", http.StatusServiceUnavailable)
 		return
 	}
-	time.Sleep(u.serviceTime(t, n)) // not cut short by r.Context(): the work is done anyway
+	d := u.serviceTime(t, n)
+	time.Sleep(d) // not cut short by r.Context(): the work is done anyway
+	u.busy.Add(int64(d))
+	if r.Context().Err() != nil {
+		// The caller cancelled (its own caller gave up, or its deadline
+		// passed) while this ran: nobody reads the answer.
+		u.abandoned.Add(int64(d))
+	}
 	w.Header().Set("Content-Type", "text/plain")
 	_, _ = w.Write([]byte("ok\n"))
 }

@@ -47,6 +47,27 @@ type Config struct {
 	// address, Context.RealIP(), which reads forwarding headers only when
 	// Echo.IPExtractor is configured to trust them (see IPv6KeyPrefix).
 	KeyHeader string
+	// DeadlineHeader names a trusted request header that carries the
+	// caller's remaining time, as retrybudget.Transport sends it
+	// (TransportConfig.DeadlineHeader): whole milliseconds
+	// (shedhttp.EnvoyTimeoutHeader, shedhttp.ConnectTimeoutHeader or a
+	// name of your own) or gRPC's format (shedhttp.GRPCTimeoutHeader).
+	// ClassHeader's trust rule applies: name it only if every request
+	// reaches the service through peers that set or strip it (shedkit
+	// clients, a proxy that overwrites it); it is read only when it occurs
+	// exactly once, and a malformed value is ignored (see
+	// shedhttp.ParseDeadline). The deadline it announces, at most
+	// MaxDeadline after arrival, is the default classification's
+	// Deadline: the limiter rejects at once (503, deadline_too_short) a
+	// request that cannot finish before it, and the handler's context ends
+	// at it (never later than its own deadline), so that the handler's
+	// outgoing calls inherit it. Empty (the default): no header sets a
+	// deadline.
+	DeadlineHeader string
+	// MaxDeadline bounds the remaining time DeadlineHeader announces: a
+	// longer one counts as MaxDeadline. Default shedhttp.DefaultMaxDeadline
+	// (1 minute). Only with DeadlineHeader.
+	MaxDeadline time.Duration
 	// IPv6KeyPrefix is the prefix length, in bits, of the default key of
 	// an IPv6 client: all the addresses of one /64 (the default,
 	// shedhttp.DefaultIPv6KeyPrefix) share one rate-limit bucket, because
@@ -133,6 +154,8 @@ func New(cfg Config) (echov4.MiddlewareFunc, error) {
 		DefaultClass:         cfg.DefaultClass,
 		ClassHeader:          cfg.ClassHeader,
 		KeyHeader:            cfg.KeyHeader,
+		DeadlineHeader:       cfg.DeadlineHeader,
+		MaxDeadline:          cfg.MaxDeadline,
 		IPv6KeyPrefix:        cfg.IPv6KeyPrefix,
 		RateLimits:           cfg.RateLimits,
 		KeyStore:             cfg.KeyStore,

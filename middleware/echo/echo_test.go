@@ -28,6 +28,8 @@ func config(o mwtest.Options) shedecho.Config {
 		DefaultClass:         o.DefaultClass,
 		ClassHeader:          o.ClassHeader,
 		KeyHeader:            o.KeyHeader,
+		DeadlineHeader:       o.DeadlineHeader,
+		MaxDeadline:          o.MaxDeadline,
 		RateLimits:           o.RateLimits,
 		KeyStore:             o.KeyStore,
 		RateLimitDryRun:      o.RateLimitDryRun,

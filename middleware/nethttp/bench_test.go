@@ -200,3 +200,35 @@ func BenchmarkOverheadHTTP1(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkOverheadDeadline is BenchmarkOverheadHTTP1's GET carrying a
+// deadline header (Connect-Timeout-Ms: 5000): ignored when the middleware
+// does not trust it, and propagated (parsed, given to the limiter, put on
+// the handler's context) when it does.
+func BenchmarkOverheadDeadline(b *testing.B) {
+	ignored, err := nethttp.New(nethttp.Config{Limiter: benchLimiter(b, shed.MaxLimit)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	trusted, err := nethttp.New(nethttp.Config{Limiter: benchLimiter(b, shed.MaxLimit), DeadlineHeader: shedhttp.ConnectTimeoutHeader})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, v := range []struct {
+		name string
+		h    http.Handler
+	}{{"bare", app}, {"ignored", ignored(app)}, {"propagated", trusted(app)}} {
+		b.Run(v.name, func(b *testing.B) {
+			r := httptest.NewRequest(http.MethodGet, "/", nil)
+			r.Header.Set("Connect-Timeout-Ms", "5000")
+			w := &h1Writer{discardWriter{h: http.Header{}}}
+			b.ReportAllocs()
+			for b.Loop() {
+				v.h.ServeHTTP(w, r)
+			}
+			if w.code != 200 {
+				b.Fatalf("status %d", w.code)
+			}
+		})
+	}
+}

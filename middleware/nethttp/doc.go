@@ -94,5 +94,9 @@
 // and the request copy that carries it (http.Request.WithContext, 1).
 // Other writers (HTTP/2) add the httpsnoop wrapper with its status hook
 // (4), and its hijack hook (3) when they can be hijacked. Rejections
-// allocate nothing. See the benchmarks for the current figures.
+// allocate nothing. A request that carries a trusted deadline header
+// (Config.DeadlineHeader) adds about 1 us and 4 allocations, those of Go's
+// context.WithDeadline for the handler's context (BenchmarkOverheadDeadline);
+// an untrusted one adds nothing. See the benchmarks for the current
+// figures.
 package nethttp

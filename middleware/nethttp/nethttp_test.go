@@ -23,6 +23,8 @@ func config(o mwtest.Options) nethttp.Config {
 		DefaultClass:         o.DefaultClass,
 		ClassHeader:          o.ClassHeader,
 		KeyHeader:            o.KeyHeader,
+		DeadlineHeader:       o.DeadlineHeader,
+		MaxDeadline:          o.MaxDeadline,
 		Classify:             o.Classify,
 		RateLimits:           o.RateLimits,
 		KeyStore:             o.KeyStore,

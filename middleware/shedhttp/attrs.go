@@ -22,6 +22,14 @@ const (
 	AttrQueueWait = string(shedotel.AttrQueueWait)
 	// AttrCost is the cost the request reserved (int).
 	AttrCost = string(shedotel.AttrCost)
+	// AttrAttempt is the attempt number the request's retrying client
+	// sent (the Shedkit-Attempt header of retrybudget.Transport: 1 for a
+	// first attempt, 2 for the first retry...), when it sent one (int).
+	AttrAttempt = string(shedotel.AttrAttempt)
+	// AttrDeadlineBudget is the time left before the request's deadline
+	// when it was admitted or rejected, in seconds (float64, 0 when it had
+	// passed), when the request has a deadline.
+	AttrDeadlineBudget = string(shedotel.AttrDeadlineBudget)
 )
 
 // Values of AttrDecision.

@@ -20,9 +20,13 @@ type Classification struct {
 	// key, a client address. The default is the trusted KeyHeader when
 	// configured and present, else the client's address.
 	Key string
-	// Deadline, when set, is when the caller stops waiting; a request that
-	// would wait longer for admission is rejected at once. Zero means the
-	// request context's deadline, if any.
+	// Deadline, when set, is when the caller stops waiting. The default is
+	// the one a trusted deadline header announces (the middleware's
+	// DeadlineHeader), else none. The request's deadline is the earlier
+	// of this and the request context's own: the limiter rejects at once
+	// (deadline_too_short) a request whose deadline has passed or that is
+	// not expected to finish before it, and the handler's context ends at
+	// it. Zero means the request context's deadline, if any.
 	Deadline time.Time
 }
 

@@ -12,7 +12,7 @@
 //  1. answers 413 at once when Content-Length exceeds the maximum body
 //     size (and caps the body at that size for the handler);
 //  2. classifies the request ([Classification]: class, cost, rate-limit key,
-//     deadline);
+//     deadline, the last from a trusted deadline header);
 //  3. rate limits per key and class ([KeyStore]): 429 when the key is over
 //     its rate;
 //  4. asks the shed.Limiter for admission: 503 when it rejects (413 when
@@ -42,6 +42,27 @@
 // whoever holds a /64 can send from any of its 2^64 addresses, and keying
 // by the full address would give each request a fresh bucket. IPv4
 // addresses, also IPv4-mapped ones, count by themselves.
+//
+// The caller's deadline follows the same rule: it is read from a header
+// only when the configuration names one (DeadlineHeader), and only when the
+// request carries it exactly once with a value [ParseDeadline] accepts;
+// anything else is ignored, as if absent. A peer that may send the header
+// can only shorten the request's deadline: what it announces is bounded by
+// MaxDeadline ([DefaultMaxDeadline], a minute) and never extends the
+// request context's own deadline.
+//
+// # Deadlines
+//
+// A client that sends its remaining time (retrybudget.Transport with
+// DeadlineHeader, Envoy's x-envoy-expected-rq-timeout-ms, Connect's
+// Connect-Timeout-Ms, gRPC's grpc-timeout) lets the service refuse at once
+// work it cannot finish in time: the limiter rejects with 503
+// (deadline_too_short) a request whose deadline has passed, or whose
+// remaining time is shorter than its expected queue wait plus half (by
+// default) of its class's expected service time, before the handler runs.
+// An admitted request's handler context ends at the deadline, so that its
+// own outgoing calls through retrybudget.Transport pass on what is left,
+// minus the time spent.
 //
 // # Responses
 //
@@ -99,8 +120,11 @@
 //
 // When the request context carries a recording OpenTelemetry span, the
 // middleware sets [AttrDecision], [AttrReason], [AttrClass],
-// [AttrQueueWait] and [AttrCost] on it. Without a recording span this costs
-// one context lookup. Metrics come from the shed.Limiter's Observer; the
+// [AttrQueueWait] and [AttrCost] on it, and [AttrAttempt] (the inbound
+// attempt number of a retrying shedkit client) and [AttrDeadlineBudget]
+// (the time left before the request's deadline) when the request has
+// them. Without a recording span this costs one context lookup. Metrics
+// come from the shed.Limiter's Observer; the
 // middleware reports its own rate-limit rejections to the Observer given in
 // its configuration, as shed.EventRejected with shed.ReasonRateLimited.
 package shedhttp

@@ -189,3 +189,52 @@ func FuzzDefaultOutcome(f *testing.F) {
 		}
 	})
 }
+
+// FuzzParseDeadline: the deadline header parser never panics, accepts only
+// canonical values (what it accepts formats back to the same text with the
+// same unit), never returns a negative duration, and reads back what a
+// shedkit client (retrybudget.FormatDeadline) sends for any duration:
+// never more than that duration, and less by under one unit of the format.
+func FuzzParseDeadline(f *testing.F) {
+	for _, s := range []struct {
+		grpc bool
+		v    string
+		d    int64
+	}{
+		{false, "1500", int64(1500 * time.Millisecond)}, {false, "0", 0}, {false, "-1", -1}, {false, "9999999999", math.MaxInt64},
+		{false, "", 1}, {false, "1e3", int64(time.Second)}, {true, "250m", int64(250 * time.Millisecond)}, {true, "99999999H", math.MaxInt64},
+		{true, "0n", 0}, {true, "1", 99_999_999}, {true, "12345678S", 100_000_000}, {true, "5x", math.MinInt64},
+	} {
+		f.Add(s.grpc, s.v, s.d)
+	}
+	f.Fuzz(func(t *testing.T, grpc bool, v string, ns int64) {
+		header := shedhttp.ConnectTimeoutHeader
+		if grpc {
+			header = shedhttp.GRPCTimeoutHeader
+		}
+		d, ok := shedhttp.ParseDeadline(header, v)
+		if ok && d < 0 {
+			t.Fatalf("ParseDeadline(%s, %q) = %v: negative", header, v, d)
+		}
+		if ok && !grpc && strconv.FormatInt(int64(d/time.Millisecond), 10) != strings.TrimLeft(v, "0") && strings.Trim(v, "0") != "" {
+			t.Fatalf("ParseDeadline(%s, %q) = %v: not the value it reads", header, v, d)
+		}
+		if !ok && d != 0 {
+			t.Fatalf("ParseDeadline(%s, %q) rejected with %v", header, v, d)
+		}
+		sent := time.Duration(ns)
+		w := retrybudget.FormatDeadline(header, sent)
+		got, ok := shedhttp.ParseDeadline(header, w)
+		if !ok {
+			t.Fatalf("FormatDeadline(%s, %v) = %q, which ParseDeadline refuses", header, sent, w)
+		}
+		unit, most := time.Millisecond, 9_999_999_999*time.Millisecond
+		if grpc {
+			units := map[byte]time.Duration{'n': time.Nanosecond, 'u': time.Microsecond, 'm': time.Millisecond, 'S': time.Second, 'M': time.Minute, 'H': time.Hour}
+			unit, most = units[w[len(w)-1]], math.MaxInt64
+		}
+		if want := min(max(sent, 0), most); got > want || want-got >= unit {
+			t.Fatalf("%v sent as %q reads back as %v", sent, w, got)
+		}
+	})
+}

@@ -22,6 +22,17 @@ type Config[In any] struct {
 	// Limiter, when set, is a service-wide bound shared by many fan-outs:
 	// each task holds one of its permits while the task function runs. A
 	// task waiting for its permit already holds its per-request slot.
+	//
+	// When the context given to Run carries a permit of this same limiter
+	// (shed.PermitFromContext: the request's own, which shedkit's
+	// middleware puts there), that permit is the request's capacity and
+	// its tasks use it: one task at a time runs on it without asking the
+	// limiter; the others take a free permit of the limiter if there is
+	// one (TryAcquire: they never wait in its queue), else wait for the
+	// request's own, within PermitWait. A request that filled the limiter
+	// thus runs its items one at a time instead of failing them; without
+	// that, its tasks would wait for more permits from the pool that the
+	// requests themselves hold.
 	Limiter *shed.Limiter
 	// Request returns the admission request (class, cost, deadline) for an
 	// input. Nil means shed.Request{}: class 0, cost 1. When the request
@@ -58,6 +69,11 @@ type Config[In any] struct {
 	// MaxItems+1 stops the fan-out with a *TooManyItemsError before that
 	// item's task is created. Zero means no maximum.
 	MaxItems int
+	// Len, when > 0, is the number of inputs if known in advance (a
+	// slice: see RunSlice; a count the request announced). When it
+	// exceeds MaxItems, Run returns a *TooManyItemsError at once, before
+	// any input is pulled or any task started. Zero means unknown.
+	Len int
 }
 
 // ErrInvalidConfig is wrapped by every configuration or argument error
@@ -100,6 +116,9 @@ func (c Config[In]) validate() (Config[In], error) {
 	}
 	if c.MaxItems < 0 {
 		return c, configError("MaxItems", "must be >= 0, got %d", c.MaxItems)
+	}
+	if c.Len < 0 {
+		return c, configError("Len", "must be >= 0, got %d", c.Len)
 	}
 	return c, nil
 }

@@ -27,6 +27,24 @@
 // [shed.ErrRejected]); an expiry of PermitWait is a *shed.Rejection with
 // ReasonQueueTimeout and no Retry-After hint.
 //
+// # Under the request's own limiter
+//
+// A handler behind shedkit's middleware already holds a permit of the
+// middleware's limiter. If Config.Limiter is that same limiter, its tasks
+// must not wait for more permits from the pool the requests hold: when
+// requests fill the limiter, every task would wait for a permit that only
+// the end of those same requests frees, and fail (4 requests of 8 items
+// each on a limiter of 4: all 32 items failed with queue_timeout). So when
+// the context given to Run carries a permit of Config.Limiter
+// ([shed.PermitFromContext]; the middleware puts the request's permit
+// there), that permit is the request's share: one task at a time runs on
+// it without asking the limiter; the other tasks take a free permit of the
+// limiter when there is one (they never queue), else wait for the
+// request's own, within PermitWait. A request that filled the limiter runs
+// its items one at a time; one that finds room fans out across it. A
+// separate limiter for the upstream calls (sized for the upstream) avoids
+// the question altogether.
+//
 // Config.Request computes each item's class and cost from its input;
 // Config.Outcome decides how its permit is released. [DefaultOutcome]
 // reports success as shed.Success, a context.DeadlineExceeded as
@@ -68,9 +86,11 @@
 // The fan-out also stops when the parent context ends (Run returns
 // ctx.Err()), when the callback returns an error (returned as is), or when
 // the input is longer than Config.MaxItems (a *[TooManyItemsError],
-// errors.Is [ErrTooManyItems]; it is detected when item MaxItems+1 is
-// pulled, before its task is created, so a handler refuses an oversized
-// list before it builds per-item data for the rest). Stopping pulls no more
+// errors.Is [ErrTooManyItems]). When the length is known in advance,
+// [RunSlice] or Config.Len, an oversized input is refused before any task
+// starts; otherwise it is detected when item MaxItems+1 is pulled, before
+// its task is created, so a handler refuses an oversized stream before it
+// builds per-item data for the rest. Stopping pulls no more
 // input, cancels the context of the running tasks, discards their results
 // and waits for them. Results delivered before the stop stay delivered.
 // Run returns only after every task has ended, also when the callback or

@@ -10,15 +10,22 @@ import (
 var ErrTooManyItems = errors.New("fanout: too many items")
 
 // TooManyItemsError is returned by Run when the input has more than
-// Config.MaxItems items. It is detected when item MaxItems+1 is pulled,
-// before its task is created; tasks already started are cancelled and
-// awaited, and results delivered before it stay delivered.
+// Config.MaxItems items. When the length is known in advance (RunSlice,
+// Config.Len) it is detected before anything runs; otherwise when item
+// MaxItems+1 is pulled, before its task is created: tasks already started
+// are then cancelled and awaited, and results delivered before it stay
+// delivered.
 type TooManyItemsError struct {
 	// Max is Config.MaxItems.
 	Max int
+	// Len is the input's length when it was known in advance, else 0.
+	Len int
 }
 
 func (e *TooManyItemsError) Error() string {
+	if e.Len > 0 {
+		return "fanout: too many items: " + strconv.Itoa(e.Len) + ", more than " + strconv.Itoa(e.Max)
+	}
 	return "fanout: too many items: more than " + strconv.Itoa(e.Max)
 }
 

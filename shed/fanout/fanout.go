@@ -5,6 +5,7 @@ import (
 	"errors"
 	"iter"
 	"runtime/debug"
+	"slices"
 	"sync"
 
 	"github.com/shedkit/shedkit/shed"
@@ -54,6 +55,9 @@ func Run[In, Out any](ctx context.Context, items iter.Seq[In], task func(ctx con
 	if task == nil {
 		return configError("task", "must not be nil")
 	}
+	if cfg.MaxItems > 0 && cfg.Len > cfg.MaxItems {
+		return &TooManyItemsError{Max: cfg.MaxItems, Len: cfg.Len}
+	}
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -70,6 +74,12 @@ func Run[In, Out any](ctx context.Context, items iter.Seq[In], task func(ctx con
 	}
 	r.ctx, r.cancel = context.WithCancel(ctx)
 	r.done = r.ctx.Done()
+	if own := shed.PermitFromContext(ctx); cfg.Limiter != nil && cfg.Limiter.Holds(own) {
+		// The request's own capacity, as a token that one task holds at
+		// a time.
+		r.own = make(chan struct{}, 1)
+		r.own <- struct{}{}
+	}
 	if cfg.Ordered {
 		r.ring = make([]slot[Out], cfg.ReorderBuffer+1)
 	}
@@ -105,6 +115,9 @@ type runner[In, Out any] struct {
 	done    <-chan struct{}
 	results chan envelope[Out]
 	jobs    chan job[In] // unbuffered: a job is handed to an idle worker
+	// own holds a token while the permit of the request the fan-out runs
+	// for (see Config.Limiter) is free for a task; nil when there is none.
+	own chan struct{}
 
 	workers int            // worker goroutines alive
 	exited  sync.WaitGroup // Run waits for its workers to exit
@@ -264,12 +277,13 @@ func (r *runner[In, Out]) worker(j job[In]) {
 // work runs one task and sends its result. It reports whether the worker
 // may go on: false after runtime.Goexit, which ends the goroutine anyway.
 // The deferred function reports a panic (or Goexit) as the item's error,
-// releases the permit on every path and always sends, so the scheduler
-// never waits for a result that will not come.
+// releases the permit (or hands the request's own back) on every path and
+// always sends, so the scheduler never waits for a result that will not
+// come.
 func (r *runner[In, Out]) work(index int, in In) (alive bool) {
 	res := Result[Out]{Index: index}
 	var permit shed.Permit
-	held := false
+	held, onOwn := false, false
 	defer func() {
 		goexit := false
 		if !alive {
@@ -282,25 +296,29 @@ func (r *runner[In, Out]) work(index int, in In) (alive bool) {
 			res.Err = &PanicError{Value: v, Stack: debug.Stack()}
 			alive = !goexit
 		}
-		if held {
+		switch {
+		case held:
 			permit.Release(r.cfg.Outcome(res.Err))
+		case onOwn:
+			r.own <- struct{}{}
 		}
 		r.results <- envelope[Out]{res: res, exited: goexit}
 	}()
 	if r.cfg.Limiter != nil {
-		permit, res.Err = r.acquire(in)
+		permit, onOwn, res.Err = r.acquire(in)
 		if res.Err != nil {
 			return true
 		}
-		held = true
+		held = !onOwn
 	}
 	res.Value, res.Err = r.task(r.ctx, in)
 	return true
 }
 
 // acquire waits for a permit of the service-wide limiter while the task
-// holds its per-request slot.
-func (r *runner[In, Out]) acquire(in In) (shed.Permit, error) {
+// holds its per-request slot. onOwn reports that the task runs on the
+// request's own permit instead (see Config.Limiter).
+func (r *runner[In, Out]) acquire(in In) (p shed.Permit, onOwn bool, err error) {
 	var req shed.Request
 	if r.cfg.Request != nil {
 		req = r.cfg.Request(in)
@@ -310,14 +328,61 @@ func (r *runner[In, Out]) acquire(in In) (shed.Permit, error) {
 		// refuse at once work that cannot finish in time.
 		req.Deadline, _ = r.ctx.Deadline()
 	}
-	if r.cfg.PermitWait <= 0 {
-		return r.cfg.Limiter.Acquire(r.ctx, req)
+	ctx := r.ctx
+	if r.cfg.PermitWait > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(r.ctx, r.cfg.PermitWait)
+		defer cancel()
 	}
-	ctx, cancel := context.WithTimeout(r.ctx, r.cfg.PermitWait)
-	defer cancel()
-	p, err := r.cfg.Limiter.Acquire(ctx, req)
-	if err != nil && errors.Is(err, context.DeadlineExceeded) && r.ctx.Err() == nil {
+	if r.own != nil {
+		p, onOwn, err = r.acquireOrOwn(ctx, req)
+	} else {
+		p, err = r.cfg.Limiter.Acquire(ctx, req)
+	}
+	if err != nil && ctx != r.ctx && errors.Is(err, context.DeadlineExceeded) && r.ctx.Err() == nil {
 		err = &shed.Rejection{Reason: shed.ReasonQueueTimeout, Class: req.Class, ClassName: r.cfg.Limiter.ClassName(req.Class)}
 	}
-	return p, err
+	return p, onOwn, err
+}
+
+// acquireOrOwn gets a task its permit when the request holds one of the
+// limiter: the request's own if it is free, else a free one of the
+// limiter, else the request's own as soon as it frees (until ctx ends).
+// It never waits in the limiter's queue: the request can always go on on
+// its own permit, and the queue is for requests that have none.
+func (r *runner[In, Out]) acquireOrOwn(ctx context.Context, req shed.Request) (shed.Permit, bool, error) {
+	select {
+	case <-r.own:
+		return shed.Permit{}, true, nil
+	default:
+	}
+	p, err := r.cfg.Limiter.TryAcquire(req)
+	if err == nil || !shortOfCapacity(err) {
+		return p, false, err
+	}
+	select {
+	case <-r.own:
+		return shed.Permit{}, true, nil
+	case <-ctx.Done():
+		return shed.Permit{}, false, ctx.Err()
+	}
+}
+
+// shortOfCapacity reports whether err is a rejection for lack of capacity,
+// which the request's own permit may make up for; a deadline that is too
+// short or a cost that is too large it does not.
+func shortOfCapacity(err error) bool {
+	switch shed.ReasonOf(err) {
+	case shed.ReasonLimit, shed.ReasonQueueFull, shed.ReasonQueueTimeout:
+		return true
+	}
+	return false
+}
+
+// RunSlice is Run over the elements of items. Its length is known, so an
+// input longer than cfg.MaxItems is refused with a *TooManyItemsError
+// before any task starts (Config.Len).
+func RunSlice[In, Out any](ctx context.Context, items []In, task func(ctx context.Context, in In) (Out, error), cfg Config[In], each func(Result[Out]) error) error {
+	cfg.Len = len(items)
+	return Run(ctx, slices.Values(items), task, cfg, each)
 }

@@ -723,6 +723,7 @@ func TestInvalidArguments(t *testing.T) {
 		{"ReorderBuffer", fanout.Config[int]{Bound: 1, ReorderBuffer: 2}, task, items},
 		{"ReorderBuffer", fanout.Config[int]{Bound: 1, Ordered: true, ReorderBuffer: -1}, task, items},
 		{"MaxItems", fanout.Config[int]{Bound: 1, MaxItems: -1}, task, items},
+		{"Len", fanout.Config[int]{Bound: 1, Len: -1}, task, items},
 		{"PermitWait", fanout.Config[int]{Bound: 1, PermitWait: time.Second}, task, items},
 		{"PermitWait", fanout.Config[int]{Bound: 1, Limiter: l, PermitWait: -1}, task, items},
 		{"Request", fanout.Config[int]{Bound: 1, Request: func(int) shed.Request { return shed.Request{} }}, task, items},
@@ -741,6 +742,7 @@ func TestErrorMessages(t *testing.T) {
 		want string
 	}{
 		{&fanout.TooManyItemsError{Max: 3}, "fanout: too many items: more than 3"},
+		{&fanout.TooManyItemsError{Max: 3, Len: 7}, "fanout: too many items: 7, more than 3"},
 		{&fanout.ItemError{Index: 2, Err: errBoom}, "fanout: item 2: boom"},
 		{&fanout.PanicError{Value: "x"}, "fanout: task panicked: x"},
 	} {

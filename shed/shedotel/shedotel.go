@@ -22,8 +22,10 @@ const (
 	AttrReason   = attribute.Key("shedkit.reason")   // shed.Reason.String(), on rejections
 	AttrOutcome  = attribute.Key("shedkit.outcome")  // shed.Outcome.String(), or leaked
 	// Span-only attributes.
-	AttrQueueWait = attribute.Key("shedkit.queue.wait") // seconds spent queued (float64)
-	AttrCost      = attribute.Key("shedkit.cost")       // the cost the request reserved
+	AttrQueueWait      = attribute.Key("shedkit.queue.wait")      // seconds spent queued (float64)
+	AttrCost           = attribute.Key("shedkit.cost")            // the cost the request reserved
+	AttrAttempt        = attribute.Key("shedkit.attempt")         // the inbound attempt number (int)
+	AttrDeadlineBudget = attribute.Key("shedkit.deadline.budget") // seconds left before the deadline (float64)
 )
 
 // ScopeName is the instrumentation scope of the meter.

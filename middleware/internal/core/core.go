@@ -27,6 +27,9 @@ import (
 const (
 	NoRetryHeader = "Shedkit-No-Retry"
 	NoRetryValue  = "overloaded"
+	// AttemptHeader carries the attempt number a retrying shedkit client
+	// sets (retrybudget.AttemptHeader); server spans report it.
+	AttemptHeader = "Shedkit-Attempt"
 )
 
 var noRetryValues = []string{NoRetryValue}[:1:1]
@@ -39,6 +42,8 @@ type Config struct {
 	DefaultClass         string
 	ClassHeader          string
 	KeyHeader            string
+	DeadlineHeader       string
+	MaxDeadline          time.Duration
 	IPv6KeyPrefix        int
 	RateLimits           map[string]shedhttp.RateLimit
 	KeyStore             shedhttp.KeyStore
@@ -70,6 +75,8 @@ type Engine struct {
 	defClass     shed.Class
 	classHeader  string
 	keyHeader    string
+	dlHeader     string
+	maxDeadline  time.Duration
 	v6Bits       int
 	rates        [shed.MaxClasses]rateRule
 	anyRate      bool
@@ -157,6 +164,9 @@ func New(cfg Config) (*Engine, error) {
 		}
 		e.keyHeader = http.CanonicalHeaderKey(cfg.KeyHeader)
 	}
+	if err := e.deadlineConfig(cfg); err != nil {
+		return nil, err
+	}
 	switch p := cfg.IPv6KeyPrefix; {
 	case p == 0:
 		e.v6Bits = shedhttp.DefaultIPv6KeyPrefix
@@ -206,6 +216,27 @@ func New(cfg Config) (*Engine, error) {
 	return e, nil
 }
 
+// deadlineConfig validates and sets the deadline propagation fields.
+func (e *Engine) deadlineConfig(cfg Config) error {
+	if cfg.DeadlineHeader != "" {
+		if !validHeaderName(cfg.DeadlineHeader) {
+			return configError("DeadlineHeader", "invalid header name %q", cfg.DeadlineHeader)
+		}
+		e.dlHeader = http.CanonicalHeaderKey(cfg.DeadlineHeader)
+	}
+	switch {
+	case cfg.MaxDeadline < 0:
+		return configError("MaxDeadline", "must be >= 0, got %v", cfg.MaxDeadline)
+	case cfg.MaxDeadline > 0 && cfg.DeadlineHeader == "":
+		return configError("MaxDeadline", "set without DeadlineHeader")
+	case cfg.MaxDeadline == 0:
+		e.maxDeadline = shedhttp.DefaultMaxDeadline
+	default:
+		e.maxDeadline = cfg.MaxDeadline
+	}
+	return nil
+}
+
 func validHeaderName(s string) bool {
 	for i := 0; i < len(s); i++ {
 		c := s[i]
@@ -253,7 +284,7 @@ func (e *Engine) Skip(r *http.Request) bool {
 // the maximum.
 func (e *Engine) CheckBody(r *http.Request) (shedhttp.Rejection, bool) {
 	if e.maxBody > 0 && r.ContentLength > e.maxBody {
-		e.annotateRejected(r.Context(), shedhttp.ReasonBodyTooLarge, 0, 0, false)
+		e.annotateRejected(r.Context(), inbound{r: r}, shedhttp.ReasonBodyTooLarge, 0, 0, false)
 		return e.bodyTooLarge, true
 	}
 	return shedhttp.Rejection{}, false
@@ -263,7 +294,8 @@ func (e *Engine) CheckBody(r *http.Request) (shedhttp.Rejection, bool) {
 // trusted class header, else from the route (an exact match of route, the
 // framework's route pattern, then the longest prefix of RequestPath(r)
 // that Routes holds), else the default class; the key from the trusted key header, else
-// "" (the adapter fills in the client address).
+// "" (the adapter fills in the client address); the deadline from the
+// trusted deadline header (see InboundDeadline).
 func (e *Engine) Classify(r *http.Request, route string) shedhttp.Classification {
 	cl := shedhttp.Classification{Class: e.classOf(r, route)}
 	if e.keyHeader != "" {
@@ -271,7 +303,29 @@ func (e *Engine) Classify(r *http.Request, route string) shedhttp.Classification
 			cl.Key = v[0]
 		}
 	}
+	if e.dlHeader != "" {
+		cl.Deadline = e.InboundDeadline(r, time.Now())
+	}
 	return cl
+}
+
+// InboundDeadline returns the deadline that r's trusted deadline header
+// announces, measured from now: the remaining time it carries, at most
+// MaxDeadline. It is zero when no header is configured, or when r carries
+// it not exactly once or with a value shedhttp.ParseDeadline refuses: such
+// a value is ignored, as a repeated class header is (a client value may
+// travel next to the proxy's). A value of 0 is a deadline of now: no time
+// is left, and the request is rejected.
+func (e *Engine) InboundDeadline(r *http.Request, now time.Time) time.Time {
+	v := r.Header[e.dlHeader]
+	if e.dlHeader == "" || len(v) != 1 {
+		return time.Time{}
+	}
+	d, ok := shedhttp.ParseDeadline(e.dlHeader, v[0])
+	if !ok {
+		return time.Time{}
+	}
+	return now.Add(min(d, e.maxDeadline))
 }
 
 func (e *Engine) classOf(r *http.Request, rt string) shed.Class {
@@ -346,40 +400,88 @@ func RemoteHost(addr string) string {
 // returns the rejection to answer with, always one with a status: even
 // when the request context ended while it waited, something must be
 // written (see rejection).
+//
+// The request's deadline is the earlier of cl.Deadline and the request
+// context's own: a classification never extends the server's deadline.
+// When cl.Deadline is the earlier, the handler's context ends at it, so
+// that the handler's own outgoing calls inherit it.
 func (e *Engine) Admit(r *http.Request, cl shedhttp.Classification) (*State, shedhttp.Rejection) {
-	ctx := r.Context()
-	dryReason := ""
-	if e.anyRate && int(cl.Class) < len(e.classNames) {
-		if rule := &e.rates[cl.Class]; rule.on {
-			now := e.clock()
-			if ok, wait := e.store.AllowAt(now, cl.Class, cl.Key, rule.limit); !ok {
-				if o := e.observer; o != nil {
-					o.Observe(shed.Event{Kind: shed.EventRejected, Time: now, Class: cl.Class, Reason: shed.ReasonRateLimited, Cost: max(cl.Cost, 1), DryRun: e.rateDryRun, InFlight: e.lim.InFlight()})
-				}
-				if !e.rateDryRun {
-					e.annotateRejected(ctx, shed.ReasonRateLimited.String(), cl.Class, cl.Cost, true)
-					return nil, shedhttp.Rejection{
-						Status:     http.StatusTooManyRequests,
-						Reason:     shed.ReasonRateLimited,
-						RetryAfter: roundRetryAfter(wait),
-						Class:      cl.Class,
-						Err:        shedhttp.ErrRateLimited,
-					}
-				}
-				dryReason = shed.ReasonRateLimited.String()
-			}
-		}
+	dryReason, rej, limited := e.rateLimit(r, cl)
+	if limited {
+		return nil, rej
 	}
-	p, err := e.lim.Acquire(ctx, shed.Request{Class: cl.Class, Cost: cl.Cost, Deadline: cl.Deadline})
+	ctx, dl, cancel := withDeadline(r.Context(), cl.Deadline)
+	in := inbound{r: r, deadline: dl}
+	p, err := e.lim.Acquire(ctx, shed.Request{Class: cl.Class, Cost: cl.Cost, Deadline: dl})
 	if err != nil {
-		return nil, e.rejection(ctx, cl, err)
+		if cancel != nil {
+			cancel()
+		}
+		return nil, e.rejection(ctx, in, cl, err)
 	}
-	st := &State{Context: ctx, Permit: p, holdHijacked: e.holdHijacked}
+	st := &State{Context: ctx, Permit: p, holdHijacked: e.holdHijacked, cancel: cancel}
 	if dryReason == "" && p.DryRun() != shed.ReasonNone {
 		dryReason = p.DryRun().String()
 	}
-	e.annotateAdmitted(ctx, &st.Permit, dryReason)
+	e.annotateAdmitted(ctx, in, &st.Permit, dryReason)
 	return st, shedhttp.Rejection{}
+}
+
+// rateLimit applies the rate limit of cl's class to cl's key. It returns
+// the 429 to answer with (limited), or, when a dry run let the request
+// through, the reason it would have been rejected for.
+func (e *Engine) rateLimit(r *http.Request, cl shedhttp.Classification) (dryReason string, rej shedhttp.Rejection, limited bool) {
+	if !e.anyRate || int(cl.Class) >= len(e.classNames) {
+		return "", rej, false
+	}
+	rule := &e.rates[cl.Class]
+	if !rule.on {
+		return "", rej, false
+	}
+	now := e.clock()
+	ok, wait := e.store.AllowAt(now, cl.Class, cl.Key, rule.limit)
+	if ok {
+		return "", rej, false
+	}
+	if o := e.observer; o != nil {
+		o.Observe(shed.Event{Kind: shed.EventRejected, Time: now, Class: cl.Class, Reason: shed.ReasonRateLimited, Cost: max(cl.Cost, 1), DryRun: e.rateDryRun, InFlight: e.lim.InFlight()})
+	}
+	if e.rateDryRun {
+		return shed.ReasonRateLimited.String(), rej, false
+	}
+	e.annotateRejected(r.Context(), inbound{r: r, deadline: deadlineOf(r.Context(), cl.Deadline)}, shed.ReasonRateLimited.String(), cl.Class, cl.Cost, true)
+	return "", shedhttp.Rejection{
+		Status:     http.StatusTooManyRequests,
+		Reason:     shed.ReasonRateLimited,
+		RetryAfter: roundRetryAfter(wait),
+		Class:      cl.Class,
+		Err:        shedhttp.ErrRateLimited,
+	}, true
+}
+
+// deadlineOf returns the request's deadline: the earlier of want (zero:
+// none) and ctx's deadline, zero when neither is set.
+func deadlineOf(ctx context.Context, want time.Time) time.Time {
+	have, ok := ctx.Deadline()
+	if want.IsZero() || (ok && !want.Before(have)) {
+		return have
+	}
+	return want
+}
+
+// withDeadline returns ctx bounded by want and the request's deadline (see
+// deadlineOf). The deadline of ctx is never extended; cancel is nil when
+// ctx is returned unchanged.
+func withDeadline(ctx context.Context, want time.Time) (context.Context, time.Time, context.CancelFunc) {
+	dl := deadlineOf(ctx, want)
+	if want.IsZero() || !dl.Equal(want) {
+		return ctx, dl, nil
+	}
+	if have, ok := ctx.Deadline(); ok && have.Equal(want) {
+		return ctx, dl, nil
+	}
+	ctx, cancel := context.WithDeadline(ctx, want)
+	return ctx, dl, cancel
 }
 
 func roundRetryAfter(d time.Duration) time.Duration {
@@ -387,7 +489,7 @@ func roundRetryAfter(d time.Duration) time.Duration {
 }
 
 // rejection turns an Acquire error into the response to send.
-func (e *Engine) rejection(ctx context.Context, cl shedhttp.Classification, err error) shedhttp.Rejection {
+func (e *Engine) rejection(ctx context.Context, in inbound, cl shedhttp.Classification, err error) shedhttp.Rejection {
 	rj, ok := err.(*shed.Rejection)
 	if !ok {
 		rj = asRejection(err)
@@ -398,7 +500,7 @@ func (e *Engine) rejection(ctx context.Context, cl shedhttp.Classification, err 
 			return shedhttp.Rejection{Status: http.StatusInternalServerError, Class: cl.Class, Err: err}
 		case errors.Is(err, context.DeadlineExceeded):
 			// The request's own deadline passed while it waited.
-			e.annotateRejected(ctx, shed.ReasonQueueTimeout.String(), cl.Class, cl.Cost, true)
+			e.annotateRejected(ctx, in, shed.ReasonQueueTimeout.String(), cl.Class, cl.Cost, true)
 			return shedhttp.Rejection{Status: http.StatusServiceUnavailable, Reason: shed.ReasonQueueTimeout, RetryAfter: time.Second, Class: cl.Class, Err: err}
 		default:
 			// The context ended while the request waited. The client may
@@ -407,11 +509,11 @@ func (e *Engine) rejection(ctx context.Context, cl shedhttp.Classification, err 
 			// while the client still waits. Writing nothing would make
 			// net/http answer an empty 200 for work that never ran; a 503
 			// to a client that has gone is harmless.
-			e.annotateRejected(ctx, shedhttp.ReasonCancelled, cl.Class, cl.Cost, true)
+			e.annotateRejected(ctx, in, shedhttp.ReasonCancelled, cl.Class, cl.Cost, true)
 			return shedhttp.Rejection{Status: http.StatusServiceUnavailable, RetryAfter: time.Second, Class: cl.Class, Err: err}
 		}
 	}
-	e.annotateRejected(ctx, rj.Reason.String(), cl.Class, cl.Cost, true)
+	e.annotateRejected(ctx, in, rj.Reason.String(), cl.Class, cl.Cost, true)
 	if rj.Reason == shed.ReasonCostTooLarge {
 		// It can never be admitted: Retry-After would be a lie.
 		return shedhttp.Rejection{Status: http.StatusRequestEntityTooLarge, Reason: rj.Reason, Class: cl.Class, Err: rj}
@@ -451,6 +553,7 @@ func (e *Engine) SetRejectHeaders(h http.Header, rej shedhttp.Rejection) {
 // It does nothing when the permit was already released: by the handler,
 // or at a hijack.
 func (e *Engine) Release(st *State, r *http.Request, status int) {
+	defer st.end()
 	if !st.Permit.Valid() {
 		return
 	}
@@ -479,4 +582,7 @@ func (e *Engine) Release(st *State, r *http.Request, status int) {
 
 // ReleasePanicked ends st's permit when the handler panicked (or called
 // runtime.Goexit): a bug is not an overload signal, nor a latency sample.
-func (e *Engine) ReleasePanicked(st *State) { st.Permit.Release(shed.Ignored) }
+func (e *Engine) ReleasePanicked(st *State) {
+	st.Permit.Release(shed.Ignored)
+	st.end()
+}

@@ -36,6 +36,9 @@ func TestProtocolMatchesRetryBudget(t *testing.T) {
 	if core.NoRetryHeader != retrybudget.NoRetryHeader || core.NoRetryValue != retrybudget.NoRetryValue {
 		t.Errorf("core has %s: %s, retrybudget %s: %s", core.NoRetryHeader, core.NoRetryValue, retrybudget.NoRetryHeader, retrybudget.NoRetryValue)
 	}
+	if core.AttemptHeader != retrybudget.AttemptHeader {
+		t.Errorf("core reads the attempt from %s, retrybudget sends %s", core.AttemptHeader, retrybudget.AttemptHeader)
+	}
 	if core.NoRetryHeader != http.CanonicalHeaderKey(core.NoRetryHeader) {
 		t.Errorf("%q is not canonical: it is assigned to http.Header directly", core.NoRetryHeader)
 	}
@@ -61,6 +64,9 @@ func TestConfigErrors(t *testing.T) {
 		{"empty skip path", core.Config{Limiter: l, SkipPaths: []string{"/ok", ""}}, "SkipPaths[1]"},
 		{"negative IPv6 prefix", core.Config{Limiter: l, IPv6KeyPrefix: -1}, "IPv6KeyPrefix"},
 		{"IPv6 prefix too long", core.Config{Limiter: l, IPv6KeyPrefix: 129}, "IPv6KeyPrefix"},
+		{"bad deadline header", core.Config{Limiter: l, DeadlineHeader: "grpc timeout"}, "DeadlineHeader"},
+		{"negative max deadline", core.Config{Limiter: l, DeadlineHeader: "grpc-timeout", MaxDeadline: -1}, "MaxDeadline"},
+		{"max deadline without header", core.Config{Limiter: l, MaxDeadline: time.Second}, "MaxDeadline"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := core.New(tc.cfg)
@@ -444,4 +450,47 @@ func TestReleaseContext(t *testing.T) {
 			t.Errorf("%s: released %v -> %v, want one more %v", tc.name, before, after, tc.want)
 		}
 	}
+}
+
+// TestAdmitDeadline: a classification deadline earlier than the request
+// context's bounds the handler's context; a later one changes nothing (the
+// server's deadline is never extended). The context's own deadline is
+// released only after the permit's outcome was read from it: a request
+// that finished in time is a Success, not a cancellation.
+func TestAdmitDeadline(t *testing.T) {
+	l := limiter(t)
+	e, err := core.New(core.Config{Limiter: l, DeadlineHeader: "Connect-Timeout-Ms", MaxDeadline: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := httptest.NewRequest(http.MethodGet, "/", nil)
+	r.Header.Set("Connect-Timeout-Ms", "60000")
+	before := time.Now()
+	cl := e.Classify(r, "")
+	if cl.Deadline.Before(before.Add(2*time.Second)) || cl.Deadline.After(time.Now().Add(2*time.Second)) {
+		t.Fatalf("deadline %v: want MaxDeadline (2 s) from now", cl.Deadline.Sub(before))
+	}
+	st, rej := e.Admit(r, cl)
+	if st == nil {
+		t.Fatalf("rejected: %+v", rej)
+	}
+	if dl, ok := st.Deadline(); !ok || !dl.Equal(cl.Deadline) {
+		t.Fatalf("handler context deadline %v, %v; want %v", dl, ok, cl.Deadline)
+	}
+	e.Release(st, r, 200)
+	if st.Err() == nil {
+		t.Error("the context's deadline timer was not released")
+	}
+	if got := l.Snapshot().Classes[1].Released[shed.Success]; got != 1 {
+		t.Errorf("%d successes, want 1: the outcome must be read before the context is released", got)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	own, _ := ctx.Deadline()
+	st, _ = e.Admit(r.WithContext(ctx), shedhttp.Classification{Class: 1, Deadline: own.Add(time.Hour)})
+	if dl, _ := st.Deadline(); !dl.Equal(own) || st.Context != ctx {
+		t.Errorf("a later classification deadline moved the context's: %v, want %v", dl, own)
+	}
+	e.Release(st, r, 200)
 }

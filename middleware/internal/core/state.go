@@ -2,6 +2,8 @@ package core
 
 import (
 	"context"
+	"net/http"
+	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
@@ -33,15 +35,31 @@ type State struct {
 	// admitted when (monoNow) it did.
 	body     clientBody
 	admitted int64
+	// cancel ends the deadline the middleware put on the context (nil:
+	// none), once the request is done.
+	cancel context.CancelFunc
+}
+
+// end releases the resources of the request's context deadline, after the
+// permit's outcome was read from it.
+func (st *State) end() {
+	if st.cancel != nil {
+		st.cancel()
+	}
 }
 
 type stateKey struct{}
 
-// Value returns st for the middleware's key and defers to the request's
-// context for every other key.
+// Value returns st for the middleware's key, the request's permit for
+// shed.PermitContextKey (so that shed/fanout finds the capacity the
+// request already holds), and defers to the request's context for every
+// other key.
 func (st *State) Value(key any) any {
-	if key == (stateKey{}) {
+	switch key {
+	case stateKey{}:
 		return st
+	case shed.PermitContextKey{}:
+		return &st.Permit
 	}
 	return st.Context.Value(key)
 }
@@ -88,10 +106,50 @@ func (e *Engine) className(c shed.Class) string {
 	return ""
 }
 
+// inbound is what the span attributes say about the caller of a request:
+// the attempt number its retrying client sent, and its deadline.
+type inbound struct {
+	r        *http.Request
+	deadline time.Time // zero: none
+}
+
+// append appends the inbound attributes to attrs: the attempt number when
+// r carries one (AttemptHeader), the deadline budget when there is a
+// deadline. It reads the clock for the budget.
+func (in inbound) append(attrs []attribute.KeyValue) []attribute.KeyValue {
+	if in.r != nil {
+		if v := in.r.Header[AttemptHeader]; len(v) == 1 {
+			if n := parseAttempt(v[0]); n > 0 {
+				attrs = append(attrs, attribute.Int(shedhttp.AttrAttempt, n))
+			}
+		}
+	}
+	if !in.deadline.IsZero() {
+		attrs = append(attrs, attribute.Float64(shedhttp.AttrDeadlineBudget, max(time.Until(in.deadline), 0).Seconds()))
+	}
+	return attrs
+}
+
+// parseAttempt parses an AttemptHeader value as retrybudget.ParseAttempt
+// does: 1 to 4 ASCII digits, 0 for anything else.
+func parseAttempt(v string) int {
+	if len(v) == 0 || len(v) > 4 {
+		return 0
+	}
+	n := 0
+	for i := 0; i < len(v); i++ {
+		if v[i] < '0' || v[i] > '9' {
+			return 0
+		}
+		n = n*10 + int(v[i]-'0')
+	}
+	return n
+}
+
 // annotateAdmitted sets the admission attributes on ctx's span, if it is
 // recording. dryReason is the reason a dry run admitted the request, "" if
 // it was admitted for real.
-func (e *Engine) annotateAdmitted(ctx context.Context, p *shed.Permit, dryReason string) {
+func (e *Engine) annotateAdmitted(ctx context.Context, in inbound, p *shed.Permit, dryReason string) {
 	span := trace.SpanFromContext(ctx)
 	if !span.IsRecording() {
 		return
@@ -100,36 +158,33 @@ func (e *Engine) annotateAdmitted(ctx context.Context, p *shed.Permit, dryReason
 	if dryReason != "" {
 		decision = shedhttp.DecisionDryRun
 	}
-	attrs := [5]attribute.KeyValue{
+	var buf [7]attribute.KeyValue
+	attrs := append(buf[:0],
 		attribute.String(shedhttp.AttrDecision, decision),
 		attribute.String(shedhttp.AttrClass, e.className(p.Class())),
 		attribute.Float64(shedhttp.AttrQueueWait, p.Wait().Seconds()),
 		attribute.Int64(shedhttp.AttrCost, p.Cost()),
-	}
-	n := 4
+	)
 	if dryReason != "" {
-		attrs[4] = attribute.String(shedhttp.AttrReason, dryReason)
-		n = 5
+		attrs = append(attrs, attribute.String(shedhttp.AttrReason, dryReason))
 	}
-	span.SetAttributes(attrs[:n]...)
+	span.SetAttributes(in.append(attrs)...)
 }
 
 // annotateRejected sets the rejection attributes on ctx's span, if it is
 // recording.
-func (e *Engine) annotateRejected(ctx context.Context, reason string, c shed.Class, cost int64, classified bool) {
+func (e *Engine) annotateRejected(ctx context.Context, in inbound, reason string, c shed.Class, cost int64, classified bool) {
 	span := trace.SpanFromContext(ctx)
 	if !span.IsRecording() {
 		return
 	}
-	attrs := [4]attribute.KeyValue{
+	var buf [6]attribute.KeyValue
+	attrs := append(buf[:0],
 		attribute.String(shedhttp.AttrDecision, shedhttp.DecisionRejected),
 		attribute.String(shedhttp.AttrReason, reason),
-	}
-	n := 2
+	)
 	if classified {
-		attrs[2] = attribute.String(shedhttp.AttrClass, e.className(c))
-		attrs[3] = attribute.Int64(shedhttp.AttrCost, max(cost, 1))
-		n = 4
+		attrs = append(attrs, attribute.String(shedhttp.AttrClass, e.className(c)), attribute.Int64(shedhttp.AttrCost, max(cost, 1)))
 	}
-	span.SetAttributes(attrs[:n]...)
+	span.SetAttributes(in.append(attrs)...)
 }

@@ -38,6 +38,8 @@ type Options struct {
 	DefaultClass         string
 	ClassHeader          string
 	KeyHeader            string
+	DeadlineHeader       string
+	MaxDeadline          time.Duration
 	Classify             func(r *http.Request, def shedhttp.Classification) shedhttp.Classification
 	RateLimits           map[string]shedhttp.RateLimit
 	KeyStore             shedhttp.KeyStore
@@ -280,6 +282,10 @@ func Run(t *testing.T, a Adapter) {
 		{"CostTooLarge", testCostTooLarge},
 		{"Draining", testDraining},
 		{"Spans", testSpans},
+		{"DeadlineTooShort", testDeadlineTooShort},
+		{"PassedDeadline", testPassedDeadline},
+		{"UntrustedDeadline", testUntrustedDeadline},
+		{"DeadlineSpans", testDeadlineSpans},
 		{"Randomized", testRandomized},
 	}
 	for _, c := range cases {

@@ -1,0 +1,176 @@
+package shed
+
+import (
+	"math"
+	"time"
+)
+
+// Deadlines
+//
+// A request that cannot finish before its caller stops waiting wastes the
+// capacity it holds: the caller is gone when the answer comes. The limiter
+// therefore rejects at the door (ReasonDeadline) a request whose deadline
+// has passed, and one whose remaining time is at most its expected queue
+// wait plus Config.DeadlineMargin times its class's expected service time.
+//
+// The expected service time of a class tracks the median of its recent
+// service times (the time timed permits were held, successes and drops):
+// each sample moves the estimate by a tenth towards itself, up when it is
+// longer, down when it is shorter, whatever its size. The estimate settles
+// where as many samples fall above as below, the median, and a few very
+// slow requests cannot drag it up the way they drag up a mean. That is
+// what makes the check safe: with a margin of at most 1, a request that is
+// rejected had at most an even chance of finishing in time had it started
+// at once, whatever the shape of the latency distribution. Drops count
+// because their latency is a lower bound of the service time (a timeout)
+// or a fast failure: both err towards admitting. Each class has its own
+// estimate, per unit of cost with Config.ServiceTimePerCost. A sample
+// costs a comparison, a multiplication and two atomic stores.
+//
+// An estimate only moves with samples, and a class whose every request is
+// rejected for its deadline produces none: an estimate left high by a past
+// slowdown would then shut the class out for good. So once the class has
+// refused probeAfter requests for their deadline since its last probe, and
+// no sample (or probe) has come for the expected service time itself, one
+// request that the estimate alone would reject is admitted as a probe, and
+// timed. At most about one probe per class is in flight at a time, so the
+// work wasted on probes while the service really is that slow stays under
+// one slot. A probe that comes back faster than the estimate replaces it at
+// once: the estimate was stale, and the class must not wait for tens of
+// probes to be let in again.
+
+// serviceStep is the factor by which one sample moves the estimate: it
+// reaches a ten-fold change of the service time in 24 samples, and jitters
+// by about a tenth around a steady median.
+const serviceStep = 1.1
+
+// probeAfter is how many deadline rejections a class must have made since
+// its last probe before another one: a class that refuses nothing is not
+// shut out, and a lone request is never let through on a stale estimate
+// only because traffic is light.
+const probeAfter = 3
+
+// minServiceSample is the smallest service time a sample counts as: the
+// estimate must stay positive to move by factors.
+const minServiceSample = time.Nanosecond
+
+// verdict is the outcome of the deadline check before admission.
+type verdict uint8
+
+const (
+	inTime  verdict = iota // no deadline, or time enough
+	tooLate                // reject with ReasonDeadline
+	probing                // too late by the estimate, admitted as a probe
+)
+
+// serviceEstimate returns the expected service time of class c (per unit
+// of cost with perCost) in nanoseconds, 0 when unknown.
+func (l *Limiter) serviceEstimate(c Class) float64 {
+	return math.Float64frombits(l.counts[c].service.Load())
+}
+
+// expectedService returns the expected service time of a request of class
+// c and the given cost, in nanoseconds, 0 when unknown.
+func (l *Limiter) expectedService(c Class, cost int64) float64 {
+	est := l.serviceEstimate(c)
+	if l.perCost {
+		est *= float64(cost)
+	}
+	return est
+}
+
+// recordService moves the estimate of class c towards the service time d
+// of a timed permit admitted at start and released at now (nanoseconds
+// since the epoch).
+// Concurrent updates may lose one another: the estimate only needs to be
+// about right.
+func (l *Limiter) recordService(c Class, d time.Duration, cost int64, start, now int64) {
+	x := float64(max(d, minServiceSample))
+	if l.perCost {
+		x /= float64(max(cost, 1))
+	}
+	cc := &l.counts[c]
+	switch old := math.Float64frombits(cc.service.Load()); {
+	case old == 0:
+		// The first sample is the estimate.
+	case cc.probeAt.Load() == start+1 && cc.probeAt.CompareAndSwap(start+1, 0):
+		// The probe (or work admitted at the same instant): when it was
+		// faster, the estimate was stale.
+		x = min(x, old*serviceStep)
+	case x > old:
+		x = min(old*serviceStep, x)
+	default:
+		x = max(old/serviceStep, x)
+	}
+	cc.service.Store(math.Float64bits(x))
+	cc.serviceAt.Store(now)
+}
+
+// checkDeadline decides, at now, whether req (with a deadline) can finish
+// in time if it waits wait before it starts. A passed deadline is always
+// too late. When only the service-time estimate makes it too late and the
+// class has had no sample for that long, it claims the class's probe.
+func (l *Limiter) checkDeadline(now time.Time, req Request, cost int64, wait time.Duration) verdict {
+	left := req.Deadline.Sub(now)
+	if left <= wait {
+		return tooLate
+	}
+	if l.margin == 0 {
+		return inTime
+	}
+	svc := l.expectedService(req.Class, cost)
+	if float64(left) > float64(wait)+l.margin*svc {
+		return inTime
+	}
+	return l.probe(now, req.Class, svc)
+}
+
+// probe returns probing when class c may let one request that is too late
+// by the estimate svc through as a probe (see probeAfter), and claims the
+// probe; else tooLate.
+func (l *Limiter) probe(now time.Time, c Class, svc float64) verdict {
+	cc := &l.counts[c]
+	refused := cc.rejected[ReasonDeadline].Load()
+	mark := cc.probeMark.Load()
+	if refused-mark < probeAfter {
+		return tooLate
+	}
+	t := int64(now.Sub(l.epoch))
+	last := cc.serviceAt.Load()
+	if float64(t-last) < svc || !cc.serviceAt.CompareAndSwap(last, t) {
+		return tooLate
+	}
+	cc.probeMark.Store(refused)
+	cc.probeAt.Store(t + 1)
+	return probing
+}
+
+// tooLateToQueue reports whether req, expected to wait wait in the queue,
+// would miss its deadline. A probe is judged by the queue wait alone.
+func (l *Limiter) tooLateToQueue(now time.Time, req Request, cost int64, wait time.Duration, v verdict) bool {
+	left := req.Deadline.Sub(now)
+	if left <= wait {
+		return true
+	}
+	return v != probing && l.margin > 0 && float64(left) <= float64(wait)+l.margin*l.expectedService(req.Class, cost)
+}
+
+// waiterDeadline returns when a waiter for req, enqueued at now with
+// verdict v, stops waiting: after maxWait, or once too little time is left
+// before the request's deadline for its expected service time (times the
+// margin). A probe waits until the deadline itself: by the estimate it is
+// too late already, and it is queued to measure that estimate.
+func (l *Limiter) waiterDeadline(now time.Time, req Request, cost int64, maxWait time.Duration, v verdict) time.Time {
+	d := now.Add(maxWait)
+	if req.Deadline.IsZero() {
+		return d
+	}
+	last := req.Deadline
+	if l.margin > 0 && v != probing {
+		last = last.Add(-time.Duration(l.margin * l.expectedService(req.Class, cost)))
+	}
+	if last.Before(d) {
+		return last
+	}
+	return d
+}
