@@ -41,19 +41,6 @@ const (
 	// beyond anything the limiter can estimate, and it bounds the table of
 	// shared rejections.
 	MaxRetryAfter = time.Hour
-	// DefaultDeadlineMargin rejects a request for its deadline only when
-	// the time it has left is shorter than its expected queue wait plus
-	// half of its class's expected service time. The estimate is a
-	// geometric mean of recent service times, which sits at or below the
-	// median for the right-skewed latencies of real services: a request
-	// with less than half of it left would have missed its deadline in
-	// most cases even if it had started at once (in every case when
-	// latency varies less than two-fold), so the default refuses only
-	// work that is very unlikely to finish, and tolerates an estimate
-	// that lags a service that just got faster. A margin of 1 refuses
-	// what would miss at the typical latency, a stricter choice for an
-	// operator who knows the latency spread.
-	DefaultDeadlineMargin = 0.5
 	// MaxDeadlineMargin is the largest DeadlineMargin New accepts.
 	MaxDeadlineMargin = 100
 )
@@ -107,17 +94,21 @@ type Config struct {
 	DryRun bool
 
 	// DeadlineMargin weighs the expected service time in the deadline
-	// check. A request with a Deadline is rejected at once, without
-	// waiting or running (ReasonDeadline), when its deadline has passed,
-	// or when the time it has left is at most its expected queue wait plus
-	// DeadlineMargin times the expected service time of its class (see
-	// ServiceTimePerCost). The expected service time is a geometric mean
-	// of the class's recent timed work (successes and drops), unknown
-	// (zero) until the class has some; see ClassSnapshot.ServiceTime.
-	// Default DefaultDeadlineMargin; at most MaxDeadlineMargin; negative
-	// leaves the service time out, so that only the queue wait and a
-	// passed deadline count. A request whose deadline has passed is never
-	// admitted, whatever the margin.
+	// check. A request with a Deadline is always rejected at once
+	// (ReasonDeadline) when its deadline has passed or its remaining time
+	// is at most its expected queue wait. With a positive margin it is
+	// also rejected when that time is at most the queue wait plus
+	// DeadlineMargin times the expected service time of its class: about
+	// the median time the class's recent timed work held a permit (see
+	// ServiceTimePerCost and ClassSnapshot.ServiceTime). With 0.5, a
+	// rejected request had less than an even chance of finishing in time
+	// even had it started at once, whatever the latency's shape.
+	//
+	// Zero, the default, leaves the service time out: under an adaptive
+	// limit the check turns away work the limit would have served, and
+	// the limit then sees less of the overload it must cut. Use it with a
+	// static limit, or where work that ends late is worse than work not
+	// done. At most MaxDeadlineMargin; negative is an error.
 	DeadlineMargin float64
 	// ServiceTimePerCost estimates the service time per unit of cost and
 	// scales it by each request's cost, for work whose time grows with its
@@ -276,11 +267,8 @@ func (c Config) validate() (Config, error) {
 	if c.MaxSamplesPerSecond == 0 {
 		c.MaxSamplesPerSecond = DefaultMaxSamplesPerSecond
 	}
-	switch m := c.DeadlineMargin; {
-	case math.IsNaN(m) || m > MaxDeadlineMargin:
-		return c, configError("DeadlineMargin", "must be at most %v (negative: the service time does not count), got %v", float64(MaxDeadlineMargin), m)
-	case m == 0:
-		c.DeadlineMargin = DefaultDeadlineMargin
+	if m := c.DeadlineMargin; !(m >= 0 && m <= MaxDeadlineMargin) {
+		return c, configError("DeadlineMargin", "must be in [0, %v] (0: the service time does not count), got %v", float64(MaxDeadlineMargin), m)
 	}
 	if c.Clock == nil {
 		c.Clock = time.Now

@@ -28,7 +28,7 @@ func learn(t *testing.T, l *shed.Limiter, c shed.Class, d time.Duration, n int, 
 // was compared with the expected queue wait only, which is zero while
 // capacity is free: the first request was admitted.
 func TestDeadlineCountsServiceTime(t *testing.T) {
-	l := mustNew(t, shed.Config{Limit: 10, Classes: []shed.ClassConfig{{Name: "q", QueueDepth: 5, MaxWait: time.Second}}})
+	l := mustNew(t, shed.Config{Limit: 10, DeadlineMargin: 0.5, Classes: []shed.ClassConfig{{Name: "q", QueueDepth: 5, MaxWait: time.Second}}})
 	learn(t, l, 0, 500*time.Millisecond, 1, at(500))
 	if got := l.Snapshot().Classes[0].ServiceTime; got != 500*time.Millisecond {
 		t.Fatalf("service time %v, want 500ms", got)
@@ -50,7 +50,7 @@ func TestDeadlineCountsServiceTime(t *testing.T) {
 }
 
 // TestDeadlineMargin: the margin scales the service time; a negative one
-// leaves it out (and stops estimating it).
+// (zero, the default) leaves it out and stops estimating it.
 func TestDeadlineMargin(t *testing.T) {
 	for _, tc := range []struct {
 		margin float64
@@ -60,7 +60,7 @@ func TestDeadlineMargin(t *testing.T) {
 		{1, 499 * time.Millisecond, true},
 		{1, 501 * time.Millisecond, false},
 		{2, 999 * time.Millisecond, true},
-		{-1, time.Millisecond, false},
+		{0, time.Millisecond, false},
 	} {
 		l := mustNew(t, shed.Config{Limit: 10, DeadlineMargin: tc.margin})
 		learn(t, l, 0, 500*time.Millisecond, 1, at(500))
@@ -70,7 +70,7 @@ func TestDeadlineMargin(t *testing.T) {
 			t.Errorf("margin %v, %v left: rejected %v (%v), want %v", tc.margin, tc.left, late, err, tc.late)
 		}
 		p.ReleaseAt(now, shed.Ignored)
-		if st := l.Snapshot().Classes[0].ServiceTime; (tc.margin < 0) != (st == 0) {
+		if st := l.Snapshot().Classes[0].ServiceTime; (tc.margin == 0) != (st == 0) {
 			t.Errorf("margin %v: service time %v", tc.margin, st)
 		}
 	}
@@ -83,7 +83,7 @@ func TestDeadlineMargin(t *testing.T) {
 // need to queue ignored the deadline entirely.
 func TestPassedDeadlineNeverAdmitted(t *testing.T) {
 	clock := newFakeClock()
-	l := mustNew(t, shed.Config{Limit: 10, DeadlineMargin: -1, Clock: clock.Now,
+	l := mustNew(t, shed.Config{Limit: 10, Clock: clock.Now,
 		Classes: []shed.ClassConfig{{Name: "q", QueueDepth: 5, MaxWait: time.Second}}})
 	for _, dl := range []time.Time{t0, t0.Add(-time.Nanosecond), t0.Add(-time.Hour)} {
 		_, err := l.TryAcquireAt(t0, shed.Request{Deadline: dl})
@@ -137,7 +137,7 @@ func TestDrainingBeatsDeadline(t *testing.T) {
 // ServiceTimePerCost scales it by each request's cost.
 func TestServiceTimePerClassAndCost(t *testing.T) {
 	classes := []shed.ClassConfig{{Name: "fast"}, {Name: "slow"}}
-	l := mustNew(t, shed.Config{Limit: 10, Classes: classes})
+	l := mustNew(t, shed.Config{Limit: 10, DeadlineMargin: 0.5, Classes: classes})
 	learn(t, l, 0, 10*time.Millisecond, 1, at(100))
 	learn(t, l, 1, time.Second, 1, at(1000))
 	now := at(2000)
@@ -146,7 +146,7 @@ func TestServiceTimePerClassAndCost(t *testing.T) {
 	_, err := l.TryAcquireAt(now, shed.Request{Class: 1, Deadline: now.Add(100 * time.Millisecond)})
 	wantReason(t, err, shed.ReasonDeadline)
 
-	pc := mustNew(t, shed.Config{Limit: 10, MaxCost: 1000, ServiceTimePerCost: true})
+	pc := mustNew(t, shed.Config{Limit: 10, DeadlineMargin: 0.5, MaxCost: 1000, ServiceTimePerCost: true})
 	p = mustAcquire(t, pc, at(0), shed.Request{Cost: 100})
 	p.ReleaseAt(at(1000), shed.Success) // 10 ms per unit
 	if st := pc.Snapshot().Classes[0].ServiceTime; st != 10*time.Millisecond {
@@ -163,7 +163,7 @@ func TestServiceTimePerClassAndCost(t *testing.T) {
 // estimate settles near the median, far below the mean, so that slow
 // outliers do not make the limiter refuse typical requests.
 func TestServiceTimeTracksTheMedian(t *testing.T) {
-	l := mustNew(t, shed.Config{Limit: 10})
+	l := mustNew(t, shed.Config{Limit: 10, DeadlineMargin: 0.5})
 	rng := rand.New(rand.NewPCG(1, 2))
 	var xs []float64
 	now := t0
@@ -188,7 +188,7 @@ func TestServiceTimeTracksTheMedian(t *testing.T) {
 // estimate can come down again instead of shutting the class out for
 // good; a probe that comes back fast replaces the stale estimate.
 func TestDeadlineProbe(t *testing.T) {
-	l := mustNew(t, shed.Config{Limit: 10})
+	l := mustNew(t, shed.Config{Limit: 10, DeadlineMargin: 0.5})
 	learn(t, l, 0, 4*time.Second, 1, at(4000)) // estimate 4 s, last sample at 4 s
 	req := func(now time.Time) shed.Request { return shed.Request{Deadline: now.Add(time.Second)} }
 	// Long after the last sample, but nothing refused yet: no probe.
@@ -223,7 +223,7 @@ func TestDeadlineProbe(t *testing.T) {
 // once too little time is left for its expected service time, not at its
 // deadline, where it would have taken a slot it could not use.
 func TestWaiterLeavesWhenItCanNoLongerFinish(t *testing.T) {
-	l := mustNew(t, shed.Config{Limit: 1, Classes: []shed.ClassConfig{{Name: "q", QueueDepth: 5, MaxWait: time.Minute}}})
+	l := mustNew(t, shed.Config{Limit: 1, DeadlineMargin: 0.5, Classes: []shed.ClassConfig{{Name: "q", QueueDepth: 5, MaxWait: time.Minute}}})
 	learn(t, l, 0, 200*time.Millisecond, 1, at(200))
 	p := mustAcquire(t, l, at(1000), shed.Request{})
 	w := shed.NewWaiter(func(*shed.Waiter) {})

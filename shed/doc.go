@@ -45,10 +45,10 @@
 // A request may carry a deadline: when its caller stops waiting. Work that
 // cannot finish before it only holds capacity that others could use, so a
 // request whose deadline has passed is never admitted, and one whose
-// remaining time is at most its expected queue wait plus
-// Config.DeadlineMargin (default 0.5) times its class's expected service
-// time is rejected at once with ReasonDeadline, without waiting and
-// without touching the limit. The expected service time tracks the median
+// remaining time is at most its expected queue wait (plus, when
+// Config.DeadlineMargin is set, that many times its class's expected
+// service time) is rejected at once with ReasonDeadline, without waiting
+// and without touching the limit. The expected service time tracks the median
 // time the class's recent work held its permits (ClassSnapshot.ServiceTime;
 // per unit of cost with Config.ServiceTimePerCost): with a margin of at
 // most 1, a rejected request had at most an even chance of finishing in

@@ -58,7 +58,7 @@ type ClassSnapshot struct {
 	// check weighs (see Config.DeadlineMargin): about the median time its
 	// recent timed work held a permit, per unit of cost with
 	// Config.ServiceTimePerCost. Zero until the class has timed work, and
-	// always zero when DeadlineMargin is negative.
+	// always zero when DeadlineMargin is zero.
 	ServiceTime time.Duration
 }
 

@@ -44,7 +44,7 @@ func TestDeadlineHeaderSemantics(t *testing.T) {
 // long, ending at now).
 func deadlineLimiter(t *testing.T, clock func() time.Time, now time.Time) *shed.Limiter {
 	t.Helper()
-	l, err := shed.New(shed.Config{Limit: 10, Clock: clock, Classes: []shed.ClassConfig{{Name: "a", QueueDepth: 10, MaxWait: time.Second}}})
+	l, err := shed.New(shed.Config{Limit: 10, DeadlineMargin: 0.5, Clock: clock, Classes: []shed.ClassConfig{{Name: "a", QueueDepth: 10, MaxWait: time.Second}}})
 	if err != nil {
 		t.Fatal(err)
 	}

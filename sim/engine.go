@@ -251,6 +251,8 @@ func newEngine(sc *Scenario, p Policy, seed uint64) (*engine, error) {
 			MaxQueue:   sc.Service.MaxQueue,
 			DemandHold: sc.Service.DemandHold,
 			Clock:      func() time.Time { return epoch },
+
+			DeadlineMargin: sc.Service.DeadlineMargin,
 		}
 		lim, src, err := p.NewLimiter(PolicyEnv{Scenario: sc, Replica: i, Config: cfg, Seed: seed ^ uint64(i+1)*0x9e3779b97f4a7c15})
 		if err != nil {

@@ -233,7 +233,7 @@ func init() {
 		func(map[string]string) (Policy, error) {
 			return PolicyFunc("none", func(env PolicyEnv) (*shed.Limiter, shed.LimitSource, error) {
 				cfg := env.Config
-				cfg.Limit, cfg.MaxCost, cfg.DeadlineMargin = shed.MaxLimit, 0, -1
+				cfg.Limit, cfg.MaxCost, cfg.DeadlineMargin = shed.MaxLimit, 0, 0
 				l, err := shed.New(cfg)
 				return l, nil, err
 			}), nil

@@ -6,6 +6,8 @@ import (
 	"math"
 	"strconv"
 	"time"
+
+	"github.com/shedkit/shedkit/shed"
 )
 
 // Scenario describes one simulated system and its load: classes of
@@ -217,6 +219,11 @@ type Service struct {
 	// caller's deadline as the middleware reads it from retrybudget's
 	// Transport, and stops waiting there.
 	NoDeadlinePropagation bool
+	// DeadlineMargin is each limiter's shed.Config.DeadlineMargin under
+	// every policy but "none": also reject a request whose remaining time
+	// is at most this many times its class's expected service time. Zero:
+	// only a passed deadline and the expected queue wait count.
+	DeadlineMargin float64
 }
 
 // Upstream is what each replica depends on: Capacity servers taking work
@@ -597,6 +604,9 @@ func (s *Service) normalize(sc *Scenario) error {
 	}
 	if s.Timeout < 0 {
 		return fieldErr("service.timeout", "must be >= 0, got %v", s.Timeout)
+	}
+	if m := s.DeadlineMargin; !(m >= 0 && m <= shed.MaxDeadlineMargin) {
+		return fieldErr("service.deadline_margin", "must be in [0, %v], got %v", float64(shed.MaxDeadlineMargin), m)
 	}
 	return s.Retry.normalize("service.retry")
 }

@@ -528,6 +528,7 @@ func (d *decoder) scenario(n *yaml.Node, sc *Scenario) error {
 				"retry":        d.retry(&s.Retry),
 
 				"no_deadline_propagation": d.boolean(&s.NoDeadlinePropagation),
+				"deadline_margin":         d.float(&s.DeadlineMargin),
 			})
 		},
 		"upstream": func(n *yaml.Node, p string) error {

@@ -29,7 +29,7 @@ func startHop(t *testing.T, app func(h *hop, w http.ResponseWriter, r *http.Requ
 	t.Helper()
 	h := &hop{}
 	var err error
-	if h.lim, err = shed.New(shed.Config{Limit: 8}); err != nil {
+	if h.lim, err = shed.New(shed.Config{Limit: 8, DeadlineMargin: 0.5}); err != nil {
 		t.Fatal(err)
 	}
 	mw, err := nethttp.New(nethttp.Config{Limiter: h.lim, DeadlineHeader: retrybudget.ConnectTimeoutHeader})

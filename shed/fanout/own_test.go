@@ -133,7 +133,7 @@ func TestOwnPermitWithRoom(t *testing.T) {
 // because its deadline is too short does not fall back on the request's
 // permit, and a permit of another limiter is not capacity of this one.
 func TestOwnPermitOnlyForCapacity(t *testing.T) {
-	l, err := shed.New(shed.Config{Limit: 4})
+	l, err := shed.New(shed.Config{Limit: 4, DeadlineMargin: 0.5})
 	if err != nil {
 		t.Fatal(err)
 	}

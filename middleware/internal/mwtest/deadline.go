@@ -70,7 +70,7 @@ func slowApp(ran *atomic.Int64, d time.Duration) http.Handler {
 // without the service time in the decision) it ran, and the client gave
 // up while it did.
 func testDeadlineTooShort(t *testing.T, a Adapter) {
-	l := newLimiter(t, shed.Config{Limit: 4, Classes: []shed.ClassConfig{{Name: "default", QueueDepth: 4, MaxWait: time.Second}}})
+	l := newLimiter(t, shed.Config{Limit: 4, DeadlineMargin: 0.5, Classes: []shed.ClassConfig{{Name: "default", QueueDepth: 4, MaxWait: time.Second}}})
 	var ran atomic.Int64
 	s := a.start(t, Options{Limiter: l, DeadlineHeader: shedhttp.ConnectTimeoutHeader}, slowApp(&ran, 500*time.Millisecond))
 	client := DeadlineClient(t, retrybudget.ConnectTimeoutHeader)
