@@ -75,19 +75,28 @@ type fitTick struct {
 	arr, shed, done []uint64
 }
 
-// NewFitter returns a Fitter, or an error naming an invalid option.
+// ErrInvalidConfig is wrapped by the errors NewFitter returns for invalid
+// FitOptions.
+var ErrInvalidConfig = errors.New("sim: invalid config")
+
+func configError(field, format string, args ...any) error {
+	return fmt.Errorf("%w: FitOptions.%s: %s", ErrInvalidConfig, field, fmt.Sprintf(format, args...))
+}
+
+// NewFitter returns a Fitter, or an error naming the invalid option
+// (wrapping ErrInvalidConfig).
 func NewFitter(opt FitOptions) (*Fitter, error) {
 	if opt.Name == "" {
 		opt.Name = "fitted"
 	}
 	if opt.Interval < 0 {
-		return nil, fieldErr("interval", "must be >= 0, got %v", opt.Interval)
+		return nil, configError("Interval", "must be >= 0, got %v", opt.Interval)
 	}
 	if opt.Interval == 0 {
 		opt.Interval = time.Second
 	}
 	if opt.MaxSteps < 0 || opt.MaxSteps > 1000 {
-		return nil, fieldErr("max_steps", "must be in [0, 1000], got %d", opt.MaxSteps)
+		return nil, configError("MaxSteps", "must be in [0, 1000], got %d", opt.MaxSteps)
 	}
 	if opt.MaxSteps == 0 {
 		opt.MaxSteps = 20

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"bytes"
+	"errors"
 	"math"
 	"strings"
 	"testing"
@@ -129,11 +130,13 @@ func TestFitNeverSaturated(t *testing.T) {
 }
 
 func TestFitErrors(t *testing.T) {
-	if _, err := NewFitter(FitOptions{Interval: -1}); err == nil {
-		t.Error("a negative interval was accepted")
-	}
-	if _, err := NewFitter(FitOptions{MaxSteps: -1}); err == nil {
-		t.Error("negative steps were accepted")
+	for _, c := range []struct {
+		opt   FitOptions
+		field string
+	}{{FitOptions{Interval: -1}, "Interval"}, {FitOptions{MaxSteps: -1}, "MaxSteps"}, {FitOptions{MaxSteps: 1001}, "MaxSteps"}} {
+		if _, err := NewFitter(c.opt); !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), "FitOptions."+c.field+":") {
+			t.Errorf("%+v: %v, want an ErrInvalidConfig naming %s", c.opt, err, c.field)
+		}
 	}
 	f, _ := NewFitter(FitOptions{})
 	if _, err := f.Fit(); err == nil {

@@ -108,7 +108,7 @@ func fitPath(path string, stdin io.Reader, opt sim.FitOptions, stderr io.Writer)
 	}
 	fit, err := sim.FitRecording(rd, opt)
 	switch {
-	case errors.Is(err, record.ErrFormat) || errors.Is(err, sim.ErrInvalidScenario):
+	case errors.Is(err, record.ErrFormat) || errors.Is(err, sim.ErrInvalidConfig):
 		fmt.Fprintln(stderr, "shedsim fit:", err)
 		return nil, ExitUsage
 	case err != nil:

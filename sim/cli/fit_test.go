@@ -76,7 +76,7 @@ func TestFitUsage(t *testing.T) {
 	}{
 		{[]string{"fit"}, ExitUsage, "give one recording"},
 		{[]string{"fit", "a", "b"}, ExitUsage, "give one recording"},
-		{[]string{"fit", "-interval", "-1s", bad}, ExitUsage, "interval"},
+		{[]string{"fit", "-interval", "-1s", bad}, ExitUsage, "FitOptions.Interval"},
 		{[]string{"fit", filepath.Join(dir, "missing")}, ExitUsage, "no such file"},
 		{[]string{"fit", bad}, ExitUsage, "bad.jsonl:1: record before the header"},
 		{[]string{"fit", empty}, ExitFail, "too short"},
