@@ -59,6 +59,7 @@ type Fitter struct {
 	lost    uint64
 	every   uint64 // the sparsest sampling seen
 	limits  [2]int // smallest and largest tick limit
+	outside int    // records whose times fall outside the span
 	shedBy  [shed.NumReasons]int
 }
 
@@ -133,18 +134,28 @@ func FitRecording(rd *record.Reader, opt FitOptions) (*Fit, error) {
 	return f.Fit()
 }
 
-// cell returns the cell of Unix time t (ns), growing the cells; times
-// before the first cell (records slightly out of order) go to it.
-func (f *Fitter) cell(t int64) int {
+// fitMaxCells bounds the span of a fit (12 days of 1 s intervals: fit
+// longer recordings with a longer Interval), and its memory, whatever
+// times a damaged recording holds.
+const fitMaxCells = 1 << 20
+
+// cell returns the cell of Unix time t (ns), growing the cells. Times
+// within a cell before the first (records slightly out of order) go to
+// it; times further out are not in the span (ok false), and counted.
+func (f *Fitter) cell(t int64) (int, bool) {
 	if !f.began {
 		f.start, f.began = t-t%f.dt, true
 	}
 	i := 0
 	if t > f.start {
-		i = int((t - f.start) / f.dt)
+		i = int(min((t-f.start)/f.dt, fitMaxCells))
+	}
+	if i >= fitMaxCells || t < f.start-f.dt {
+		f.outside++
+		return 0, false
 	}
 	f.cells.grow(i + 1)
-	return i
+	return i, true
 }
 
 func (c *fitCells) grow(n int) {
@@ -189,7 +200,10 @@ func (f *Fitter) Add(r record.Record) {
 	if r.Kind == record.KindRequest {
 		end = end.Add(r.Wait + r.Latency)
 	}
-	i := f.cell(end.UnixNano())
+	i, ok := f.cell(end.UnixNano())
+	if !ok {
+		return
+	}
 	v := float64(r.Latency)
 	f.cells.latSum[i] += v
 	f.cells.latN[i]++
@@ -201,7 +215,10 @@ func (f *Fitter) Add(r record.Record) {
 // tick spreads the counts since the previous tick over the cells the span
 // covers, in proportion to the overlap.
 func (f *Fitter) tick(t int64, tk *record.Tick) {
-	i := f.cell(t)
+	i, ok := f.cell(t)
+	if !ok {
+		return
+	}
 	f.ticks++
 	f.lost = max(f.lost, tk.Lost)
 	f.every = max(f.every, tk.SampleEvery)
@@ -217,7 +234,7 @@ func (f *Fitter) tick(t int64, tk *record.Tick) {
 		return // the first tick, or a restarted recorder: a new segment
 	}
 	a := max(p.t, f.start)
-	for j := f.cell(a); ; j++ {
+	for j, _ := f.cell(a); ; j++ {
 		lo, hi := f.start+int64(j)*f.dt, f.start+int64(j+1)*f.dt
 		over := min(hi, t) - max(lo, a)
 		if over > 0 {

@@ -82,6 +82,9 @@ func (f *Fitter) Fit() (*Fit, error) {
 	}
 	fit := &Fit{Start: time.Unix(0, f.start).UTC(), Span: time.Duration(n) * f.opt.Interval, Intervals: n,
 		Records: f.records, Lost: f.lost, SampleEvery: max(f.every, 1)}
+	if f.outside > 0 {
+		fit.Notes = append(fit.Notes, fmt.Sprintf("%d records with times far outside the recording's span were ignored", f.outside))
+	}
 	f.fitClasses(fit)
 	lm, err := f.latencyModel()
 	if err != nil {

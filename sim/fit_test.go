@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"math"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -180,4 +181,37 @@ func TestFitRequestRecords(t *testing.T) {
 	if c := cl.Cost; c.Kind != LogNormal || math.Abs(c.Median/1500-1) > 0.05 || math.Abs(c.Sigma-0.6) > 0.05 {
 		t.Errorf("cost %+v, want lognormal 1500, 0.6", c)
 	}
+}
+
+// FuzzFit: no recording makes the fit panic, hang or allocate without
+// bound; what it fits is a valid scenario.
+func FuzzFit(f *testing.F) {
+	tick := func(t int64, n uint64) string {
+		return `{"k":"tick","t":` + strconv.FormatInt(t, 10) + `,"arr":[` + strconv.FormatUint(n, 10) + `],"done":[` + strconv.FormatUint(n, 10) + `]}` + "\n"
+	}
+	head := `{"k":"header","format":"shedkit-record","v":1,"epoch":"2025-01-01T00:00:00Z","classes":["a"],"tick":1000000000}` + "\n"
+	var b strings.Builder
+	b.WriteString(head)
+	for i := range 30 {
+		b.WriteString(`{"k":"release","t":` + strconv.Itoa(i*100_000_000) + `,"c":0,"actual":1,"lat":20000000,"o":"success"}` + "\n")
+		if i%10 == 0 {
+			b.WriteString(tick(int64(i)*100_000_000, uint64(i*10)))
+		}
+	}
+	f.Add([]byte(b.String()))
+	f.Add([]byte(head + tick(0, 0) + tick(9e18, 5) + tick(-9e18, 7) + tick(1e9, 1)))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		fit, err := FitRecording(record.NewReader(bytes.NewReader(data)), FitOptions{})
+		if err != nil {
+			return
+		}
+		if err := fit.Scenario.Validate(); err != nil {
+			t.Fatalf("invalid fitted scenario: %v", err)
+		}
+		var rep strings.Builder
+		WriteFitReport(&rep, fit)
+		if _, err := MarshalScenario(fit.Scenario); err != nil {
+			t.Fatal(err)
+		}
+	})
 }
