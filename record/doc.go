@@ -31,8 +31,17 @@
 // it is given (the middleware reads the clock only for sampled requests),
 // which is also what lets the simulator record in virtual time. Encoding
 // and I/O happen on the writer goroutine that Start starts and Stop ends,
-// or in Flush, on the caller's goroutine, for drivers without one. See
-// bench_test.go for the measured cost.
+// or in Flush, on the caller's goroutine, for drivers without one.
+//
+// Measured on 2 shared cores (bench_test.go, and BenchmarkRecorderOverhead
+// in middleware/nethttp), 0 allocations throughout: an Observe call that
+// hands its record over costs about 45 ns (an empty Observer: 18 ns), one
+// that is only counted about 40 ns; a limiter's acquire and release with
+// every event recorded 140 ns instead of 90 with an empty Observer. In the
+// net/http middleware a sampled request costs about 200 ns more (two clock
+// readings and the hand-over; 1.4-1.5x the middleware's own cost on a
+// bare handler), any other about 30-40 ns, a sampled rejection about
+// 110 ns. Encoding and writing take the writer about 170 ns a record.
 //
 // # File format
 //

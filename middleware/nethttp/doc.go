@@ -93,7 +93,8 @@
 // by default. Only sampled requests read the clock (twice) and hand a
 // record to the recorder's writer, which never blocks them: when it falls
 // behind, records are dropped and counted. BenchmarkRecorderOverhead
-// measures it beside the bare middleware.
+// measures it beside the bare middleware: about 200 ns more per sampled
+// request, 30-40 ns per other request, no allocation.
 //
 // # Cost
 //
