@@ -67,9 +67,10 @@ FUZZ_TARGETS := \
 	./middleware/internal/core/:FuzzClassifyTrusted ./middleware/internal/core/:FuzzAdmit \
 	./middleware/nethttp/:FuzzServeRequest \
 	./sim/:FuzzParseScenario ./sim/:FuzzScenarioRuns ./sim/:FuzzParsePolicy \
-	./sim/:FuzzParseGrid ./sim/:FuzzParseObjective
+	./sim/:FuzzParseGrid ./sim/:FuzzParseObjective ./sim/:FuzzScenarioYAMLRoundTrip \
+	./record/:FuzzReader
 
-fuzz: ## run every fuzz target for FUZZTIME (30s) each, one after the other (about 13 minutes); seed corpora run in `make test`
+fuzz: ## run every fuzz target for FUZZTIME (30s) each, one after the other (about 14 minutes); seed corpora run in `make test`
 	@set -e; for t in $(FUZZ_TARGETS); do \
 		pkg=$${t%%:*}; name=$${t##*:}; \
 		echo "== $$pkg $$name"; \

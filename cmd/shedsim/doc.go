@@ -13,6 +13,13 @@
 //	shedsim -scenario slowdown,spike -policies shedkit-gradient \
 //	        -sweep 'tolerance=1.2,1.5,2 smoothing=0.2,0.5' \
 //	        -objective 'max:goodput,trigger_p99<=2s'
+//	shedsim fit -o fitted.yaml ./recording  # a scenario fitted to recorded traffic
+//	shedsim -scenario my.yaml -policies none -record rec.jsonl
+//
+// shedsim fit reads a recording (package record: the net/http
+// middleware's Config.Recorder, a limiter's Observer, or -record) and
+// writes a scenario with the recorded arrival rates, costs, service time
+// and upstream capacity; shedsim fit -h says how each is inferred.
 //
 // The command is package github.com/shedkit/shedkit/sim/cli, so that a
 // program registering more policies can offer the same interface.

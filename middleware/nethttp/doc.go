@@ -85,6 +85,17 @@
 // queue wait) and corrects its cost with Reconcile, for example with the
 // tokens an LLM call really used.
 //
+// # Recording
+//
+// Config.Recorder (package record) records a sample of the requests, with
+// their class, estimated and actual cost, decision, queue wait, latency,
+// outcome and status, and the limit over time, for shedsim fit. It is off
+// by default. Only sampled requests read the clock (twice) and hand a
+// record to the recorder's writer, which never blocks them: when it falls
+// behind, records are dropped and counted. BenchmarkRecorderOverhead
+// measures it beside the bare middleware: about 200 ns more per sampled
+// request, 30-40 ns per other request, no allocation.
+//
 // # Cost
 //
 // An admitted HTTP/1 request costs about 0.7 us (1.1 us with a small body,

@@ -7,6 +7,7 @@ import (
 
 	"github.com/shedkit/shedkit/middleware/internal/core"
 	"github.com/shedkit/shedkit/middleware/shedhttp"
+	"github.com/shedkit/shedkit/record"
 	"github.com/shedkit/shedkit/shed"
 )
 
@@ -139,8 +140,15 @@ type Config struct {
 	// shed.ReasonRateLimited. Pass the limiter's observer to see every
 	// decision in one place.
 	Observer shed.Observer
-	// Clock replaces time.Now for rate limiting. For tests.
+	// Clock replaces time.Now for rate limiting (and Recorder). For tests.
 	Clock func() time.Time
+
+	// Recorder, when set, records a sample of the requests (class, cost,
+	// decision, queue wait, latency, outcome) and the limiter's limit over
+	// time, for shedsim fit; New makes it watch Limiter. Only sampled
+	// requests read the clock; the others cost a few atomic adds. Start
+	// and Stop it yourself (see package record). Off (nil) by default.
+	Recorder *record.Recorder
 }
 
 // New returns the middleware for cfg, or an error naming the invalid field
@@ -173,6 +181,13 @@ func New(cfg Config) (func(http.Handler) http.Handler, error) {
 	if reject == nil {
 		reject = shedhttp.WriteProblem
 	}
+	clock := cfg.Clock
+	if clock == nil {
+		clock = time.Now
+	}
+	if cfg.Recorder != nil {
+		cfg.Recorder.Watch(cfg.Limiter)
+	}
 	return func(next http.Handler) http.Handler {
 		if next == nil {
 			next = http.NotFoundHandler()
@@ -184,6 +199,9 @@ func New(cfg Config) (func(http.Handler) http.Handler, error) {
 			skip:     cfg.Skip,
 			reject:   reject,
 			needKey:  e.NeedsKey() || cfg.Classify != nil,
+			rec:      cfg.Recorder,
+			lim:      cfg.Limiter,
+			clock:    clock,
 		}
 	}, nil
 }
@@ -195,6 +213,9 @@ type handler struct {
 	skip     func(*http.Request) bool
 	reject   shedhttp.RejectFunc
 	needKey  bool
+	rec      *record.Recorder // see record.go
+	lim      *shed.Limiter
+	clock    func() time.Time
 }
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -214,8 +235,10 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if h.classify != nil {
 		cl = h.classify(r, cl)
 	}
+	rq := h.recBegin(cl)
 	st, rej := e.Admit(r, cl)
 	if st == nil {
+		h.recRejected(&rq, rej)
 		h.rejectWith(w, r, rej)
 		return
 	}
@@ -239,12 +262,16 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	returned := false
 	defer func() {
 		if !returned {
+			actual := st.Permit.Cost()
 			e.ReleasePanicked(st)
+			h.recDone(&rq, st, actual, shed.Ignored, 0)
 		}
 	}()
 	h.next.ServeHTTP(ww, r2)
 	returned = true
-	e.Release(st, r, st.Status)
+	actual := st.Permit.Cost()
+	o := e.Release(st, r, st.Status)
+	h.recDone(&rq, st, actual, o, sentStatus(st.Status))
 }
 
 func (h *handler) rejectWith(w http.ResponseWriter, r *http.Request, rej shedhttp.Rejection) {

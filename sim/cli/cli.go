@@ -39,6 +39,10 @@ Usage:
           -sweep 'tolerance=1.2,1.5,2 smoothing=0.2,0.5' \
           -objective 'max:goodput,trigger_p99<=2s'
   shedsim -print slowdown > my.yaml               start a scenario of your own
+  shedsim -scenario my.yaml -policies none -record rec.jsonl
+                                                  record replica 0's limiter
+  shedsim fit -o fitted.yaml rec.jsonl            fit a scenario to a recording
+                                                  (shedsim fit -h)
 
 Flags:
 `
@@ -78,7 +82,7 @@ The same -seed, scenario and policies give byte-identical CSV, JSON and tables.
 
 type options struct {
 	scenario, policies, out, sweep, objective, print string
-	family, instances                                string
+	family, instances, record                        string
 	n                                                int
 	suite, quiet, list, check, charts                bool
 	seed                                             uint64
@@ -88,6 +92,9 @@ type options struct {
 // Main runs the command with args (without the program name) and returns
 // the exit code.
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "fit" {
+		return runFit(args[1:], os.Stdin, stdout, stderr)
+	}
 	var o options
 	fs := flag.NewFlagSet("shedsim", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -107,6 +114,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&o.n, "n", 50, "instances of the -family to run")
 	fs.StringVar(&o.instances, "instance", "", "with -family: run these instances (e.g. 3,17) as scenarios, with series and charts")
 	fs.StringVar(&o.print, "print", "", "print the YAML of a built-in scenario")
+	fs.StringVar(&o.record, "record", "", "record the decisions of replica 0's limiter to this file (package record's format, for shedsim fit); one scenario and one policy")
 	fs.Usage = func() {
 		w := fs.Output()
 		fmt.Fprint(w, usageHead)
@@ -234,7 +242,20 @@ func runCompare(ctx context.Context, o options, scenarios []*sim.Scenario, stdou
 			jobs = append(jobs, sim.Job{Scenario: sc, Policy: p, Seed: o.seed})
 		}
 	}
-	return runJobs(ctx, o, jobs, stdout, stderr)
+	if o.record == "" {
+		return runJobs(ctx, o, jobs, stdout, stderr)
+	}
+	stop, err := recordJob(o.record, jobs)
+	if err != nil {
+		fmt.Fprintln(stderr, "shedsim:", err)
+		return ExitUsage
+	}
+	code := runJobs(ctx, o, jobs, stdout, stderr)
+	if err := stop(); err != nil {
+		fmt.Fprintln(stderr, "shedsim: -record:", err)
+		return ExitFail
+	}
+	return code
 }
 
 // runJobs runs a comparison and writes its table and outputs.

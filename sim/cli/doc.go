@@ -1,10 +1,11 @@
 // Package cli is the shedsim command: it runs scenarios of package sim
 // over a list of policies, prints a comparison table and writes CSV and
 // JSON series and SVG and PNG charts; in sweep mode it ranks the
-// configurations of a parameter grid by an objective. cmd/shedsim calls
-// Main; a program that registers more policies (sim.RegisterPolicy, for
-// example failsafe-go's adaptive limiter from a separate module) calls it
-// too and gets the same command.
+// configurations of a parameter grid by an objective; "shedsim fit"
+// fits a scenario to a recording (package record), and -record writes
+// one from a run. cmd/shedsim calls Main; a program that registers more
+// policies (sim.RegisterPolicy, for example failsafe-go's adaptive
+// limiter from a separate module) calls it too and gets the same command.
 //
 // Exit codes: 0 success, 1 a run failed or -check found an expectation
 // that does not hold, 2 bad flags or scenario files (reported as

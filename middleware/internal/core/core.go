@@ -549,13 +549,14 @@ func (e *Engine) SetRejectHeaders(h http.Header, rej shedhttp.Rejection) {
 }
 
 // Release ends st's permit after the handler returned normally with the
-// given response status (0: none written, which net/http sends as 200).
-// It does nothing when the permit was already released: by the handler,
-// or at a hijack.
-func (e *Engine) Release(st *State, r *http.Request, status int) {
+// given response status (0: none written, which net/http sends as 200),
+// and returns the outcome (for a recorder). It does nothing, and returns
+// Ignored, when the permit was already released: by the handler, or at a
+// hijack.
+func (e *Engine) Release(st *State, r *http.Request, status int) shed.Outcome {
 	defer st.end()
 	if !st.Permit.Valid() {
-		return
+		return shed.Ignored
 	}
 	if status == 0 {
 		status = http.StatusOK
@@ -578,6 +579,7 @@ func (e *Engine) Release(st *State, r *http.Request, status int) {
 		o = shed.Ignored // the client went away
 	}
 	st.Permit.Release(o)
+	return o
 }
 
 // ReleasePanicked ends st's permit when the handler panicked (or called

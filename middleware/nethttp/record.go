@@ -1,0 +1,76 @@
+package nethttp
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/shedkit/shedkit/middleware/internal/core"
+	"github.com/shedkit/shedkit/middleware/shedhttp"
+	"github.com/shedkit/shedkit/record"
+	"github.com/shedkit/shedkit/shed"
+)
+
+// recording is one request's part in Config.Recorder: its class and
+// estimated cost, and for a sampled request its arrival time.
+type recording struct {
+	start time.Time // zero: not recorded (no recorder, or not sampled)
+	class shed.Class
+	cost  int64
+}
+
+// recBegin counts a request that reaches admission and, when the
+// recorder samples it, reads the clock: only sampled requests pay for it.
+func (h *handler) recBegin(cl shedhttp.Classification) recording {
+	if h.rec == nil {
+		return recording{}
+	}
+	rq := recording{class: cl.Class, cost: max(cl.Cost, 1)}
+	if h.rec.Arrive(cl.Class) {
+		rq.start = h.clock()
+	}
+	return rq
+}
+
+// recRejected records a request that was not admitted.
+func (h *handler) recRejected(rq *recording, rej shedhttp.Rejection) {
+	if h.rec == nil {
+		return
+	}
+	h.rec.Shed(rq.class)
+	if rq.start.IsZero() {
+		return
+	}
+	d := record.Rejected
+	if rej.Reason == shed.ReasonNone && rej.Status == http.StatusServiceUnavailable {
+		d = record.Cancelled // its context ended while it waited
+	}
+	h.rec.Add(record.Record{Kind: record.KindRequest, Time: rq.start, Class: rq.class, Decision: d, Reason: rej.Reason,
+		Cost: rq.cost, Status: rej.Status, InFlight: h.lim.InFlight()})
+}
+
+// recDone records admitted work that ended with outcome o and the given
+// status (0 when the handler panicked). The latency
+// runs from the admission (arrival + queue wait) to the handler's return,
+// also when the handler released its permit early.
+func (h *handler) recDone(rq *recording, st *core.State, actual int64, o shed.Outcome, status int) {
+	if h.rec == nil {
+		return
+	}
+	h.rec.Done(rq.class)
+	if rq.start.IsZero() {
+		return
+	}
+	wait := st.Permit.Wait()
+	lat := max(h.clock().Sub(rq.start)-wait, 0)
+	h.rec.Add(record.Record{Kind: record.KindRequest, Time: rq.start, Class: rq.class, Decision: record.Admitted,
+		Reason: st.Permit.DryRun(), Cost: rq.cost, Actual: actual, Queued: wait > 0, Wait: wait, Latency: lat, Timed: true,
+		Outcome: o, Status: status, InFlight: h.lim.InFlight()})
+}
+
+// sentStatus is the status net/http sent: 200 when the handler wrote none.
+func sentStatus(status int) int {
+	if status == 0 {
+		return http.StatusOK
+	}
+	return status
+}

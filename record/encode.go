@@ -1,0 +1,131 @@
+package record
+
+import (
+	"strconv"
+	"time"
+
+	"github.com/shedkit/shedkit/shed"
+)
+
+// The encoders append JSON by hand: the writer goroutine encodes every
+// record, and reflection would cost it several times more.
+
+func appendHeader(b []byte, epoch int64, classes []string, tick time.Duration) []byte {
+	b = append(b, `{"k":"header","format":"`+FormatName+`","v":`...)
+	b = strconv.AppendInt(b, FormatVersion, 10)
+	b = append(b, `,"epoch":`...)
+	b = strconv.AppendQuote(b, time.Unix(0, epoch).UTC().Format(time.RFC3339Nano))
+	b = append(b, `,"classes":[`...)
+	for i, c := range classes {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendJSONString(b, c)
+	}
+	b = append(b, `],"tick":`...)
+	b = strconv.AppendInt(b, int64(tick), 10)
+	return append(b, "}\n"...)
+}
+
+// appendJSONString quotes s for JSON: strconv.Quote's escapes are JSON's,
+// except for the \x and \U forms, which class names never need; anything
+// outside printable ASCII is escaped as \u.
+func appendJSONString(b []byte, s string) []byte {
+	b = append(b, '"')
+	for _, r := range s {
+		switch {
+		case r == '"' || r == '\\':
+			b = append(b, '\\', byte(r))
+		case r < 0x20 || r >= 0x7f:
+			if r > 0xffff {
+				r = 0xfffd
+			}
+			b = append(b, `\u`...)
+			const hex = "0123456789abcdef"
+			b = append(b, hex[r>>12&15], hex[r>>8&15], hex[r>>4&15], hex[r&15])
+		default:
+			b = append(b, byte(r))
+		}
+	}
+	return append(b, '"')
+}
+
+func appendField(b []byte, name string, v int64) []byte {
+	b = append(b, ',', '"')
+	b = append(b, name...)
+	b = append(b, '"', ':')
+	return strconv.AppendInt(b, v, 10)
+}
+
+func appendName(b []byte, name, v string) []byte {
+	b = append(b, ',', '"')
+	b = append(b, name...)
+	b = append(b, `":"`...)
+	b = append(b, v...)
+	return append(b, '"')
+}
+
+func appendEntry(b []byte, e *entry, epoch int64) []byte {
+	b = append(b, `{"k":"`...)
+	b = append(b, kindNames[e.kind]...)
+	b = append(b, '"')
+	b = appendField(b, "t", e.t-epoch)
+	b = appendField(b, "c", int64(e.class))
+	if e.kind == KindRequest {
+		b = appendName(b, "d", Decision(e.decision).String())
+	}
+	if e.reason != 0 {
+		b = appendName(b, "r", shed.Reason(e.reason).String())
+	}
+	if e.cost != 0 {
+		b = appendField(b, "cost", e.cost)
+	}
+	if e.actual != 0 {
+		b = appendField(b, "actual", e.actual)
+	}
+	if e.flags&flagQueued != 0 {
+		b = append(b, `,"q":true`...)
+	}
+	if e.wait != 0 {
+		b = appendField(b, "wait", e.wait)
+	}
+	if e.flags&flagTimed != 0 {
+		b = appendField(b, "lat", e.lat)
+	}
+	if e.kind == KindReleased || (e.kind == KindRequest && Decision(e.decision) == Admitted) {
+		b = appendName(b, "o", shed.Outcome(e.outcome).String())
+	}
+	if e.status != 0 {
+		b = appendField(b, "st", int64(e.status))
+	}
+	b = appendField(b, "n", int64(e.inflight))
+	return append(b, "}\n"...)
+}
+
+func appendCounts(b []byte, name string, v []uint64) []byte {
+	b = append(b, ',', '"')
+	b = append(b, name...)
+	b = append(b, `":[`...)
+	for i, n := range v {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = strconv.AppendUint(b, n, 10)
+	}
+	return append(b, ']')
+}
+
+func appendTick(b []byte, te *tickEntry, epoch int64, classes int) []byte {
+	b = append(b, `{"k":"tick"`...)
+	b = appendField(b, "t", te.t-epoch)
+	b = appendField(b, "limit", int64(te.limit))
+	b = appendField(b, "n", int64(te.inflight))
+	b = appendCounts(b, "arr", te.arr[:classes])
+	b = appendCounts(b, "shed", te.shed[:classes])
+	b = appendCounts(b, "done", te.done[:classes])
+	b = append(b, `,"lost":`...)
+	b = strconv.AppendUint(b, te.lost, 10)
+	b = append(b, `,"every":`...)
+	b = strconv.AppendUint(b, te.sampleEach, 10)
+	return append(b, "}\n"...)
+}

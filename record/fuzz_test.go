@@ -1,0 +1,71 @@
+package record_test
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"testing"
+	"time"
+
+	"github.com/shedkit/shedkit/record"
+	"github.com/shedkit/shedkit/shed"
+)
+
+// sample returns a small recording with every kind of line.
+func sample(tb testing.TB) []byte {
+	var buf bytes.Buffer
+	rec, err := record.New(record.Config{Writer: &buf, MaxRecordsPerSecond: -1, Classes: []string{"interactive", "batch"}})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for i, ev := range []shed.Event{
+		{Kind: shed.EventAdmitted, Cost: 5, InFlight: 1},
+		{Kind: shed.EventRejected, Class: 1, Reason: shed.ReasonQueueTimeout, Queued: true, Wait: time.Second},
+		{Kind: shed.EventCancelled, Class: 1, Queued: true, Wait: time.Millisecond},
+		{Kind: shed.EventReleased, Outcome: shed.Dropped, Timed: true, Latency: time.Second, Cost: 3},
+	} {
+		ev.Time = t0.Add(time.Duration(i) * 700 * time.Millisecond)
+		rec.Observe(ev)
+	}
+	rec.Add(record.Record{Kind: record.KindRequest, Time: t0, Decision: record.Admitted, Cost: 2, Actual: 1,
+		Timed: true, Latency: time.Millisecond, Status: 200, Reason: shed.ReasonLimit})
+	if err := rec.Stop(); err != nil {
+		tb.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+// FuzzReader: no input makes the reader panic or loop, every error is
+// ErrFormat (or an I/O error, which a bytes.Reader never gives), and what
+// it accepts has sane values.
+func FuzzReader(f *testing.F) {
+	f.Add(sample(f))
+	f.Add([]byte(`{"k":"header","format":"shedkit-record","v":1,"epoch":"2025-01-01T00:00:00Z","classes":["a"],"tick":1}` + "\n" +
+		`{"k":"tick","t":-5,"arr":[1,2],"every":0}` + "\n" + `{"k":"future","x":1}` + "\n" + `{"k":"req","t":1,"c":20}`))
+	f.Add([]byte(`{"k":"req","t":1,"c":0}`))
+	f.Add([]byte("\n\n{}\n[1]\nnot json"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		rd := record.NewReader(bytes.NewReader(data))
+		for n := 0; ; n++ {
+			if n > len(data) {
+				t.Fatalf("more records (%d) than bytes", n)
+			}
+			rec, err := rd.Next()
+			if err == io.EOF {
+				return
+			}
+			if err != nil {
+				if !errors.Is(err, record.ErrFormat) {
+					t.Fatalf("error %v does not match ErrFormat", err)
+				}
+				return
+			}
+			if rec.Cost < 0 || rec.Actual < 0 || rec.Wait < 0 || rec.Latency < 0 || int(rec.Class) >= shed.MaxClasses || (rec.ClassName == "") != (rec.Kind == record.KindTick) {
+				t.Fatalf("accepted %+v", rec)
+			}
+			if (rec.Kind == record.KindTick) != (rec.Tick != nil) || (rec.Tick != nil && rec.Tick.SampleEvery < 1) {
+				t.Fatalf("tick %+v", rec)
+			}
+		}
+	})
+}

@@ -1,0 +1,262 @@
+package record
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"time"
+
+	"github.com/shedkit/shedkit/shed"
+)
+
+// Kind says what a Record describes.
+type Kind uint8
+
+const (
+	// KindRequest is a whole request seen by a driver that sees both ends
+	// of it (the net/http middleware): arrival, decision, queue wait,
+	// latency, outcome, estimated and actual cost.
+	KindRequest Kind = iota + 1
+	// KindAdmitted, KindRejected and KindCancelled are a limiter's
+	// decisions, recorded through [shed.Observer]: an admission (at once,
+	// or after waiting when Queued), a rejection, a queued request that
+	// gave up. Time is the decision's; the arrival is Time - Wait.
+	KindAdmitted
+	KindRejected
+	KindCancelled
+	// KindReleased is a limiter's release of a permit (through
+	// shed.Observer): Time is the release, Latency how long the permit
+	// was held when Timed, Actual the cost after any reconciliation.
+	KindReleased
+	// KindTick is a periodic sample: the limit, the work in flight and
+	// the recorder's exact per-class counters (see Tick).
+	KindTick
+)
+
+var kindNames = [...]string{"", "req", "admit", "reject", "cancel", "release", "tick"}
+
+// String returns the kind's name as written in the file ("req", "admit",
+// "reject", "cancel", "release", "tick").
+func (k Kind) String() string {
+	if int(k) < len(kindNames) && k != 0 {
+		return kindNames[k]
+	}
+	return "unknown"
+}
+
+// Decision is the admission decision of a KindRequest record.
+type Decision uint8
+
+const (
+	// Admitted: the request got a permit (at once or after waiting).
+	Admitted Decision = iota
+	// Rejected: the limiter or the rate limit turned it away (Reason).
+	Rejected
+	// Cancelled: its context ended while it waited in the queue.
+	Cancelled
+)
+
+var decisionNames = [...]string{"admit", "reject", "cancel"}
+
+// String returns "admit", "reject" or "cancel".
+func (d Decision) String() string {
+	if int(d) < len(decisionNames) {
+		return decisionNames[d]
+	}
+	return "unknown"
+}
+
+// Record is one line of a recording. Which fields are set depends on Kind;
+// zero means unknown for the costs.
+type Record struct {
+	Kind Kind
+	// Time is the request's arrival (KindRequest), the decision
+	// (KindAdmitted, KindRejected, KindCancelled), the release
+	// (KindReleased) or the sample (KindTick).
+	Time time.Time
+	// Class is the request's class; ClassName its name, from the file's
+	// header (the Reader fills it in).
+	Class     shed.Class
+	ClassName string
+	// Decision is the admission decision of a KindRequest record.
+	Decision Decision
+	// Reason is why a request was rejected or, on an admission, why a
+	// dry run would have rejected it.
+	Reason shed.Reason
+	// Cost is the cost the request reserved (its estimate); Actual the
+	// cost it reported when it ended (after Permit.Reconcile).
+	Cost, Actual int64
+	// Queued reports that the request waited in the queue, for Wait.
+	Queued bool
+	Wait   time.Duration
+	// Latency is how long the admitted work ran (held its permit), valid
+	// when Timed.
+	Latency time.Duration
+	Timed   bool
+	// Outcome is how admitted work ended (KindRequest admitted,
+	// KindReleased).
+	Outcome shed.Outcome
+	// Status is the HTTP status of a KindRequest record, 0 when none.
+	Status int
+	// InFlight is the limiter's work in flight after the decision or
+	// release, when known.
+	InFlight int
+	// Tick is set on KindTick records.
+	Tick *Tick
+}
+
+// Tick is a periodic sample. The counters are cumulative since the
+// recorder started, exact (neither sampled nor dropped), per class: the
+// rates of arrival and completion over any span are differences between
+// two ticks. A recorder restarted from zero shows as counters that go
+// down; readers start a new segment there.
+type Tick struct {
+	// Limit and InFlight are the watched limiter's, 0 when none is watched
+	// (InFlight then comes from the event that triggered the tick).
+	Limit, InFlight int
+	// Arrivals counts requests that reached admission, Shed those
+	// rejected or cancelled, Done admitted work that ended.
+	Arrivals, Shed, Done []uint64
+	// Lost counts records that were not written: dropped while the
+	// writer was behind, over the size cap, or after a write error.
+	Lost uint64
+	// SampleEvery is the sampling in force from this tick on: one request
+	// (or limiter event) in SampleEvery is recorded.
+	SampleEvery uint64
+}
+
+// Header starts every file (and every stream) of a recording.
+type Header struct {
+	// Version of the format, 1.
+	Version int
+	// Epoch is the instant record times are counted from.
+	Epoch time.Time
+	// Classes names the classes by index.
+	Classes []string
+	// TickEvery is the period of the tick records.
+	TickEvery time.Duration
+}
+
+// FormatName identifies a recording in its header line.
+const FormatName = "shedkit-record"
+
+// FormatVersion is the version of the file format this package writes.
+const FormatVersion = 1
+
+// Defaults applied to zero fields of Config.
+const (
+	// DefaultMaxFileBytes rotates (or, with Config.Writer, caps) a
+	// recording at 64 MiB: about 500,000 records.
+	DefaultMaxFileBytes = 64 << 20
+	// DefaultMaxFiles keeps the ten newest files of a directory.
+	DefaultMaxFiles = 10
+	// DefaultBuffer holds this many records for the writer: a second of
+	// records at the default sampling, eight times over.
+	DefaultBuffer = 8192
+	// DefaultMaxRecordsPerSecond records every request up to 1,000 per
+	// second and every 2^k-th above: enough for distributions, cheap at
+	// any rate.
+	DefaultMaxRecordsPerSecond = 1000
+	// DefaultTickEvery samples the limit and the counters every second,
+	// the resolution of shedsim's schedules.
+	DefaultTickEvery = time.Second
+	// DefaultFlushEvery is how often the writer goroutine hands its buffer
+	// to the file.
+	DefaultFlushEvery = time.Second
+)
+
+// Config configures a Recorder. Exactly one of Dir and Writer is required;
+// zero fields take the documented defaults.
+type Config struct {
+	// Dir is the directory of a recording on disk: files named
+	// record-NNNNNN.jsonl, a new one started when the current one would
+	// pass MaxFileBytes, the oldest deleted beyond MaxFiles. A recorder
+	// continues the numbering of the files already there.
+	Dir string
+	// Writer receives the recording as one stream (tests, simulators,
+	// pipes). Past MaxFileBytes, records are dropped and counted. The
+	// recorder never closes it.
+	Writer io.Writer
+	// MaxFileBytes caps each file (or the Writer's stream). Default
+	// DefaultMaxFileBytes.
+	MaxFileBytes int64
+	// MaxFiles is how many files of Dir are kept. Default DefaultMaxFiles.
+	MaxFiles int
+	// Buffer is how many records wait for the writer; when it is full,
+	// new records are dropped and counted. Default DefaultBuffer.
+	Buffer int
+	// MaxRecordsPerSecond caps the records: above it, every 2^k-th
+	// request (or limiter event) is recorded, with k re-chosen at every
+	// tick from the arrival rate. Negative records everything (for
+	// simulators). Default DefaultMaxRecordsPerSecond.
+	MaxRecordsPerSecond float64
+	// TickEvery is the period of the tick records, in the time of the
+	// records themselves (the recorder has no clock). Default
+	// DefaultTickEvery.
+	TickEvery time.Duration
+	// FlushEvery is how often the writer goroutine flushes to the file.
+	// Default DefaultFlushEvery.
+	FlushEvery time.Duration
+	// Classes names the classes by index when no limiter is watched (see
+	// Recorder.Watch).
+	Classes []string
+}
+
+// ErrInvalidConfig is wrapped by every error New returns for a bad Config.
+var ErrInvalidConfig = errors.New("record: invalid config")
+
+func configError(field, format string, args ...any) error {
+	return fmt.Errorf("%w: %s: %s", ErrInvalidConfig, field, fmt.Sprintf(format, args...))
+}
+
+// validate checks c and returns a copy with the defaults filled in.
+func (c Config) validate() (Config, error) {
+	switch {
+	case c.Dir == "" && c.Writer == nil:
+		return c, configError("Dir", "one of Dir and Writer is required")
+	case c.Dir != "" && c.Writer != nil:
+		return c, configError("Writer", "set Dir or Writer, not both")
+	}
+	if c.MaxFileBytes < 0 {
+		return c, configError("MaxFileBytes", "must be >= 0, got %d", c.MaxFileBytes)
+	}
+	if c.MaxFileBytes == 0 {
+		c.MaxFileBytes = DefaultMaxFileBytes
+	}
+	if c.MaxFiles < 0 {
+		return c, configError("MaxFiles", "must be >= 0, got %d", c.MaxFiles)
+	}
+	if c.MaxFiles == 0 {
+		c.MaxFiles = DefaultMaxFiles
+	}
+	if c.Buffer < 0 || c.Buffer > 1<<24 {
+		return c, configError("Buffer", "must be in [0, %d], got %d", 1<<24, c.Buffer)
+	}
+	if c.Buffer == 0 {
+		c.Buffer = DefaultBuffer
+	}
+	if math.IsNaN(c.MaxRecordsPerSecond) {
+		return c, configError("MaxRecordsPerSecond", "must be a number")
+	}
+	if c.MaxRecordsPerSecond == 0 {
+		c.MaxRecordsPerSecond = DefaultMaxRecordsPerSecond
+	}
+	if c.TickEvery < 0 {
+		return c, configError("TickEvery", "must be >= 0, got %v", c.TickEvery)
+	}
+	if c.TickEvery == 0 {
+		c.TickEvery = DefaultTickEvery
+	}
+	if c.FlushEvery < 0 {
+		return c, configError("FlushEvery", "must be >= 0, got %v", c.FlushEvery)
+	}
+	if c.FlushEvery == 0 {
+		c.FlushEvery = DefaultFlushEvery
+	}
+	if len(c.Classes) > shed.MaxClasses {
+		return c, configError("Classes", "at most %d classes, got %d", shed.MaxClasses, len(c.Classes))
+	}
+	c.Classes = append([]string(nil), c.Classes...)
+	return c, nil
+}

@@ -1,0 +1,354 @@
+package record
+
+import (
+	"math/bits"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/shedkit/shedkit/shed"
+)
+
+// entry is a record on its way to the writer: a flat value, so that
+// handing it over copies a few words and allocates nothing.
+type entry struct {
+	t, cost, actual, wait, lat int64 // t: Unix ns
+	inflight                   int32
+	status                     int16
+	kind                       Kind
+	class                      uint8
+	reason                     uint8
+	outcome                    uint8
+	decision                   uint8
+	flags                      uint8
+}
+
+const (
+	flagQueued = 1 << iota
+	flagTimed
+)
+
+// tickEntry is a tick on its way to the writer.
+type tickEntry struct {
+	t                int64
+	limit, inflight  int
+	arr, shed, done  [shed.MaxClasses]uint64
+	lost, sampleEach uint64
+}
+
+// maxPendingTicks bounds the ticks waiting for the writer: at one a second
+// it is minutes of a stalled writer.
+const maxPendingTicks = 1024
+
+type classCount struct{ arr, shed, done atomic.Uint64 }
+
+// watched is the limiter whose limit and in-flight work the ticks sample.
+type watched struct {
+	lim   *shed.Limiter
+	names []string
+}
+
+// Recorder records a bounded, sampled stream of requests and limiter
+// decisions and the limit over time (see the package documentation). Its
+// methods never block and never read the clock: every time comes from the
+// events and records it is given. It is safe for concurrent use.
+type Recorder struct {
+	cfg  Config
+	ch   chan entry
+	mask atomic.Uint64 // record the n-th when n&mask == 0
+	seq  atomic.Uint64 // numbers limiter events, for sampling
+	// lastT is the latest time seen (Unix ns): it stamps the events the
+	// wall-clock API leaves untimed.
+	lastT    atomic.Int64
+	nextTick atomic.Int64
+	lost     atomic.Uint64
+	untimed  atomic.Uint64
+	counts   [shed.MaxClasses]classCount
+	watch    atomic.Pointer[watched]
+
+	tickMu  sync.Mutex
+	ticks   []tickEntry
+	prevArr uint64
+	prevT   int64
+
+	wmu sync.Mutex // the writer's state below
+	out sink
+
+	runMu   sync.Mutex
+	running bool
+	stopped bool
+	stop    chan struct{}
+	done    chan struct{}
+}
+
+// New returns a Recorder for cfg, or an error naming the invalid field
+// (wrapping ErrInvalidConfig). Nothing is written until records come and
+// the writer runs (Start) or Flush is called.
+func New(cfg Config) (*Recorder, error) {
+	cfg, err := cfg.validate()
+	if err != nil {
+		return nil, err
+	}
+	r := &Recorder{cfg: cfg, ch: make(chan entry, cfg.Buffer)}
+	if err := r.out.init(&r.cfg); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// Watch makes the ticks sample l's limit and in-flight work, and names
+// the classes after l's. Call it once, right after shed.New, when the
+// Recorder is l's Observer; the net/http middleware calls it itself.
+func (r *Recorder) Watch(l *shed.Limiter) {
+	if l == nil {
+		return
+	}
+	w := &watched{lim: l}
+	for i := 0; i < shed.MaxClasses; i++ {
+		n := l.ClassName(shed.Class(i))
+		if n == "" {
+			break
+		}
+		w.names = append(w.names, n)
+	}
+	r.watch.Store(w)
+}
+
+// Observe records one decision of a limiter: r is a shed.Observer. Pass r
+// as shed.Config.Observer (then call Watch), or call it from an Observer
+// of your own. Arrivals, rejections and releases are counted exactly; the
+// records themselves are sampled (Config.MaxRecordsPerSecond). An event
+// without a time (the wall-clock API times only a sample of permits)
+// takes the latest time seen.
+func (r *Recorder) Observe(ev shed.Event) {
+	if int(ev.Class) >= shed.MaxClasses {
+		return
+	}
+	k := r.count(&ev)
+	t := r.stamp(ev.Time, ev.InFlight)
+	if k == 0 {
+		return
+	}
+	if t == 0 {
+		r.untimed.Add(1)
+		return
+	}
+	if r.seq.Add(1)&r.mask.Load() != 0 {
+		return
+	}
+	e := entry{kind: k, t: t, class: uint8(ev.Class), reason: uint8(ev.Reason), inflight: int32(ev.InFlight)}
+	switch k {
+	case KindReleased:
+		e.actual, e.outcome = ev.Cost, uint8(ev.Outcome)
+		if ev.Timed {
+			e.lat, e.flags = int64(ev.Latency), flagTimed
+		}
+	default:
+		e.cost, e.wait = ev.Cost, int64(ev.Wait)
+		if ev.Queued {
+			e.flags = flagQueued
+		}
+	}
+	r.push(e)
+}
+
+// count updates the exact counters for ev and returns the kind of record
+// it makes, 0 for none.
+func (r *Recorder) count(ev *shed.Event) Kind {
+	cc := &r.counts[ev.Class]
+	switch ev.Kind {
+	case shed.EventQueued:
+		cc.arr.Add(1) // its admission or rejection comes later, Queued
+	case shed.EventAdmitted:
+		if !ev.Queued {
+			cc.arr.Add(1)
+		}
+		return KindAdmitted
+	case shed.EventRejected:
+		if ev.DryRun {
+			return 0 // the admission that follows carries the reason
+		}
+		if !ev.Queued {
+			cc.arr.Add(1)
+		}
+		cc.shed.Add(1)
+		return KindRejected
+	case shed.EventCancelled:
+		cc.shed.Add(1)
+		return KindCancelled
+	case shed.EventReleased, shed.EventLeaked:
+		cc.done.Add(1)
+		return KindReleased
+	}
+	return 0
+}
+
+// Arrive counts a request of class c that reached admission, for drivers
+// that record whole requests (KindRequest), and reports whether to record
+// it. When it does, the caller times the request and calls Add once it
+// ends; either way it calls Shed or Done. It costs one atomic add.
+func (r *Recorder) Arrive(c shed.Class) bool {
+	if int(c) >= shed.MaxClasses {
+		return false
+	}
+	return r.counts[c].arr.Add(1)&r.mask.Load() == 0
+}
+
+// Shed counts a request of class c that was rejected or cancelled.
+func (r *Recorder) Shed(c shed.Class) {
+	if int(c) < shed.MaxClasses {
+		r.counts[c].shed.Add(1)
+	}
+}
+
+// Done counts admitted work of class c that ended.
+func (r *Recorder) Done(c shed.Class) {
+	if int(c) < shed.MaxClasses {
+		r.counts[c].done.Add(1)
+	}
+}
+
+// Add records rec, a record its caller sampled (see Arrive); it does not
+// count it. Tick records and records without a time are ignored. For a
+// KindRequest record, Time is the arrival and the request ended at
+// Time + Wait + Latency, which advances the ticks.
+func (r *Recorder) Add(rec Record) {
+	if rec.Kind == 0 || rec.Kind >= KindTick || rec.Time.IsZero() || int(rec.Class) >= shed.MaxClasses {
+		return
+	}
+	t := rec.Time.UnixNano()
+	end := rec.Time
+	if rec.Kind == KindRequest {
+		end = end.Add(rec.Wait + rec.Latency)
+	}
+	r.stamp(end, rec.InFlight)
+	e := entry{kind: rec.Kind, t: t, class: uint8(rec.Class), reason: uint8(rec.Reason), cost: rec.Cost, actual: rec.Actual,
+		wait: int64(rec.Wait), outcome: uint8(rec.Outcome), decision: uint8(rec.Decision), inflight: int32(rec.InFlight), status: int16(rec.Status)}
+	if rec.Queued {
+		e.flags |= flagQueued
+	}
+	if rec.Timed {
+		e.lat = int64(rec.Latency)
+		e.flags |= flagTimed
+	}
+	r.push(e)
+}
+
+// push hands e to the writer, or drops it when the buffer is full.
+func (r *Recorder) push(e entry) {
+	select {
+	case r.ch <- e:
+	default:
+		r.lost.Add(1)
+	}
+}
+
+// stamp returns t in Unix ns (the latest time seen when t is zero) and
+// takes a tick when t reaches the next one.
+func (r *Recorder) stamp(t time.Time, inflight int) int64 {
+	if t.IsZero() {
+		return r.lastT.Load()
+	}
+	ns := t.UnixNano()
+	if ns > r.lastT.Load() {
+		r.lastT.Store(ns)
+	}
+	if ns >= r.nextTick.Load() {
+		r.tick(ns, inflight, false)
+	}
+	return ns
+}
+
+// tick samples the counters, the limit and the work in flight at ns, the
+// first time seen at or after a multiple of TickEvery (or, final, the last
+// time seen), and re-chooses the sampling from the arrival rate since the
+// previous tick.
+func (r *Recorder) tick(ns int64, inflight int, final bool) {
+	r.tickMu.Lock()
+	defer r.tickMu.Unlock()
+	if (!final && ns < r.nextTick.Load()) || (final && ns <= r.prevT) {
+		return // another caller took this tick
+	}
+	every := int64(r.cfg.TickEvery)
+	r.nextTick.Store((ns/every + 1) * every)
+	te := tickEntry{t: ns, inflight: inflight, lost: r.lost.Load()}
+	if w := r.watch.Load(); w != nil {
+		te.limit, te.inflight = w.lim.Limit(), w.lim.InFlight()
+	}
+	var arr uint64
+	for i := range r.counts {
+		c := &r.counts[i]
+		te.arr[i], te.shed[i], te.done[i] = c.arr.Load(), c.shed.Load(), c.done.Load()
+		arr += te.arr[i]
+	}
+	if limit := r.cfg.MaxRecordsPerSecond; limit > 0 && r.prevT != 0 && ns > r.prevT {
+		rate := float64(arr-r.prevArr) / (float64(ns-r.prevT) / 1e9)
+		var mask uint64
+		if rate > limit {
+			// The smallest power of two that brings the rate under the cap.
+			every := uint64(rate/limit) + 1
+			mask = 1<<bits.Len64(every-1) - 1
+		}
+		r.mask.Store(mask)
+	}
+	r.prevArr, r.prevT = arr, ns
+	te.sampleEach = r.mask.Load() + 1
+	if len(r.ticks) >= maxPendingTicks {
+		r.lost.Add(1)
+		return
+	}
+	r.ticks = append(r.ticks, te)
+}
+
+// takeTicks returns the pending ticks and clears them.
+func (r *Recorder) takeTicks(dst []tickEntry) []tickEntry {
+	r.tickMu.Lock()
+	dst = append(dst[:0], r.ticks...)
+	r.ticks = r.ticks[:0]
+	r.tickMu.Unlock()
+	return dst
+}
+
+// classNames returns the class names for a header.
+func (r *Recorder) classNames() []string {
+	if w := r.watch.Load(); w != nil {
+		return w.names
+	}
+	return r.cfg.Classes
+}
+
+// Pending returns how many records wait for the writer. A driver without
+// the writer goroutine (a simulator) calls Flush when it passes a bound.
+func (r *Recorder) Pending() int { return len(r.ch) }
+
+// Capacity returns the size of the buffer (Config.Buffer).
+func (r *Recorder) Capacity() int { return cap(r.ch) }
+
+// Stats reports what the recorder did so far.
+type Stats struct {
+	// Written counts the records written (ticks included).
+	Written uint64
+	// Lost counts the records not written: dropped while the writer was
+	// behind, over the size cap, or after a write error.
+	Lost uint64
+	// Untimed counts limiter events that came without a time before any
+	// time was seen, and were not recorded.
+	Untimed uint64
+	// Files is the number of files started (Dir), Bytes what the current
+	// file (or the stream) holds.
+	Files int
+	Bytes int64
+	// Err is the first write error; after it nothing more is written.
+	Err error
+}
+
+// Stats returns the recorder's counters. It never waits for the writer.
+func (r *Recorder) Stats() Stats {
+	s := Stats{Written: r.out.written.Load(), Files: int(r.out.files.Load()), Bytes: r.out.bytes.Load()}
+	if e := r.out.errp.Load(); e != nil {
+		s.Err = *e
+	}
+	s.Lost = r.lost.Load()
+	s.Untimed = r.untimed.Load()
+	return s
+}

@@ -1,0 +1,344 @@
+package record
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+)
+
+// ErrStopped is returned by Start once the recorder was stopped.
+var ErrStopped = errors.New("record: recorder stopped")
+
+// ErrRunning is returned by Start when the writer already runs.
+var ErrRunning = errors.New("record: writer already running")
+
+// Start starts the writer goroutine: it writes the records as they come
+// and flushes every Config.FlushEvery. Stop ends it. A recorder that is
+// never started writes only when Flush is called.
+func (r *Recorder) Start() error {
+	r.runMu.Lock()
+	defer r.runMu.Unlock()
+	switch {
+	case r.stopped:
+		return ErrStopped
+	case r.running:
+		return ErrRunning
+	}
+	r.running = true
+	r.stop, r.done = make(chan struct{}), make(chan struct{})
+	go r.run(r.stop, r.done)
+	return nil
+}
+
+// Stop ends the writer goroutine (if it runs), writes what is buffered,
+// flushes and closes the current file (never a Config.Writer). Records
+// that come afterwards are dropped and counted. It returns the first
+// write error, and is idempotent.
+func (r *Recorder) Stop() error {
+	r.runMu.Lock()
+	if !r.stopped {
+		r.stopped = true
+		if r.running {
+			close(r.stop)
+			<-r.done
+			r.running = false
+		}
+	}
+	r.runMu.Unlock()
+	// A last tick closes the counts at the last time seen.
+	if t := r.lastT.Load(); t != 0 {
+		r.tick(t, 0, true)
+	}
+	err := r.Flush()
+	r.wmu.Lock()
+	defer r.wmu.Unlock()
+	if cerr := r.out.close(); err == nil {
+		err = cerr
+	}
+	r.out.final = true
+	return err
+}
+
+// run is the writer goroutine.
+func (r *Recorder) run(stop, done chan struct{}) {
+	defer close(done)
+	t := time.NewTicker(r.cfg.FlushEvery)
+	defer t.Stop()
+	for {
+		select {
+		case e := <-r.ch:
+			r.wmu.Lock()
+			r.writeEntry(&e)
+			r.drainLocked(len(r.ch))
+			r.wmu.Unlock()
+		case <-t.C:
+			r.Flush()
+		case <-stop:
+			return
+		}
+	}
+}
+
+// Flush writes the buffered records and ticks and flushes them to the
+// file, on the caller's goroutine. Drivers that do not start the writer
+// (simulators, tests) call it. It returns the first write error.
+func (r *Recorder) Flush() error {
+	r.wmu.Lock()
+	defer r.wmu.Unlock()
+	r.drainLocked(len(r.ch))
+	r.writeTicksLocked()
+	return r.out.flush()
+}
+
+// drainLocked writes up to n buffered records (n bounds the work when
+// producers keep adding), then the pending ticks.
+func (r *Recorder) drainLocked(n int) {
+loop:
+	for range n {
+		select {
+		case e := <-r.ch:
+			r.writeEntry(&e)
+		default:
+			break loop
+		}
+	}
+	r.writeTicksLocked()
+}
+
+func (r *Recorder) writeTicksLocked() {
+	r.out.tickBuf = r.takeTicks(r.out.tickBuf)
+	for i := range r.out.tickBuf {
+		te := &r.out.tickBuf[i]
+		if !r.out.ready(te.t, r) {
+			r.lost.Add(1)
+			continue
+		}
+		r.out.line = appendTick(r.out.line[:0], te, r.out.epoch, r.classCount(te))
+		if !r.out.write(r) {
+			r.lost.Add(1)
+		}
+	}
+}
+
+func (r *Recorder) writeEntry(e *entry) {
+	if !r.out.ready(e.t, r) {
+		r.lost.Add(1)
+		return
+	}
+	r.out.line = appendEntry(r.out.line[:0], e, r.out.epoch)
+	if !r.out.write(r) {
+		r.lost.Add(1)
+	}
+}
+
+// classCount is how many per-class counters a tick writes: those of the
+// named classes and of every class that counted something, at least one.
+func (r *Recorder) classCount(te *tickEntry) int {
+	n := max(len(r.classNames()), 1)
+	for i := n; i < len(te.arr); i++ {
+		if te.arr[i]|te.shed[i]|te.done[i] != 0 {
+			n = i + 1
+		}
+	}
+	return n
+}
+
+// sink is the writer's side: the current file or stream.
+type sink struct {
+	dir      string
+	stream   io.Writer
+	maxBytes int64
+	maxFiles int
+	f        *os.File
+	bw       *bufio.Writer
+	size     int64
+	seq      int // number of the current file
+	open     bool
+	final    bool  // stopped: nothing more is written
+	epoch    int64 // Unix ns that record times count from
+	err      error
+	// Published for Stats, which must not wait for a writer that is
+	// stuck in a Write holding the writer's lock.
+	files   atomic.Int64
+	written atomic.Uint64
+	bytes   atomic.Int64
+	errp    atomic.Pointer[error]
+	line    []byte
+	tickBuf []tickEntry
+}
+
+func (s *sink) init(cfg *Config) error {
+	s.dir, s.stream, s.maxBytes, s.maxFiles = cfg.Dir, cfg.Writer, cfg.MaxFileBytes, cfg.MaxFiles
+	if s.dir == "" {
+		s.bw = bufio.NewWriterSize(s.stream, 64<<10)
+		return nil
+	}
+	if err := os.MkdirAll(s.dir, 0o755); err != nil {
+		return configError("Dir", "%v", err)
+	}
+	files, err := listFiles(s.dir)
+	if err != nil {
+		return configError("Dir", "%v", err)
+	}
+	if len(files) > 0 {
+		s.seq = fileSeq(files[len(files)-1])
+	}
+	return nil
+}
+
+// ready makes sure a file (or the stream) is open with its header, the
+// epoch taken from the first record it holds, t (Unix ns).
+func (s *sink) ready(t int64, r *Recorder) bool {
+	if s.err != nil || s.final {
+		return false
+	}
+	if s.open {
+		return true
+	}
+	if s.dir != "" {
+		if err := s.next(); err != nil {
+			s.fail(err)
+			return false
+		}
+	}
+	s.epoch = t - t%int64(time.Second)
+	s.open = true
+	s.files.Add(1)
+	s.line = appendHeader(s.line[:0], s.epoch, r.classNames(), r.cfg.TickEvery)
+	return s.write(nil)
+}
+
+// write writes s.line, rotating first when it would pass the size cap;
+// over the cap of a stream it drops the line. r is nil for a header.
+func (s *sink) write(r *Recorder) bool {
+	if r != nil && s.size+int64(len(s.line)) > s.maxBytes {
+		if s.dir == "" {
+			return false
+		}
+		line := s.line
+		s.line = nil
+		if err := s.rotate(); err != nil {
+			s.fail(err)
+			return false
+		}
+		t := s.epoch
+		if !s.ready(t, r) {
+			return false
+		}
+		s.line = line
+	}
+	if _, err := s.bw.Write(s.line); err != nil {
+		s.fail(err)
+		return false
+	}
+	s.size += int64(len(s.line))
+	s.bytes.Store(s.size)
+	if r != nil {
+		s.written.Add(1)
+	}
+	return true
+}
+
+// rotate closes the current file; the next record opens another.
+func (s *sink) rotate() error { return s.close() }
+
+// next opens the next file of the directory and deletes the oldest ones
+// beyond maxFiles.
+func (s *sink) next() error {
+	s.seq++
+	name := filepath.Join(s.dir, fmt.Sprintf("record-%06d.jsonl", s.seq))
+	f, err := os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return err
+	}
+	s.f, s.size = f, 0
+	s.bytes.Store(0)
+	if s.bw == nil {
+		s.bw = bufio.NewWriterSize(f, 64<<10)
+	} else {
+		s.bw.Reset(f)
+	}
+	files, err := listFiles(s.dir)
+	if err != nil {
+		return err
+	}
+	for len(files) > s.maxFiles {
+		if err := os.Remove(filepath.Join(s.dir, files[0])); err != nil {
+			return err
+		}
+		files = files[1:]
+	}
+	return nil
+}
+
+func (s *sink) flush() error {
+	if s.err == nil && s.bw != nil && s.open {
+		if err := s.bw.Flush(); err != nil {
+			s.fail(err)
+		}
+	}
+	return s.err
+}
+
+// fail keeps the first write error.
+func (s *sink) fail(err error) {
+	if s.err == nil {
+		s.err = err
+		s.errp.Store(&err)
+	}
+}
+
+// close flushes and closes the current file; a stream is only flushed.
+func (s *sink) close() error {
+	err := s.flush()
+	s.open = false
+	if s.f != nil {
+		if cerr := s.f.Close(); err == nil && cerr != nil {
+			err = cerr
+			s.fail(cerr)
+		}
+		s.f = nil
+	}
+	return err
+}
+
+// listFiles returns the recording's file names in dir, oldest first.
+func listFiles(dir string) ([]string, error) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, e := range ents {
+		if n := e.Name(); !e.IsDir() && fileSeq(n) > 0 {
+			out = append(out, n)
+		}
+	}
+	slices.SortFunc(out, func(a, b string) int { return fileSeq(a) - fileSeq(b) })
+	return out, nil
+}
+
+// fileSeq returns the number of a file named record-NNNNNN.jsonl, or 0.
+func fileSeq(name string) int {
+	rest, ok := strings.CutPrefix(name, "record-")
+	if !ok {
+		return 0
+	}
+	num, ok := strings.CutSuffix(rest, ".jsonl")
+	if !ok {
+		return 0
+	}
+	n, err := strconv.Atoi(num)
+	if err != nil || n <= 0 {
+		return 0
+	}
+	return n
+}

@@ -1,0 +1,181 @@
+package cli
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/shedkit/shedkit/record"
+	"github.com/shedkit/shedkit/sim"
+)
+
+const fitUsageHead = `shedsim fit reads a recording of a service's traffic (package record: the
+net/http middleware's Config.Recorder, a limiter's Observer, or shedsim
+-record) and writes a scenario that reproduces it: the arrival rate of each
+class over time, its costs, the upstream's service-time distribution and
+its capacity.
+
+Usage:
+  shedsim fit [flags] RECORDING          a record-NNNNNN.jsonl file, a
+                                         recording's directory, or - (stdin)
+  shedsim fit -o fitted.yaml ./recording
+  shedsim -scenario fitted.yaml          then simulate it
+
+Flags:
+`
+
+const fitUsageTail = `
+What it infers, and how:
+  arrivals      exact per-class counts from the recording's ticks, cut into
+                spans of constant rate (binary segmentation on Poisson
+                likelihood; a ramp becomes a staircase) -> rate and schedule
+  service time  the latencies of successes in unsaturated intervals (mean
+                latency within 10% of the least loaded intervals'), fitted
+                as constant, exponential or log-normal (from the median and
+                the 10%/90% quantiles): the smallest Kolmogorov-Smirnov
+                distance wins, the simpler shape within 0.01
+  capacity      Little's law in saturated intervals (mean latency at least
+                1.5x the baseline: a queue, so every server is busy):
+                servers = completions per second x mean service time,
+                median over those intervals, with its spread and a
+                confidence; without saturation, a lower bound, and it says
+                "capacity not observed"
+  costs         estimated cost per class (constant, exponential, log-normal
+                or uniform), and actual/estimate when the records pair them
+The report (stderr) says what was inferred, from how much, how well it
+fits, and what was assumed (client deadlines, retries, one replica); the
+scenario (stdout or -o) repeats the notes as comments. Exit codes: 0, 1 when
+the recording cannot be fitted, 2 bad flags or a malformed recording.
+`
+
+// runFit runs "shedsim fit".
+func runFit(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("shedsim fit", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	out := fs.String("o", "-", "where to write the scenario YAML ('-': stdout)")
+	name := fs.String("name", "", "the scenario's name (default: the recording's file name)")
+	interval := fs.Duration("interval", time.Second, "resolution of the fit: rates and saturation are judged per interval")
+	steps := fs.Int("max-steps", 20, "most rate changes in a class's schedule")
+	quiet := fs.Bool("quiet", false, "no report on stderr")
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), fitUsageHead)
+		fs.PrintDefaults()
+		fmt.Fprint(fs.Output(), fitUsageTail)
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return ExitOK
+		}
+		return ExitUsage
+	}
+	if fs.NArg() != 1 {
+		fmt.Fprintln(stderr, "shedsim fit: give one recording (see shedsim fit -h)")
+		return ExitUsage
+	}
+	path := fs.Arg(0)
+	opt := sim.FitOptions{Name: *name, Interval: *interval, MaxSteps: *steps}
+	if opt.Name == "" {
+		opt.Name = scenarioName(path)
+	}
+	fit, code := fitPath(path, stdin, opt, stderr)
+	if fit == nil {
+		return code
+	}
+	if !*quiet {
+		sim.WriteFitReport(stderr, fit)
+	}
+	return writeFitted(fit, path, *out, stdout, stderr)
+}
+
+// fitPath reads and fits the recording at path ("-": stdin).
+func fitPath(path string, stdin io.Reader, opt sim.FitOptions, stderr io.Writer) (*sim.Fit, int) {
+	var rd *record.Reader
+	if path == "-" {
+		rd = record.NewReader(stdin)
+	} else {
+		var err error
+		if rd, err = record.Open(path); err != nil {
+			fmt.Fprintln(stderr, "shedsim fit:", err)
+			return nil, ExitUsage
+		}
+		defer rd.Close()
+	}
+	fit, err := sim.FitRecording(rd, opt)
+	switch {
+	case errors.Is(err, record.ErrFormat) || errors.Is(err, sim.ErrInvalidConfig):
+		fmt.Fprintln(stderr, "shedsim fit:", err)
+		return nil, ExitUsage
+	case err != nil:
+		fmt.Fprintln(stderr, "shedsim fit:", err)
+		return nil, ExitFail
+	}
+	return fit, ExitOK
+}
+
+// writeFitted writes the scenario, its notes as comments first.
+func writeFitted(fit *sim.Fit, path, out string, stdout, stderr io.Writer) int {
+	y, err := sim.MarshalScenario(fit.Scenario)
+	if err != nil {
+		fmt.Fprintln(stderr, "shedsim fit:", err)
+		return ExitFail
+	}
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "# Fitted by shedsim fit from %s.\n", path)
+	for _, n := range fit.Notes {
+		fmt.Fprintf(&b, "# Note: %s\n", strings.ReplaceAll(n, "\n", " "))
+	}
+	b.Write(y)
+	if out == "-" {
+		stdout.Write(b.Bytes())
+		return ExitOK
+	}
+	if err := os.WriteFile(out, b.Bytes(), 0o644); err != nil {
+		fmt.Fprintln(stderr, "shedsim fit:", err)
+		return ExitFail
+	}
+	return ExitOK
+}
+
+// scenarioName derives a scenario name from a recording's path.
+func scenarioName(path string) string {
+	base := strings.TrimSuffix(filepath.Base(filepath.Clean(path)), ".jsonl")
+	if path == "-" || base == "" || base == "." || base == string(filepath.Separator) {
+		return "fitted"
+	}
+	return "fitted-" + base
+}
+
+// recordJob makes the only job of jobs record replica 0's limiter to the
+// file path; stop ends the recording and closes the file.
+func recordJob(path string, jobs []sim.Job) (stop func() error, err error) {
+	if len(jobs) != 1 {
+		return nil, fmt.Errorf("-record needs one scenario and one policy, got %d runs", len(jobs))
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	// Every decision, and no size cap: a simulated run is bounded.
+	rec, err := record.New(record.Config{Writer: f, MaxRecordsPerSecond: -1, MaxFileBytes: 1 << 50})
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	jobs[0].Policy = sim.RecordPolicy(jobs[0].Policy, rec, 0)
+	return func() error {
+		err := rec.Stop()
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if st := rec.Stats(); err == nil && st.Lost > 0 {
+			err = fmt.Errorf("%d records lost", st.Lost)
+		}
+		return err
+	}, nil
+}

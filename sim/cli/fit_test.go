@@ -1,0 +1,90 @@
+package cli
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/shedkit/shedkit/sim"
+)
+
+// saturating spikes past its upstream's capacity (20 servers x 1/50 ms
+// mean: 400/s) for 8 s.
+const saturating = `name: saturating
+duration: 30s
+classes:
+  - name: a
+    rate: 200
+    schedule:
+      - {at: 10s, rate: 800, for: 8s}
+upstream:
+  capacity: 20
+  service_time: {dist: exponential, mean: 50ms}
+`
+
+// TestRecordAndFit records a run with -record and fits it with shedsim fit.
+func TestRecordAndFit(t *testing.T) {
+	dir := t.TempDir()
+	scen, rec, fitted := filepath.Join(dir, "s.yaml"), filepath.Join(dir, "rec.jsonl"), filepath.Join(dir, "fitted.yaml")
+	if err := os.WriteFile(scen, []byte(saturating), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, e := run(t, "-scenario", scen, "-policies", "none", "-record", rec, "-out", "", "-quiet"); code != ExitOK {
+		t.Fatalf("record: exit %d: %s", code, e)
+	}
+	code, out, e := run(t, "fit", "-o", fitted, rec)
+	if code != ExitOK || out != "" {
+		t.Fatalf("fit: exit %d, stdout %q: %s", code, out, e)
+	}
+	for _, want := range []string{"arrivals", "service time: exponential", "capacity: ", "confidence", "note: client deadlines"} {
+		if !strings.Contains(e, want) {
+			t.Errorf("report lacks %q:\n%s", want, e)
+		}
+	}
+	sc, err := sim.LoadScenario(fitted)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sc.Name != "fitted-rec" || sc.Upstream.Capacity < 17 || sc.Upstream.Capacity > 23 || len(sc.Classes[0].Schedule) != 2 {
+		t.Errorf("fitted %+v", sc)
+	}
+	// The scenario on stdout, the report silenced; then simulate it.
+	code, out, e = run(t, "fit", "-quiet", "-name", "again", rec)
+	if code != ExitOK || e != "" || !strings.Contains(out, "# Note: ") || !strings.Contains(out, "name: again") {
+		t.Errorf("fit to stdout: exit %d, stderr %q\n%s", code, e, out)
+	}
+	if code, _, e := run(t, "-scenario", fitted, "-policies", "static", "-out", "", "-quiet"); code != ExitOK {
+		t.Errorf("simulating the fitted scenario: exit %d: %s", code, e)
+	}
+}
+
+func TestFitUsage(t *testing.T) {
+	code, _, e := run(t, "fit", "-h")
+	if code != ExitOK || !strings.Contains(e, "Little's law") || !strings.Contains(e, "-max-steps") {
+		t.Errorf("fit -h: exit %d\n%s", code, e)
+	}
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.jsonl")
+	os.WriteFile(bad, []byte("{\"k\":\"req\",\"t\":1,\"c\":0}\n"), 0o644)
+	empty := filepath.Join(dir, "empty.jsonl")
+	os.WriteFile(empty, []byte(`{"k":"header","format":"shedkit-record","v":1,"epoch":"2025-01-01T00:00:00Z","classes":[],"tick":1}`+"\n"), 0o644)
+	for _, c := range []struct {
+		args []string
+		code int
+		msg  string
+	}{
+		{[]string{"fit"}, ExitUsage, "give one recording"},
+		{[]string{"fit", "a", "b"}, ExitUsage, "give one recording"},
+		{[]string{"fit", "-interval", "-1s", bad}, ExitUsage, "FitOptions.Interval"},
+		{[]string{"fit", filepath.Join(dir, "missing")}, ExitUsage, "no such file"},
+		{[]string{"fit", bad}, ExitUsage, "bad.jsonl:1: record before the header"},
+		{[]string{"fit", empty}, ExitFail, "too short"},
+		{[]string{"-scenario", "steady,spike", "-policies", "none", "-record", filepath.Join(dir, "r"), "-out", ""}, ExitUsage, "one scenario and one policy"},
+	} {
+		code, _, e := run(t, c.args...)
+		if code != c.code || !strings.Contains(e, c.msg) {
+			t.Errorf("%v: exit %d, want %d; stderr %q, want %q", c.args, code, c.code, e, c.msg)
+		}
+	}
+}

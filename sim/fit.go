@@ -1,0 +1,343 @@
+package sim
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"math/rand/v2"
+	"strconv"
+	"time"
+
+	"github.com/shedkit/shedkit/record"
+	"github.com/shedkit/shedkit/shed"
+)
+
+// FitOptions configures a Fitter. Zero fields take the defaults.
+type FitOptions struct {
+	// Name is the fitted scenario's name. Default "fitted".
+	Name string
+	// Interval is the resolution of the fit: rates, latencies and
+	// saturation are judged per Interval, and the scenario's schedules
+	// and series use it. Counts between ticks further apart are spread
+	// evenly over the intervals between them. Default 1s.
+	Interval time.Duration
+	// MaxSteps bounds the rate changes in each class's schedule.
+	// Default 20.
+	MaxSteps int
+	// Seed seeds the reservoir sampling of latencies and costs, so that
+	// a fit is reproducible. Default 1.
+	Seed uint64
+}
+
+// Reservoir sizes: enough samples for quantiles to 1%, bounded memory
+// for a recording of any length.
+const (
+	fitLatencySamples = 200_000
+	fitCostSamples    = 50_000
+)
+
+// Fitter builds a scenario from a recording (package record): feed it
+// every record with Add, then call Fit. It keeps per-interval totals and
+// bounded samples, so a recording of any length fits in little memory.
+type Fitter struct {
+	opt   FitOptions
+	dt    int64 // cell length, ns
+	start int64 // Unix ns of cell 0
+	began bool
+	names [shed.MaxClasses]string
+	cells fitCells
+	prev  *fitTick
+	ticks int
+	rng   *rand.Rand
+
+	lat     reservoir // latencies of timed successes, by cell
+	cost    [shed.MaxClasses]reservoir
+	actual  [shed.MaxClasses]reservoir
+	ratio   [shed.MaxClasses]reservoir // actual / estimate, from whole requests
+	records int
+	lost    uint64
+	every   uint64 // the sparsest sampling seen
+	limits  [2]int // smallest and largest tick limit
+	outside int    // records whose times fall outside the span
+	shedBy  [shed.NumReasons]int
+}
+
+// fitCells are the per-interval totals, one slice element per cell.
+type fitCells struct {
+	arr, shed, done [shed.MaxClasses][]float64
+	expo            []float64 // seconds covered by ticks
+	latSum, latN    []float64 // timed successes and drops
+	inflSum, inflN  []float64 // tick samples of the work in flight
+}
+
+type fitTick struct {
+	t               int64
+	arr, shed, done []uint64
+}
+
+// ErrInvalidConfig is wrapped by the errors NewFitter returns for invalid
+// FitOptions.
+var ErrInvalidConfig = errors.New("sim: invalid config")
+
+func configError(field, format string, args ...any) error {
+	return fmt.Errorf("%w: FitOptions.%s: %s", ErrInvalidConfig, field, fmt.Sprintf(format, args...))
+}
+
+// NewFitter returns a Fitter, or an error naming the invalid option
+// (wrapping ErrInvalidConfig).
+func NewFitter(opt FitOptions) (*Fitter, error) {
+	if opt.Name == "" {
+		opt.Name = "fitted"
+	}
+	if opt.Interval < 0 {
+		return nil, configError("Interval", "must be >= 0, got %v", opt.Interval)
+	}
+	if opt.Interval == 0 {
+		opt.Interval = time.Second
+	}
+	if opt.MaxSteps < 0 || opt.MaxSteps > 1000 {
+		return nil, configError("MaxSteps", "must be in [0, 1000], got %d", opt.MaxSteps)
+	}
+	if opt.MaxSteps == 0 {
+		opt.MaxSteps = 20
+	}
+	if opt.Seed == 0 {
+		opt.Seed = 1
+	}
+	f := &Fitter{opt: opt, dt: int64(opt.Interval), rng: newStream(opt.Seed, "fit"), limits: [2]int{math.MaxInt, 0}}
+	f.lat.init(fitLatencySamples)
+	for i := range f.cost {
+		f.cost[i].init(fitCostSamples)
+		f.actual[i].init(fitCostSamples)
+		f.ratio[i].init(fitCostSamples)
+	}
+	return f, nil
+}
+
+// FitRecording reads every record of rd and fits a scenario to them.
+func FitRecording(rd *record.Reader, opt FitOptions) (*Fit, error) {
+	f, err := NewFitter(opt)
+	if err != nil {
+		return nil, err
+	}
+	for {
+		r, err := rd.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+		f.Add(r)
+	}
+	return f.Fit()
+}
+
+// fitMaxCells bounds the span of a fit (12 days of 1 s intervals: fit
+// longer recordings with a longer Interval), and its memory, whatever
+// times a damaged recording holds.
+const fitMaxCells = 1 << 20
+
+// cell returns the cell of Unix time t (ns), growing the cells. Times
+// within a cell before the first (records slightly out of order) go to
+// it; times further out are not in the span (ok false), and counted.
+func (f *Fitter) cell(t int64) (int, bool) {
+	if !f.began {
+		f.start, f.began = t-t%f.dt, true
+	}
+	i := 0
+	if t > f.start {
+		i = int(min((t-f.start)/f.dt, fitMaxCells))
+	}
+	if i >= fitMaxCells || t < f.start-f.dt {
+		f.outside++
+		return 0, false
+	}
+	f.cells.grow(i + 1)
+	return i, true
+}
+
+func (c *fitCells) grow(n int) {
+	for len(c.expo) < n {
+		c.expo = append(c.expo, 0)
+		c.latSum, c.latN = append(c.latSum, 0), append(c.latN, 0)
+		c.inflSum, c.inflN = append(c.inflSum, 0), append(c.inflN, 0)
+	}
+}
+
+// Add feeds one record to the fit.
+func (f *Fitter) Add(r record.Record) {
+	if r.Time.IsZero() || int(r.Class) >= shed.MaxClasses {
+		return
+	}
+	f.records++
+	if r.Kind == record.KindTick {
+		f.tick(r.Time.UnixNano(), r.Tick)
+		return
+	}
+	c := r.Class
+	if r.ClassName != "" {
+		f.names[c] = r.ClassName
+	}
+	if r.Cost > 0 {
+		f.cost[c].add(f.rng, 0, float64(r.Cost))
+	}
+	if r.Actual > 0 {
+		f.actual[c].add(f.rng, 0, float64(r.Actual))
+	}
+	if r.Kind == record.KindRequest && r.Cost > 0 && r.Actual > 0 {
+		f.ratio[c].add(f.rng, 0, float64(r.Actual)/float64(r.Cost))
+	}
+	if r.Kind == record.KindRejected || (r.Kind == record.KindRequest && r.Decision == record.Rejected) {
+		f.shedBy[r.Reason]++
+	}
+	admitted := r.Kind == record.KindReleased || (r.Kind == record.KindRequest && r.Decision == record.Admitted)
+	if !admitted || !r.Timed || r.Outcome == shed.Ignored {
+		return
+	}
+	end := r.Time
+	if r.Kind == record.KindRequest {
+		end = end.Add(r.Wait + r.Latency)
+	}
+	i, ok := f.cell(end.UnixNano())
+	if !ok {
+		return
+	}
+	v := float64(r.Latency)
+	f.cells.latSum[i] += v
+	f.cells.latN[i]++
+	if r.Outcome == shed.Success {
+		f.lat.add(f.rng, int32(i), v)
+	}
+}
+
+// tick spreads the counts since the previous tick over the cells the span
+// covers, in proportion to the overlap.
+func (f *Fitter) tick(t int64, tk *record.Tick) {
+	i, ok := f.cell(t)
+	if !ok {
+		return
+	}
+	f.ticks++
+	f.lost = max(f.lost, tk.Lost)
+	f.every = max(f.every, tk.SampleEvery)
+	if tk.Limit > 0 {
+		f.limits = [2]int{min(f.limits[0], tk.Limit), max(f.limits[1], tk.Limit)}
+	}
+	f.cells.inflSum[i] += float64(tk.InFlight)
+	f.cells.inflN[i]++
+	cur := &fitTick{t: t, arr: tk.Arrivals, shed: tk.Shed, done: tk.Done}
+	p := f.prev
+	f.prev = cur
+	if p == nil || t <= p.t || fell(p.arr, cur.arr) || fell(p.shed, cur.shed) || fell(p.done, cur.done) {
+		return // the first tick, or a restarted recorder: a new segment
+	}
+	a := max(p.t, f.start)
+	for j, _ := f.cell(a); ; j++ {
+		lo, hi := f.start+int64(j)*f.dt, f.start+int64(j+1)*f.dt
+		over := min(hi, t) - max(lo, a)
+		if over > 0 {
+			w := float64(over) / float64(t-p.t)
+			f.cells.expo[j] += float64(over) / 1e9
+			for c := range shed.MaxClasses {
+				f.addCount(&f.cells.arr[c], j, w*diff(p.arr, cur.arr, c))
+				f.addCount(&f.cells.shed[c], j, w*diff(p.shed, cur.shed, c))
+				f.addCount(&f.cells.done[c], j, w*diff(p.done, cur.done, c))
+			}
+		}
+		if hi >= t {
+			break
+		}
+	}
+}
+
+func (f *Fitter) addCount(s *[]float64, j int, v float64) {
+	if v == 0 && len(*s) == 0 {
+		return // a class never seen keeps no cells
+	}
+	for len(*s) <= j {
+		*s = append(*s, 0)
+	}
+	(*s)[j] += v
+}
+
+// fell reports whether a cumulative counter went down.
+func fell(prev, cur []uint64) bool {
+	for i := range min(len(prev), len(cur)) {
+		if cur[i] < prev[i] {
+			return true
+		}
+	}
+	return len(cur) < len(prev)
+}
+
+func diff(prev, cur []uint64, c int) float64 {
+	if c >= len(cur) {
+		return 0
+	}
+	p := uint64(0)
+	if c < len(prev) {
+		p = prev[c]
+	}
+	return float64(cur[c] - p)
+}
+
+// reservoir keeps a uniform sample of at most cap values (Algorithm R),
+// each with the cell it came from.
+type reservoir struct {
+	cap   int
+	seen  int
+	v     []float64
+	cells []int32
+}
+
+func (r *reservoir) init(n int) { r.cap = n }
+
+func (r *reservoir) add(rng *rand.Rand, cell int32, v float64) {
+	r.seen++
+	if len(r.v) < r.cap {
+		r.v, r.cells = append(r.v, v), append(r.cells, cell)
+		return
+	}
+	if j := rng.IntN(r.seen); j < r.cap {
+		r.v[j], r.cells[j] = v, cell
+	}
+}
+
+// values returns the sampled values (a copy), of the cells keep accepts.
+func (r *reservoir) values(keep func(cell int) bool) []float64 {
+	out := make([]float64, 0, len(r.v))
+	for i, v := range r.v {
+		if keep == nil || keep(int(r.cells[i])) {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// errShortRecording: nothing to fit.
+var errShortRecording = errors.New("sim: fit: the recording is too short: it needs two ticks (a tick period apart) and some latencies")
+
+// className returns class c's name, or "classN".
+func (f *Fitter) className(c int) string {
+	if f.names[c] != "" {
+		return f.names[c]
+	}
+	return "class" + strconv.Itoa(c)
+}
+
+// classCount returns how many classes the recording shows.
+func (f *Fitter) classCount() int {
+	n := 0
+	for c := range shed.MaxClasses {
+		if len(f.cells.arr[c]) > 0 || f.names[c] != "" || f.cost[c].seen > 0 {
+			n = c + 1
+		}
+	}
+	return n
+}
+
+func (f *Fitter) String() string {
+	return fmt.Sprintf("Fitter{%d records, %d ticks, %d cells}", f.records, f.ticks, len(f.cells.expo))
+}

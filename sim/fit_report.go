@@ -1,0 +1,102 @@
+package sim
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"strings"
+	"time"
+)
+
+// WriteFitReport prints what a fit inferred and how sure it is.
+func WriteFitReport(w io.Writer, fit *Fit) {
+	fmt.Fprintf(w, "recording: %v from %s, %d intervals of %v, %d records (sampled 1 in up to %d, %d lost)\n",
+		fit.Span, fit.Start.Format(time.RFC3339), fit.Intervals, fit.Scenario.Interval, fit.Records, fit.SampleEvery, fit.Lost)
+	fmt.Fprintln(w, "arrivals (exact counts; the schedule is each class's spans of constant rate):")
+	for _, c := range fit.Classes {
+		fmt.Fprintf(w, "  %-14s %s/s on average, %.0f requests, %.0f shed; %d span(s):\n", c.Name, rate(c.MeanRate), c.Arrivals, c.Shed, len(c.Segments))
+		for _, s := range c.Segments {
+			se := "n/a"
+			if s.Count > 0 {
+				se = fmt.Sprintf("%.1f%%", 100/math.Sqrt(s.Count))
+			}
+			fmt.Fprintf(w, "      %8v to %-8v %s/s (standard error %s)\n", s.At, s.At+s.For, rate(s.Rate), se)
+		}
+	}
+	st := fit.ServiceTime
+	fmt.Fprintf(w, "service time: %s, fit %s (KS distance %.3f; %s), from %d latencies in %d unsaturated intervals of %d (mean latency within 10%% of the baseline %v); median %v, mean %v, p99 %v\n",
+		distString(st.Dist, true), st.Quality(), st.KS, candidates(st), st.N, fit.Unsaturated, fit.Intervals, fit.Baseline.Round(time.Microsecond),
+		fitDur(st.Median), fitDur(st.Mean), fitDur(st.P99))
+	writeCapacity(w, fit)
+	fmt.Fprintln(w, "costs:")
+	for _, c := range fit.Classes {
+		cost, actual := "1 (none recorded)", "the estimate"
+		if c.Cost.N > 0 {
+			cost = fmt.Sprintf("%s, fit %s (KS %.3f, %d samples)", distString(c.Cost.Dist, false), c.Cost.Quality(), c.Cost.KS, c.Cost.N)
+		}
+		if !c.Actual.Dist.IsZero() {
+			actual = distString(c.Actual.Dist, false) + " x the estimate"
+		}
+		fmt.Fprintf(w, "  %-14s estimate %s; actual %s\n", c.Name, cost, actual)
+	}
+	for _, n := range fit.Notes {
+		fmt.Fprintf(w, "note: %s\n", n)
+	}
+}
+
+func writeCapacity(w io.Writer, fit *Fit) {
+	c := fit.Capacity
+	if !c.Observed {
+		fmt.Fprintf(w, "capacity: at least %.0f servers (not observed: traffic never saturated)\n", c.Servers)
+		return
+	}
+	fmt.Fprintf(w, "capacity: %.1f servers, confidence %s: Little's law, %s/s completed x %v mean service time, median over %d saturated intervals (mean latency >= 1.5x the baseline), spread %.1f%%; %.0f in flight there on average\n",
+		c.Servers, c.Confidence, rate(c.Throughput), c.MeanService.Round(time.Microsecond), c.Intervals, 100*c.Spread, c.InFlight)
+}
+
+func candidates(f DistFit) string {
+	var parts []string
+	for _, c := range f.Candidates {
+		parts = append(parts, fmt.Sprintf("%s %.3f", c.Dist.Kind, c.KS))
+	}
+	return strings.Join(parts, ", ")
+}
+
+func fitDur(ns float64) time.Duration {
+	d := time.Duration(ns)
+	switch {
+	case d >= time.Second:
+		return d.Round(time.Millisecond)
+	case d >= time.Millisecond:
+		return d.Round(time.Microsecond)
+	}
+	return d
+}
+
+func rate(r float64) string {
+	if r >= 100 {
+		return fmt.Sprintf("%.0f", r)
+	}
+	return fmt.Sprintf("%.3g", r)
+}
+
+// distString describes d in the words of the scenario format.
+func distString(d Dist, isTime bool) string {
+	v := func(f float64) string {
+		if isTime {
+			return fitDur(f).String()
+		}
+		return formatNum(f)
+	}
+	switch d.Kind {
+	case Constant:
+		return "constant " + v(d.Value)
+	case Exponential:
+		return "exponential mean " + v(d.Mean)
+	case LogNormal:
+		return fmt.Sprintf("lognormal median %s sigma %.3f", v(d.Median), d.Sigma)
+	case Uniform:
+		return fmt.Sprintf("uniform %s to %s", v(d.Min), v(d.Max))
+	}
+	return d.Kind.String()
+}

@@ -1,0 +1,217 @@
+package sim
+
+import (
+	"bytes"
+	"errors"
+	"math"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/shedkit/shedkit/record"
+)
+
+// recordRun runs sc under policy with a recorder on replica 0 and returns
+// the recording.
+func recordRun(t *testing.T, sc *Scenario, policy string) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	rec, err := record.New(record.Config{Writer: &buf, MaxRecordsPerSecond: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := ParsePolicy(policy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Run(sc, RecordPolicy(p, rec, 0), Options{Seed: 7}); err != nil {
+		t.Fatal(err)
+	}
+	if err := rec.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	if st := rec.Stats(); st.Lost != 0 {
+		t.Fatalf("the recorder lost %d records", st.Lost)
+	}
+	return buf.Bytes()
+}
+
+func fitBytes(t *testing.T, data []byte) *Fit {
+	t.Helper()
+	fit, err := FitRecording(record.NewReader(bytes.NewReader(data)), FitOptions{Name: "fitted"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep strings.Builder
+	WriteFitReport(&rep, fit)
+	t.Logf("\n%s", rep.String())
+	roundTrip(t, fit.Scenario)
+	return fit
+}
+
+// distMedian returns the median of the shapes fits produce.
+func distMedian(d Dist) float64 {
+	switch d.Kind {
+	case Exponential:
+		return d.Mean * math.Ln2
+	case LogNormal:
+		return d.Median
+	case Uniform:
+		return (d.Min + d.Max) / 2
+	}
+	return d.Value
+}
+
+// fitRoundTripScenario saturates its upstream for part of the run: batch
+// traffic jumps from 400/s to 2,400/s for 20 s against a capacity of
+// about 2,200/s (50 servers, log-normal service times of median 20 ms,
+// mean 22.7 ms).
+func fitRoundTripScenario() *Scenario {
+	return &Scenario{
+		Name: "fit-roundtrip", Duration: 90 * time.Second,
+		Classes: []Class{
+			{Name: "interactive", Rate: 600},
+			{Name: "batch", Rate: 400, Schedule: []RateChange{{At: 30 * time.Second, Rate: 2400}, {At: 50 * time.Second, Rate: 400}},
+				Cost: LogNorm(2000, 0.5)},
+		},
+		Upstream: Upstream{Capacity: 50, ServiceTime: LogNorm(float64(20*time.Millisecond), 0.5)},
+	}
+}
+
+// TestFitRoundTrip is issue 19's round trip: a simulated service with
+// known parameters, recorded through the limiter's Observer, fitted back.
+func TestFitRoundTrip(t *testing.T) {
+	truth := fitRoundTripScenario()
+	fit := fitBytes(t, recordRun(t, truth, "none"))
+	sc := fit.Scenario
+	for c, cl := range truth.Classes {
+		want, _ := buildRate(cl.Rate, cl.Schedule, "")
+		got, err := buildRate(sc.Classes[c].Rate, sc.Classes[c].Schedule, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, at := range []float64{5, 15, 29, 35, 45, 55, 75, 89} {
+			if g, w := got.at(at), want.at(at); math.Abs(g/w-1) > 0.05 {
+				t.Errorf("class %s at %vs: rate %.1f, want %.1f within 5%%", cl.Name, at, g, w)
+			}
+		}
+	}
+	if got, want := distMedian(sc.Upstream.ServiceTime), 20e6; math.Abs(got/want-1) > 0.10 {
+		t.Errorf("median service time %v, want %v within 10%%", time.Duration(got), time.Duration(want))
+	}
+	if got := fit.Capacity.Servers; !fit.Capacity.Observed || math.Abs(got/50-1) > 0.15 {
+		t.Errorf("capacity %.1f (observed %v), want 50 within 15%%", got, fit.Capacity.Observed)
+	}
+	if sc.Upstream.ServiceTime.Kind != LogNormal || math.Abs(sc.Upstream.ServiceTime.Sigma-0.5) > 0.05 {
+		t.Errorf("service time %+v, want lognormal sigma 0.5", sc.Upstream.ServiceTime)
+	}
+	if c := sc.Classes[1].Cost; c.Kind != LogNormal || math.Abs(c.Median/2000-1) > 0.05 {
+		t.Errorf("batch cost %+v, want lognormal median 2000", c)
+	}
+}
+
+// TestFitNeverSaturated: a service that was never saturated has a lower
+// bound for a capacity, and says so; a limiter below the capacity too.
+func TestFitNeverSaturated(t *testing.T) {
+	sc := fitRoundTripScenario()
+	sc.Classes[1].Schedule = nil
+	sc.Duration = 30 * time.Second
+	fit := fitBytes(t, recordRun(t, sc, "none"))
+	if fit.Capacity.Observed || fit.Capacity.Servers < 15 || fit.Capacity.Servers > 50 || !strings.Contains(strings.Join(fit.Notes, "\n"), "capacity not observed") {
+		t.Errorf("capacity %+v, notes %q", fit.Capacity, fit.Notes)
+	}
+	sc = fitRoundTripScenario()
+	sc.Duration = 60 * time.Second
+	fit = fitBytes(t, recordRun(t, sc, "static:limit=30"))
+	notes := strings.Join(fit.Notes, "\n")
+	if fit.Capacity.Observed || !strings.Contains(notes, "limit of 30") || fit.Scenario.Service.StaticLimit != 30 {
+		t.Errorf("capacity %+v, notes %q", fit.Capacity, fit.Notes)
+	}
+}
+
+func TestFitErrors(t *testing.T) {
+	for _, c := range []struct {
+		opt   FitOptions
+		field string
+	}{{FitOptions{Interval: -1}, "Interval"}, {FitOptions{MaxSteps: -1}, "MaxSteps"}, {FitOptions{MaxSteps: 1001}, "MaxSteps"}} {
+		if _, err := NewFitter(c.opt); !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), "FitOptions."+c.field+":") {
+			t.Errorf("%+v: %v, want an ErrInvalidConfig naming %s", c.opt, err, c.field)
+		}
+	}
+	f, _ := NewFitter(FitOptions{})
+	if _, err := f.Fit(); err == nil {
+		t.Error("an empty recording was fitted")
+	}
+}
+
+// TestFitRequestRecords fits whole-request records, as the net/http
+// middleware writes them: the actual costs pair with the estimates.
+func TestFitRequestRecords(t *testing.T) {
+	var buf bytes.Buffer
+	rec, err := record.New(record.Config{Writer: &buf, MaxRecordsPerSecond: -1, Classes: []string{"chat"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := newStream(3, "test")
+	service, ratio, cost := Exp(float64(40*time.Millisecond)), Unif(0.3, 1), LogNorm(1500, 0.6)
+	at := Epoch
+	for at.Before(Epoch.Add(40 * time.Second)) {
+		at = at.Add(time.Duration(rng.ExpFloat64() * float64(5*time.Millisecond))) // 200/s
+		c := max(int64(cost.sample(rng)), 1)
+		rec.Arrive(0)
+		rec.Done(0)
+		rec.Add(record.Record{Kind: record.KindRequest, Time: at, Decision: record.Admitted, Cost: c,
+			Actual: max(int64(float64(c)*ratio.sample(rng)), 1), Timed: true, Latency: time.Duration(service.sample(rng)), Status: 200})
+	}
+	if err := rec.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	fit := fitBytes(t, buf.Bytes())
+	cl := fit.Scenario.Classes[0]
+	if math.Abs(cl.Rate/200-1) > 0.05 || len(cl.Schedule) != 0 {
+		t.Errorf("rate %v, schedule %v: want 200/s", cl.Rate, cl.Schedule)
+	}
+	if st := fit.Scenario.Upstream.ServiceTime; st.Kind != Exponential || math.Abs(st.Mean/40e6-1) > 0.05 {
+		t.Errorf("service time %+v, want exponential of mean 40ms", st)
+	}
+	if a := cl.Actual; a.Kind != Uniform || math.Abs(a.Min-0.3) > 0.03 || math.Abs(a.Max-1) > 0.03 {
+		t.Errorf("actual %+v, want uniform 0.3 to 1", a)
+	}
+	if c := cl.Cost; c.Kind != LogNormal || math.Abs(c.Median/1500-1) > 0.05 || math.Abs(c.Sigma-0.6) > 0.05 {
+		t.Errorf("cost %+v, want lognormal 1500, 0.6", c)
+	}
+}
+
+// FuzzFit: no recording makes the fit panic, hang or allocate without
+// bound; what it fits is a valid scenario.
+func FuzzFit(f *testing.F) {
+	tick := func(t int64, n uint64) string {
+		return `{"k":"tick","t":` + strconv.FormatInt(t, 10) + `,"arr":[` + strconv.FormatUint(n, 10) + `],"done":[` + strconv.FormatUint(n, 10) + `]}` + "\n"
+	}
+	head := `{"k":"header","format":"shedkit-record","v":1,"epoch":"2025-01-01T00:00:00Z","classes":["a"],"tick":1000000000}` + "\n"
+	var b strings.Builder
+	b.WriteString(head)
+	for i := range 30 {
+		b.WriteString(`{"k":"release","t":` + strconv.Itoa(i*100_000_000) + `,"c":0,"actual":1,"lat":20000000,"o":"success"}` + "\n")
+		if i%10 == 0 {
+			b.WriteString(tick(int64(i)*100_000_000, uint64(i*10)))
+		}
+	}
+	f.Add([]byte(b.String()))
+	f.Add([]byte(head + tick(0, 0) + tick(9e18, 5) + tick(-9e18, 7) + tick(1e9, 1)))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		fit, err := FitRecording(record.NewReader(bytes.NewReader(data)), FitOptions{})
+		if err != nil {
+			return
+		}
+		if err := fit.Scenario.Validate(); err != nil {
+			t.Fatalf("invalid fitted scenario: %v", err)
+		}
+		var rep strings.Builder
+		WriteFitReport(&rep, fit)
+		if _, err := MarshalScenario(fit.Scenario); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
