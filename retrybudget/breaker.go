@@ -111,6 +111,7 @@ func breakerOutcome(resp *http.Response, err error, callerDone bool) error {
 type breakers struct {
 	k        keyed[*breaker]
 	settings gobreaker.Settings
+	now      func() time.Time // for the table's eviction of idle hosts
 }
 
 func newBreakers(cfg BreakerConfig, onChange func(from, to gobreaker.State)) (*breakers, error) {
@@ -153,6 +154,7 @@ func newBreakers(cfg BreakerConfig, onChange func(from, to gobreaker.State)) (*b
 	if onChange != nil {
 		b.settings.OnStateChange = func(_ string, from, to gobreaker.State) { onChange(from, to) }
 	}
+	b.now = time.Now
 	b.k.max = cfg.MaxHosts
 	b.k.lru = true
 	return b, nil
@@ -164,7 +166,7 @@ func (b *breakers) get(host string) *breaker {
 		s := b.settings
 		s.Name = host
 		return gobreaker.NewTwoStepCircuitBreaker[struct{}](s)
-	}, breakerFresh, time.Now)
+	}, breakerFresh, b.now)
 	return br
 }
 

@@ -91,6 +91,29 @@ func (f *fakeSleep) all() []time.Duration {
 	return append([]time.Duration(nil), f.waits...)
 }
 
+// fakeClock is a TransportConfig.Now that moves only when told to, so a
+// test can make an attempt take seconds without waiting for them.
+type fakeClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+// newFakeClock starts at the real time, so that contexts with a real
+// deadline and the fake clock agree on what is left when the test begins.
+func newFakeClock() *fakeClock { return &fakeClock{t: time.Now()} }
+
+func (c *fakeClock) now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *fakeClock) advance(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
 // newBase returns a fresh http.Transport whose idle connections are
 // closed when the test ends.
 func newBase(t *testing.T) *http.Transport {

@@ -139,6 +139,12 @@ type TransportConfig struct {
 	// Rand returns uniform values in [0, 1) for the jitter and the
 	// throttle. Default math/rand/v2's Float64.
 	Rand func() float64
+	// Now reads the clock for the deadline arithmetic (the time an
+	// attempt took, what is left to send to the next hop) and for the
+	// budget, throttle and breaker tables. Default time.Now; tests and
+	// simulations inject a fake with Sleep. The breakers' open timeout
+	// runs on gobreaker's own clock, which cannot be injected.
+	Now func() time.Time
 
 	// TracerProvider and MeterProvider default to the global providers.
 	TracerProvider trace.TracerProvider
@@ -171,6 +177,7 @@ type Transport struct {
 	maxDrainTime   time.Duration
 	sleep          func(context.Context, time.Duration) error
 	rand           func() float64
+	now            func() time.Time
 
 	tracer     trace.Tracer
 	propagator propagation.TextMapPropagator
@@ -243,6 +250,9 @@ func NewTransport(cfg TransportConfig) (*Transport, error) {
 	if cfg.Rand == nil {
 		cfg.Rand = rand.Float64
 	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
 	if cfg.TracerProvider == nil {
 		cfg.TracerProvider = otel.GetTracerProvider()
 	}
@@ -267,6 +277,9 @@ func NewTransport(cfg TransportConfig) (*Transport, error) {
 	if err != nil {
 		return nil, err
 	}
+	if brs != nil {
+		brs.now = cfg.Now
+	}
 	return &Transport{
 		base:           cfg.Base,
 		maxAttempts:    cfg.MaxAttempts,
@@ -286,6 +299,7 @@ func NewTransport(cfg TransportConfig) (*Transport, error) {
 		maxDrainTime:   cfg.MaxDrainTime,
 		sleep:          cfg.Sleep,
 		rand:           cfg.Rand,
+		now:            cfg.Now,
 		tracer:         cfg.TracerProvider.Tracer(instrumentationName),
 		propagator:     cfg.Propagator,
 		inst:           inst,
@@ -381,7 +395,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, errors.New("retrybudget: request has no URL")
 	}
 	ctx := req.Context()
-	now := time.Now()
+	now := t.now()
 	method := req.Method
 	if method == "" {
 		method = http.MethodGet
@@ -497,7 +511,7 @@ func (rt *roundTrip) run(now time.Time) (*http.Response, error) {
 		if rt.throttle == nil && (!retryable || !canRetry) {
 			return resp, err // the common success path reads the clock once
 		}
-		end := time.Now()
+		end := t.now()
 		if rt.throttle != nil && err == nil && status != http.StatusTooManyRequests &&
 			status != http.StatusServiceUnavailable && !noRetry {
 			rt.throttle.AcceptAt(end)
@@ -539,7 +553,7 @@ func (rt *roundTrip) run(now time.Time) (*http.Response, error) {
 			closeBody(body)
 			return nil, serr
 		}
-		now = time.Now()
+		now = t.now()
 	}
 }
 
@@ -715,7 +729,7 @@ func attemptHeader(h http.Header, n int) http.Header {
 // to be sent on behalf of a caller whose context is ctx.
 func (t *Transport) setDeadline(h http.Header, ctx context.Context) {
 	dl, ok := ctx.Deadline()
-	v, ok := deadlineValue(t.deadlineHeader, time.Now(), dl, ok, t.attemptTimeout)
+	v, ok := deadlineValue(t.deadlineHeader, t.now(), dl, ok, t.attemptTimeout)
 	if !ok {
 		delete(h, t.deadlineHeader)
 		return

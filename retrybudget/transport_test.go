@@ -343,15 +343,15 @@ func TestTransportDeadline(t *testing.T) {
 		}
 	})
 	t.Run("previous attempt duration counts", func(t *testing.T) {
+		clock := newFakeClock()
 		up := newUpstream(t, func(_ int, w http.ResponseWriter, _ *http.Request) {
-			time.Sleep(1800 * time.Millisecond)
+			clock.advance(1800 * time.Millisecond)
 			w.WriteHeader(503)
 		})
-		tr, _ := testTransport(t, TransportConfig{})
+		tr, _ := testTransport(t, TransportConfig{Now: clock.now})
 		// About 1.2s left after a 1.8s attempt: the retry (25ms wait +
-		// about 1.8s) cannot finish before the deadline. (The margin lets
-		// a loaded machine take a second longer over the first attempt.)
-		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		// about 1.8s) cannot finish before the deadline.
+		ctx, cancel := context.WithDeadline(context.Background(), clock.now().Add(3*time.Second))
 		defer cancel()
 		_, _, rep, err := do(t, tr, get(t, up.url()).WithContext(ctx))
 		if err != nil || rep.Denied != ReasonDeadline || up.hits.Load() != 1 {
