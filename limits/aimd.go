@@ -15,25 +15,21 @@ const (
 	// AIMD.
 	DefaultIncrease = 1
 	// DefaultDropTolerance: a window is congested when more than 15% of
-	// its work was dropped. Netflix's AIMD cuts on any drop, which turns
-	// the tail of a slow dependency into a spiral: at ten times its usual
-	// latency a dependency answers some requests after their deadline
-	// however few are in flight, and cutting the limit does not fix
-	// that (in sim/'s slowdown about 8% of requests do; with any drop,
-	// AIMD fell to its minimum limit and kept 23% of the ideal goodput,
-	// with 0.15 it keeps 93%). Drops caused by the limit itself, work
-	// queued past its deadline, climb to most of a window within a window
-	// or two, far above the tolerance.
+	// its work was dropped, beyond the background it learned. Netflix's
+	// AIMD cuts on any drop, which turns the tail of a slow dependency
+	// into a spiral: at ten times its usual latency a dependency answers
+	// some requests after their deadline however few are in flight, and
+	// cutting the limit does not fix that. Drops caused by the limit
+	// itself, work queued past its deadline, climb to most of a window
+	// within a window or two, far above the tolerance.
 	DefaultDropTolerance = 0.15
 	// DefaultAIMDMinUtilization: AIMD grows only in windows whose largest
-	// in-flight count reached 75% of its limit. AIMD has no latency
-	// signal, and its drops come at deadlines, so the headroom between
-	// the work in flight and the limit is what a surge can pile onto the
-	// dependency before the first signal: with Gradient's 0.5 the limit
-	// sits at twice the work in flight, and in sim/'s 3x spike AIMD kept
-	// 68% of the ideal goodput; at 0.75, 89%. Some headroom still helps
-	// when the dependency slows and in-flight work grows at the same
-	// throughput (0.9 costs a quarter of the goodput during a retry storm).
+	// in-flight count reached 75% of its limit. The headroom between the
+	// work in flight and the limit is what a surge can pile onto the
+	// dependency before the first congested window, and AIMD's cuts are
+	// gentler than Gradient's, so it keeps less headroom than Gradient's
+	// 0.5; some is still needed, because a dependency that slows holds
+	// more work in flight at the same throughput.
 	DefaultAIMDMinUtilization = 0.75
 	// DefaultAIMDLatencyTolerance: AIMD counts a window as congested when
 	// its latency is more than twice the baseline it learned (and clearly

@@ -41,11 +41,10 @@ const (
 const (
 	// DefaultTolerance is how much the window latency may exceed the
 	// baseline before the limit shrinks: 1.2, Envoy's adaptive concurrency
-	// buffer (25%) rather than Netflix Gradient2's 1.5. In simulation
-	// (sim/, the built-in suite) 1.5 keeps up to half the service time of
-	// queueing in front of a saturated dependency, which costs goodput in
-	// spikes and slowdowns; windows average enough samples that 1.2 is
-	// still far above their noise.
+	// buffer (25%) rather than Netflix Gradient2's 1.5. At 1.5 a saturated
+	// dependency keeps up to half its service time of queueing in front of
+	// it, which the user waits for; the baseline and the window's own
+	// noise (Significance) already keep 1.2 clear of chance.
 	DefaultTolerance = 1.2
 	// DefaultSmoothing is the share of the gradient's cut applied per
 	// window: 0.5. Netflix uses 0.2 and applies it per sample (or per
