@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"sort"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -127,6 +128,16 @@ type jaegerSpan struct {
 	ProcessID     string      `json:"processID"`
 }
 
+// hasChild reports whether one of spans is named name.
+func hasChild(spans []*jaegerSpan, name string) bool {
+	for _, c := range spans {
+		if c.OperationName == name {
+			return true
+		}
+	}
+	return false
+}
+
 type jaegerRef struct {
 	RefType string `json:"refType"`
 	SpanID  string `json:"spanID"`
@@ -207,6 +218,7 @@ func TestTracesInJaeger(t *testing.T) {
 		logical            int
 		attemptsHist       = map[int]int{}
 		upstreamChildren   int
+		queued             int
 	)
 	for _, tr := range traces.Data {
 		byID := map[string]*jaegerSpan{}
@@ -230,8 +242,16 @@ func TestTracesInJaeger(t *testing.T) {
 					if !hasClass || (class != "interactive" && class != "batch") {
 						t.Errorf("admitted server span %s has class %q", s.SpanID, class)
 					}
-					if _, ok := s.tag("shedkit.queue.wait"); !ok {
+					wait, ok := s.tag("shedkit.queue.wait")
+					if !ok {
 						t.Errorf("admitted server span %s has no shedkit.queue.wait", s.SpanID)
+					}
+					// A request that waited shows its wait on the timeline.
+					if w, _ := strconv.ParseFloat(wait, 64); w > 0 {
+						queued++
+						if !hasChild(children[s.SpanID], "shedkit.queue") {
+							t.Errorf("admitted server span %s waited %ss and has no shedkit.queue child", s.SpanID, wait)
+						}
 					}
 				case "rejected":
 					rejected++
@@ -282,8 +302,8 @@ func TestTracesInJaeger(t *testing.T) {
 			}
 		}
 	}
-	t.Logf("server spans: %d admitted, %d rejected %v; logical spans by attempts %v; upstream spans under attempts %d",
-		admitted, rejected, reasons, attemptsHist, upstreamChildren)
+	t.Logf("server spans: %d admitted (%d after a wait), %d rejected %v; logical spans by attempts %v; upstream spans under attempts %d",
+		admitted, queued, rejected, reasons, attemptsHist, upstreamChildren)
 	if admitted == 0 || rejected == 0 {
 		t.Errorf("want both admitted and rejected gateway server spans, got %d and %d", admitted, rejected)
 	}

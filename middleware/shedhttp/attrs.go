@@ -32,6 +32,19 @@ const (
 	AttrDeadlineBudget = string(shedotel.AttrDeadlineBudget)
 )
 
+// SpanQueue names the child span that covers the time a request waited in
+// its class's queue, from its arrival at the limiter to its admission or
+// to the rejection that ended its wait (queue_timeout, cancelled), so that
+// the wait shows on the trace's timeline. Only requests that waited have
+// one, and only when the request's span is recording; it carries
+// AttrClass, and AttrReason when the wait ended in a rejection.
+const SpanQueue = "shedkit.queue"
+
+// ScopeName is the instrumentation scope of the spans the middleware
+// starts (SpanQueue). The server span itself is the caller's (otelhttp,
+// otelecho).
+const ScopeName = "github.com/shedkit/shedkit/middleware"
+
 // Values of AttrDecision.
 const (
 	DecisionAdmitted = "admitted"

@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"go.opentelemetry.io/otel/trace"
 	"net"
 	"net/http"
 	"net/netip"
@@ -284,7 +285,7 @@ func (e *Engine) Skip(r *http.Request) bool {
 // the maximum.
 func (e *Engine) CheckBody(r *http.Request) (shedhttp.Rejection, bool) {
 	if e.maxBody > 0 && r.ContentLength > e.maxBody {
-		e.annotateRejected(r.Context(), inbound{r: r}, shedhttp.ReasonBodyTooLarge, 0, 0, false)
+		e.annotateRejected(r.Context(), inbound{r: r}, shedhttp.ReasonBodyTooLarge, 0, 0, false, false)
 		return e.bodyTooLarge, true
 	}
 	return shedhttp.Rejection{}, false
@@ -412,6 +413,9 @@ func (e *Engine) Admit(r *http.Request, cl shedhttp.Classification) (*State, she
 	}
 	ctx, dl, cancel := withDeadline(r.Context(), cl.Deadline)
 	in := inbound{r: r, deadline: dl}
+	if trace.SpanFromContext(ctx).IsRecording() {
+		in.arrived = time.Now() // for the queue span of a request that waits
+	}
 	p, err := e.lim.Acquire(ctx, shed.Request{Class: cl.Class, Cost: cl.Cost, Deadline: dl})
 	if err != nil {
 		if cancel != nil {
@@ -449,7 +453,7 @@ func (e *Engine) rateLimit(r *http.Request, cl shedhttp.Classification) (dryReas
 	if e.rateDryRun {
 		return shed.ReasonRateLimited.String(), rej, false
 	}
-	e.annotateRejected(r.Context(), inbound{r: r, deadline: deadlineOf(r.Context(), cl.Deadline)}, shed.ReasonRateLimited.String(), cl.Class, cl.Cost, true)
+	e.annotateRejected(r.Context(), inbound{r: r, deadline: deadlineOf(r.Context(), cl.Deadline)}, shed.ReasonRateLimited.String(), cl.Class, cl.Cost, true, false)
 	return "", shedhttp.Rejection{
 		Status:     http.StatusTooManyRequests,
 		Reason:     shed.ReasonRateLimited,
@@ -500,7 +504,7 @@ func (e *Engine) rejection(ctx context.Context, in inbound, cl shedhttp.Classifi
 			return shedhttp.Rejection{Status: http.StatusInternalServerError, Class: cl.Class, Err: err}
 		case errors.Is(err, context.DeadlineExceeded):
 			// The request's own deadline passed while it waited.
-			e.annotateRejected(ctx, in, shed.ReasonQueueTimeout.String(), cl.Class, cl.Cost, true)
+			e.annotateRejected(ctx, in, shed.ReasonQueueTimeout.String(), cl.Class, cl.Cost, true, true)
 			return shedhttp.Rejection{Status: http.StatusServiceUnavailable, Reason: shed.ReasonQueueTimeout, RetryAfter: time.Second, Class: cl.Class, Err: err}
 		default:
 			// The context ended while the request waited. The client may
@@ -509,11 +513,11 @@ func (e *Engine) rejection(ctx context.Context, in inbound, cl shedhttp.Classifi
 			// while the client still waits. Writing nothing would make
 			// net/http answer an empty 200 for work that never ran; a 503
 			// to a client that has gone is harmless.
-			e.annotateRejected(ctx, in, shedhttp.ReasonCancelled, cl.Class, cl.Cost, true)
+			e.annotateRejected(ctx, in, shedhttp.ReasonCancelled, cl.Class, cl.Cost, true, true)
 			return shedhttp.Rejection{Status: http.StatusServiceUnavailable, RetryAfter: time.Second, Class: cl.Class, Err: err}
 		}
 	}
-	e.annotateRejected(ctx, in, rj.Reason.String(), cl.Class, cl.Cost, true)
+	e.annotateRejected(ctx, in, rj.Reason.String(), cl.Class, cl.Cost, true, rj.Reason == shed.ReasonQueueTimeout)
 	if rj.Reason == shed.ReasonCostTooLarge {
 		// It can never be admitted: Retry-After would be a lie.
 		return shedhttp.Rejection{Status: http.StatusRequestEntityTooLarge, Reason: rj.Reason, Class: cl.Class, Err: rj}

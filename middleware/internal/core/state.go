@@ -111,6 +111,7 @@ func (e *Engine) className(c shed.Class) string {
 type inbound struct {
 	r        *http.Request
 	deadline time.Time // zero: none
+	arrived  time.Time // at the limiter; zero when the span is not recording
 }
 
 // append appends the inbound attributes to attrs: the attempt number when
@@ -169,11 +170,28 @@ func (e *Engine) annotateAdmitted(ctx context.Context, in inbound, p *shed.Permi
 		attrs = append(attrs, attribute.String(shedhttp.AttrReason, dryReason))
 	}
 	span.SetAttributes(in.append(attrs)...)
+	if w := p.Wait(); w > 0 {
+		now := time.Now()
+		e.queueSpan(ctx, span, p.Class(), now.Add(-w), now, "")
+	}
+}
+
+// queueSpan records the time a request waited for admission as a child
+// span of span, from start to end, so that the wait shows on the trace's
+// timeline; reason is the rejection that ended the wait, if any.
+func (e *Engine) queueSpan(ctx context.Context, span trace.Span, c shed.Class, start, end time.Time, reason string) {
+	_, q := span.TracerProvider().Tracer(shedhttp.ScopeName).Start(ctx, shedhttp.SpanQueue,
+		trace.WithTimestamp(start), trace.WithSpanKind(trace.SpanKindInternal),
+		trace.WithAttributes(attribute.String(shedhttp.AttrClass, e.className(c))))
+	if reason != "" {
+		q.SetAttributes(attribute.String(shedhttp.AttrReason, reason))
+	}
+	q.End(trace.WithTimestamp(end))
 }
 
 // annotateRejected sets the rejection attributes on ctx's span, if it is
-// recording.
-func (e *Engine) annotateRejected(ctx context.Context, in inbound, reason string, c shed.Class, cost int64, classified bool) {
+// recording; queued says the request waited in the queue before it.
+func (e *Engine) annotateRejected(ctx context.Context, in inbound, reason string, c shed.Class, cost int64, classified, queued bool) {
 	span := trace.SpanFromContext(ctx)
 	if !span.IsRecording() {
 		return
@@ -187,4 +205,7 @@ func (e *Engine) annotateRejected(ctx context.Context, in inbound, reason string
 		attrs = append(attrs, attribute.String(shedhttp.AttrClass, e.className(c)), attribute.Int64(shedhttp.AttrCost, max(cost, 1)))
 	}
 	span.SetAttributes(in.append(attrs)...)
+	if queued && !in.arrived.IsZero() {
+		e.queueSpan(ctx, span, c, in.arrived, time.Now(), reason)
+	}
 }

@@ -282,6 +282,7 @@ func Run(t *testing.T, a Adapter) {
 		{"CostTooLarge", testCostTooLarge},
 		{"Draining", testDraining},
 		{"Spans", testSpans},
+		{"QueueSpan", testQueueSpan},
 		{"DeadlineTooShort", testDeadlineTooShort},
 		{"PassedDeadline", testPassedDeadline},
 		{"UntrustedDeadline", testUntrustedDeadline},
