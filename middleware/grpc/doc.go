@@ -165,7 +165,8 @@
 // # OpenTelemetry
 //
 // The server interceptors set shedkit's admission attributes
-// (shedhttp.AttrDecision, AttrReason, AttrClass, AttrQueueWait, AttrCost)
+// (shedhttp.AttrDecision, AttrReason, AttrClass, AttrQueueWait, AttrCost,
+// and AttrAttempt and AttrDeadlineBudget when the call carries them)
 // on the call's span when one is recording, typically otelgrpc's server
 // span. The client makes one INTERNAL span per logical call, named
 // "retry {pkg.Service/Method}" (rpc.system.name, rpc.method,

@@ -185,12 +185,22 @@ func TestWithOtelgrpc(t *testing.T) {
 		}
 		return len(servers) == 2
 	})
+	seen := map[int64]bool{}
 	for _, s := range servers {
 		if v, _ := attrOf(s, shedhttp.AttrDecision); v.AsString() != shedhttp.DecisionAdmitted {
 			t.Errorf("server span: decision %q", v.Emit())
 		}
+		// The attempt number and the deadline travel to the server span.
+		n, _ := attrOf(s, shedhttp.AttrAttempt)
+		seen[n.AsInt64()] = true
+		if b, ok := attrOf(s, shedhttp.AttrDeadlineBudget); !ok || b.AsFloat64() <= 0 {
+			t.Errorf("server span: deadline budget %v (set: %v), want the call's time left", b.Emit(), ok)
+		}
 		if s.Parent().TraceID() != logical.SpanContext().TraceID() {
 			t.Errorf("server span in another trace")
 		}
+	}
+	if !seen[1] || !seen[2] {
+		t.Errorf("server spans carry attempts %v, want 1 and 2", seen)
 	}
 }

@@ -180,18 +180,30 @@ func (s *Server) annotateAdmitted(ctx context.Context, p *shed.Permit, dryReason
 	if dryReason != "" {
 		decision = shedhttp.DecisionDryRun
 	}
-	attrs := [5]attribute.KeyValue{
+	var buf [7]attribute.KeyValue
+	attrs := append(buf[:0],
 		attribute.String(shedhttp.AttrDecision, decision),
 		attribute.String(shedhttp.AttrClass, s.className(p.Class())),
 		attribute.Float64(shedhttp.AttrQueueWait, p.Wait().Seconds()),
 		attribute.Int64(shedhttp.AttrCost, p.Cost()),
-	}
-	n := 4
+	)
 	if dryReason != "" {
-		attrs[4] = attribute.String(shedhttp.AttrReason, dryReason)
-		n = 5
+		attrs = append(attrs, attribute.String(shedhttp.AttrReason, dryReason))
 	}
-	span.SetAttributes(attrs[:n]...)
+	span.SetAttributes(appendInbound(ctx, attrs)...)
+}
+
+// appendInbound appends what the span says about the caller: the attempt
+// number its retrying client sent (AttemptMetadata) and the time left
+// before the call's deadline, when it has one.
+func appendInbound(ctx context.Context, attrs []attribute.KeyValue) []attribute.KeyValue {
+	if n := inboundAttempt(ctx); n > 0 {
+		attrs = append(attrs, attribute.Int(shedhttp.AttrAttempt, n))
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		attrs = append(attrs, attribute.Float64(shedhttp.AttrDeadlineBudget, max(time.Until(dl), 0).Seconds()))
+	}
+	return attrs
 }
 
 // annotateRejected sets the rejection attributes on ctx's span, if it is
@@ -201,15 +213,13 @@ func (s *Server) annotateRejected(ctx context.Context, reason string, c shed.Cla
 	if !span.IsRecording() {
 		return
 	}
-	attrs := [4]attribute.KeyValue{
+	var buf [6]attribute.KeyValue
+	attrs := append(buf[:0],
 		attribute.String(shedhttp.AttrDecision, shedhttp.DecisionRejected),
 		attribute.String(shedhttp.AttrReason, reason),
-	}
-	n := 2
+	)
 	if classified {
-		attrs[2] = attribute.String(shedhttp.AttrClass, s.className(c))
-		attrs[3] = attribute.Int64(shedhttp.AttrCost, max(cost, 1))
-		n = 4
+		attrs = append(attrs, attribute.String(shedhttp.AttrClass, s.className(c)), attribute.Int64(shedhttp.AttrCost, max(cost, 1)))
 	}
-	span.SetAttributes(attrs[:n]...)
+	span.SetAttributes(appendInbound(ctx, attrs)...)
 }
