@@ -1,0 +1,95 @@
+package shedredis
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/shedkit/shedkit/middleware/shedhttp"
+)
+
+func TestConfigErrors(t *testing.T) {
+	ok := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", ContextTimeoutEnabled: true})
+	defer ok.Close()
+	noCtx := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
+	defer noCtx.Close()
+	for _, tc := range []struct {
+		field string
+		cfg   Config
+	}{
+		{"Client", Config{Replicas: 1}},
+		{"Client", Config{Client: noCtx, Replicas: 1}},
+		{"Replicas", Config{Client: ok}},
+		{"Timeout", Config{Client: ok, Replicas: 1, Timeout: -1}},
+		{"BreakerFailures", Config{Client: ok, Replicas: 1, BreakerFailures: -1}},
+		{"BreakerOpen", Config{Client: ok, Replicas: 1, BreakerOpen: -1}},
+		{"FallbackMaxKeys", Config{Client: ok, Replicas: 1, FallbackMaxKeys: -1}},
+		{"LeaseTTL", Config{Client: ok, Replicas: 1, LeaseTTL: -1}},
+		{"LeaseTTL", Config{Client: ok, Replicas: 1, Timeout: time.Second, LeaseTTL: time.Second}},
+	} {
+		_, err := NewStore(tc.cfg)
+		if !errors.Is(err, ErrInvalidConfig) || !contains(err.Error(), tc.field+":") {
+			t.Errorf("NewStore(%+v) = %v, want ErrInvalidConfig naming %s", tc.cfg, err, tc.field)
+		}
+		c, err := NewConcurrency(tc.cfg)
+		if c != nil {
+			c.Close()
+		}
+		if !errors.Is(err, ErrInvalidConfig) {
+			t.Errorf("NewConcurrency(%+v) = %v, want ErrInvalidConfig", tc.cfg, err)
+		}
+	}
+	if _, err := ConcurrencyMiddleware(MiddlewareConfig{}); !errors.Is(err, ErrInvalidConfig) {
+		t.Errorf("ConcurrencyMiddleware({}) = %v, want ErrInvalidConfig", err)
+	}
+}
+
+func contains(s, sub string) bool {
+	for i := 0; i+len(sub) <= len(s); i++ {
+		if s[i:i+len(sub)] == sub {
+			return true
+		}
+	}
+	return false
+}
+
+// Without any Redis at all (nothing listens), every decision falls back to
+// the local share, within the budget, and the breaker opens.
+func TestNoRedisFallsBack(t *testing.T) {
+	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", ContextTimeoutEnabled: true, MaxRetries: -1})
+	defer c.Close()
+	s, err := NewStore(Config{Client: c, Replicas: 4, Timeout: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	lim := shedhttp.RateLimit{Rate: 40, Burst: 8} // share: 10/s, burst 2
+	var allowed int
+	for range 10 {
+		d := s.Decide(t.Context(), now, 0, "k", lim, 1)
+		if !d.FellBack || d.Cause == "" {
+			t.Fatalf("decision %+v did not fall back", d)
+		}
+		if d.Allowed {
+			allowed++
+		}
+	}
+	if allowed != 2 {
+		t.Errorf("allowed %d at once, want the share's burst 2", allowed)
+	}
+	if d := s.Decide(t.Context(), now, 0, "k", lim, 1); d.Cause != CauseBreakerOpen {
+		t.Errorf("after 10 failures the cause is %q, want %q", d.Cause, CauseBreakerOpen)
+	}
+	if !s.FellBack() {
+		t.Error("FellBack false after a fallback")
+	}
+	// A cost larger than the share's burst is charged as a full bucket.
+	if d := s.Decide(t.Context(), now, 0, "cost", lim, 5); !d.Allowed {
+		t.Errorf("cost 5 within the fleet's burst 8 refused on an idle key: %+v", d)
+	}
+	if d := s.Decide(t.Context(), now, 0, "cost", lim, 9); d.Allowed {
+		t.Error("cost 9 over the fleet's burst 8 allowed")
+	}
+}
