@@ -15,7 +15,16 @@ import (
 	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	// The tests kill and pause Redis on purpose: go-redis's log of every
+	// failed dial would bury the test output.
+	redis.SetLogger(quietLogger{})
+	goleak.VerifyTestMain(m)
+}
+
+type quietLogger struct{}
+
+func (quietLogger) Printf(context.Context, string, ...any) {}
 
 // redisProc is a redis-server the test started on a free 127.0.0.1 port,
 // without persistence.
