@@ -73,9 +73,9 @@
 //
 // A quota is a promise about a tenant, the same whichever replica serves
 // it: it must be counted in one place. The adaptive concurrency limit
-// (package limits, through shed.Limiter) is about a replica: it measures that replica's own
-// latency and drops and protects that replica's resources (its CPU, its
-// memory, its connections). A fleet-wide limit would mix the latency of a
+// (package limits, through shed.Limiter) is about a replica: it
+// measures that replica's own latency and drops, and protects that
+// replica's resources (its CPU, its memory, its connections). A fleet-wide limit would mix the latency of a
 // healthy replica with that of a sick one, react to neither, and put a
 // network call on every admission. So each replica keeps its own
 // shed.Limiter, and only the per-tenant quotas live in Redis.
