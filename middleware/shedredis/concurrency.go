@@ -99,10 +99,11 @@ type Concurrency struct {
 	seq     atomic.Uint64
 	renewTO time.Duration
 
-	mu     sync.Mutex
-	active map[*Lease]struct{}
-	local  map[string]int // leases taken in fallback, per key
-	closed bool
+	mu      sync.Mutex
+	active  map[*Lease]struct{}
+	local   map[string]int // leases taken in fallback, per key
+	orphans []orphan       // members to remove at the next renewal
+	closed  bool
 
 	stop chan struct{}
 	done chan struct{}
@@ -116,6 +117,21 @@ type Lease struct {
 	key      string
 	local    bool
 	released atomic.Bool
+}
+
+// orphan is a member that may be in Redis without a lease behind it: its
+// acquire timed out (the script may have run) and was then refused on the
+// local share, or its release failed. The renewer removes it.
+type orphan struct{ rkey, member string }
+
+// maxOrphans bounds the orphans kept while Redis is unreachable; past it,
+// the rest expire on their own within LeaseTTL.
+const maxOrphans = 4096
+
+func (c *Concurrency) addOrphan(rkey, member string) {
+	if len(c.orphans) < maxOrphans {
+		c.orphans = append(c.orphans, orphan{rkey, member})
+	}
 }
 
 // NewConcurrency returns a Concurrency and starts its renewer, or returns
@@ -134,7 +150,7 @@ func NewConcurrency(cfg Config) (*Concurrency, error) {
 		cfg:     cfg,
 		g:       g,
 		id:      hex.EncodeToString(b[:]),
-		renewTO: max(cfg.Timeout, cfg.LeaseTTL/10),
+		renewTO: max(cfg.Timeout, cfg.LeaseTTL/10), // renewals are off the request path
 		active:  map[*Lease]struct{}{},
 		local:   map[string]int{},
 		stop:    make(chan struct{}),
@@ -184,6 +200,9 @@ func (c *Concurrency) Acquire(ctx context.Context, key string, limit int) (*Leas
 	}
 	share := (limit + c.cfg.Replicas - 1) / c.cfg.Replicas
 	if n := c.local[key]; n >= share {
+		if cause == CauseTimeout {
+			c.addOrphan(l.rkey, l.member)
+		}
 		return nil, &LimitError{InFlight: n, RetryAfter: time.Second, FellBack: true}
 	}
 	c.local[key]++
@@ -215,9 +234,14 @@ func (l *Lease) Release() {
 		}
 	}
 	c.mu.Unlock()
-	c.g.do(context.Background(), OpRelease, func(ctx context.Context) error {
+	cause := c.g.do(context.Background(), OpRelease, func(ctx context.Context) error {
 		return releaseScript.Run(ctx, c.cfg.Client, []string{l.rkey}, l.member).Err()
 	})
+	if cause != "" {
+		c.mu.Lock()
+		c.addOrphan(l.rkey, l.member)
+		c.mu.Unlock()
+	}
 }
 
 // Close stops renewing leases. Leases not yet released stop counting
@@ -264,10 +288,10 @@ func (c *Concurrency) renewer() {
 }
 
 // renew sets the expiry of every lease held again, one script per key,
-// in one pipeline.
+// and removes the orphans, in one pipeline.
 func (c *Concurrency) renew() {
 	c.mu.Lock()
-	if len(c.active) == 0 {
+	if len(c.active) == 0 && len(c.orphans) == 0 {
 		c.mu.Unlock()
 		return
 	}
@@ -280,14 +304,21 @@ func (c *Concurrency) renew() {
 		}
 		byKey[l.rkey] = append(args, l.member)
 	}
+	orphans := c.orphans
+	c.orphans = nil
 	c.mu.Unlock()
-	c.g.doWithin(context.Background(), OpRenew, c.renewTO, func(ctx context.Context) error {
-		// EVALSHA in a pipeline cannot load a missing script; load them
-		// first (a no-op when Redis has them).
-		if err := renewScript.Load(ctx, c.cfg.Client).Err(); err != nil {
-			return err
+	cause := c.g.doWithin(context.Background(), OpRenew, c.renewTO, func(ctx context.Context) error {
+		// EVALSHA in a pipeline cannot load a missing script; load it
+		// first (a no-op when Redis has it).
+		if len(byKey) > 0 {
+			if err := renewScript.Load(ctx, c.cfg.Client).Err(); err != nil {
+				return err
+			}
 		}
 		_, err := c.cfg.Client.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for _, o := range orphans {
+				p.ZRem(ctx, o.rkey, o.member)
+			}
 			for rkey, args := range byKey {
 				renewScript.EvalSha(ctx, p, []string{rkey}, args...)
 			}
@@ -295,4 +326,11 @@ func (c *Concurrency) renew() {
 		})
 		return err
 	})
+	if cause != "" {
+		c.mu.Lock()
+		for _, o := range orphans {
+			c.addOrphan(o.rkey, o.member)
+		}
+		c.mu.Unlock()
+	}
 }

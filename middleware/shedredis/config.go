@@ -69,7 +69,7 @@ type Config struct {
 	// LeaseTTL (Concurrency only) is how long a lease counts in Redis
 	// unless renewed. A replica renews its leases every LeaseTTL/3 while
 	// their work runs; a crashed replica's leases expire within LeaseTTL.
-	// Default DefaultLeaseTTL (10 s); at least 10 × Timeout.
+	// Default DefaultLeaseTTL (10 s); at least 4 × Timeout.
 	LeaseTTL time.Duration
 	// Name is the value of the shedkit.store.name attribute on the
 	// metrics, to tell stores apart. Default "redis".
@@ -131,8 +131,8 @@ func (cfg *Config) validate() error {
 	case cfg.LeaseTTL == 0:
 		cfg.LeaseTTL = DefaultLeaseTTL
 	}
-	if cfg.LeaseTTL < 10*cfg.Timeout {
-		return configError("LeaseTTL", "must be at least 10 × Timeout (%v), got %v", 10*cfg.Timeout, cfg.LeaseTTL)
+	if cfg.LeaseTTL < 4*cfg.Timeout {
+		return configError("LeaseTTL", "must be at least 4 × Timeout (%v), got %v", 4*cfg.Timeout, cfg.LeaseTTL)
 	}
 	if cfg.Name == "" {
 		cfg.Name = "redis"

@@ -12,6 +12,9 @@ import (
 	"testing"
 	"time"
 
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+
 	"github.com/shedkit/shedkit/middleware/nethttp"
 	"github.com/shedkit/shedkit/middleware/shedhttp"
 	"github.com/shedkit/shedkit/shed"
@@ -21,7 +24,7 @@ import (
 // rate limits kept by a Store of the shared Redis.
 func fleetServer(t *testing.T, p *redisProc, limit shedhttp.RateLimit, timeout time.Duration) (*httptest.Server, *Store) {
 	t.Helper()
-	store, err := NewStore(Config{Client: p.client(t), Replicas: 3, Timeout: timeout})
+	store, err := NewStore(Config{Client: p.client(t), Replicas: 3, Timeout: timeout, MeterProvider: fleetMP})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,6 +45,13 @@ func fleetServer(t *testing.T, p *redisProc, limit shedhttp.RateLimit, timeout t
 	t.Cleanup(srv.Close)
 	return srv, store
 }
+
+// The fleet's stores report to one meter provider, as the replicas of a
+// service report to one backend.
+var (
+	fleetReader = sdkmetric.NewManualReader()
+	fleetMP     = sdkmetric.NewMeterProvider(sdkmetric.WithReader(fleetReader))
+)
 
 type tally struct{ sent, ok, limited, failed atomic.Int64 }
 
@@ -91,10 +101,14 @@ func TestFleetQuota(t *testing.T) {
 	}
 	p := startRedis(t)
 	limit := shedhttp.RateLimit{Rate: 200, Burst: 20}
+	// A budget generous enough that the shared accounting is measured,
+	// not the fallback: on a loaded 2-core machine under the race
+	// detector a loopback call takes up to tens of milliseconds.
+	const budget = 250 * time.Millisecond
 	var urls []string
 	var stores []*Store
 	for range 3 {
-		srv, st := fleetServer(t, p, limit, 50*time.Millisecond)
+		srv, st := fleetServer(t, p, limit, budget)
 		urls = append(urls, srv.URL)
 		stores = append(stores, st)
 	}
@@ -138,6 +152,21 @@ func TestFleetQuota(t *testing.T) {
 			t.Errorf("quiet tenant %d: %d of %d admitted, %d failed", i, q.ok.Load(), q.sent.Load(), q.failed.Load())
 		}
 	}
+	var rm metricdata.ResourceMetrics
+	if err := fleetReader.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if d, ok := m.Data.(metricdata.Histogram[float64]); ok && m.Name == MetricDuration {
+				for _, p := range d.DataPoints {
+					if mx, ok := p.Max.Value(); ok {
+						t.Logf("Redis calls: %d, slowest %.1f ms (budget %v)", p.Count, mx*1000, budget)
+					}
+				}
+			}
+		}
+	}
 	t.Logf("quiet tenants: lowest admitted share %.2f%%; decisions that fell back: %d of the 3 stores' decisions", 100*minShare, fallbacks)
 }
 
@@ -150,7 +179,9 @@ func TestFleetConcurrency(t *testing.T) {
 	const ttl = time.Second
 	var cs []*Concurrency
 	for range 3 {
-		c, err := NewConcurrency(Config{Client: p.client(t), Replicas: 3, Timeout: 50 * time.Millisecond, LeaseTTL: ttl})
+		// A generous budget (see TestFleetQuota): this measures the
+		// shared count, not the fallback.
+		c, err := NewConcurrency(Config{Client: p.client(t), Replicas: 3, Timeout: 250 * time.Millisecond, LeaseTTL: ttl})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -270,7 +301,7 @@ func TestFleetConcurrency(t *testing.T) {
 // its fleet limit, and releases the lease when the handler returns.
 func TestConcurrencyMiddleware(t *testing.T) {
 	p := startRedis(t)
-	c, err := NewConcurrency(Config{Client: p.client(t), Replicas: 2, Timeout: 50 * time.Millisecond})
+	c, err := NewConcurrency(Config{Client: p.client(t), Replicas: 2, Timeout: 250 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}

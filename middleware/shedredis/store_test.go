@@ -1,11 +1,14 @@
 package shedredis
 
 import (
+	"context"
 	"errors"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/shedkit/shedkit/middleware/shedhttp"
 )
@@ -60,7 +63,10 @@ func contains(s, sub string) bool {
 func TestNoRedisFallsBack(t *testing.T) {
 	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", ContextTimeoutEnabled: true, MaxRetries: -1})
 	defer c.Close()
-	s, err := NewStore(Config{Client: c, Replicas: 4, Timeout: 20 * time.Millisecond})
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	defer mp.Shutdown(context.Background())
+	s, err := NewStore(Config{Client: c, Replicas: 4, Timeout: 20 * time.Millisecond, BreakerOpen: time.Minute, MeterProvider: mp, Name: "quotas"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,5 +97,42 @@ func TestNoRedisFallsBack(t *testing.T) {
 	}
 	if d := s.Decide(t.Context(), now, 0, "cost", lim, 9); d.Allowed {
 		t.Error("cost 9 over the fleet's burst 8 allowed")
+	}
+	if st := s.Stats(); st.Decisions != 12 || st.FellBack != 12 {
+		t.Errorf("stats %+v, want 12 decisions, all fallen back", st)
+	}
+
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	sums := map[string]int64{}
+	var calls uint64
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			switch d := m.Data.(type) {
+			case metricdata.Sum[int64]:
+				for _, p := range d.DataPoints {
+					if v, _ := p.Attributes.Value(AttrStore); v.AsString() != "quotas" {
+						t.Errorf("%s without the store's name: %v", m.Name, p.Attributes)
+					}
+					k := m.Name
+					if v, ok := p.Attributes.Value(AttrCause); ok {
+						k += "/" + v.AsString()
+					}
+					sums[k] += p.Value
+				}
+			case metricdata.Histogram[float64]:
+				for _, p := range d.DataPoints {
+					calls += p.Count
+				}
+			}
+		}
+	}
+	// 5 calls fail (the breaker opens at 5), the other 7 decisions skip
+	// Redis.
+	if sums[MetricErrors] != 5 || sums[MetricFallbacks+"/"+CauseBreakerOpen] != 7 ||
+		sums[MetricFallbacks+"/"+CauseError]+sums[MetricFallbacks+"/"+CauseTimeout] != 5 || calls != 5 {
+		t.Errorf("metrics %v, %d calls timed; want 5 errors, 5 error or timeout fallbacks, 7 breaker_open, 5 calls", sums, calls)
 	}
 }
