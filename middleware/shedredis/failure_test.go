@@ -35,11 +35,12 @@ func sharedAllowed(t *testing.T, stores []*Store, key string, n int) (allowed, f
 // key (burst 10, 1/s) over them allow 10 (11 if a second passed). A
 // decision that fell back (a call over the 5 ms budget on a loaded
 // machine) spoils the count: then it tries another key, up to 5 times.
-func sharedBurst(t *testing.T, stores []*Store, key string) {
+func sharedBurst(t *testing.T, stores []*Store, key string) (used string) {
 	t.Helper()
 	var a, fb int
 	for i := range 5 {
-		a, fb = sharedAllowed(t, stores, fmt.Sprintf("%s-%d", key, i), 30)
+		used = fmt.Sprintf("%s-%d", key, i)
+		a, fb = sharedAllowed(t, stores, used, 30)
 		if fb == 0 {
 			break
 		}
@@ -47,6 +48,7 @@ func sharedBurst(t *testing.T, stores []*Store, key string) {
 	if a < 10 || a > 11 || fb != 0 {
 		t.Errorf("%s: %d allowed (%d fell back) of 30 over %d stores, want the shared burst 10 (0)", key, a, fb, len(stores))
 	}
+	return used
 }
 
 // load runs workers that decide on generous quotas (every decision should
@@ -139,7 +141,7 @@ func TestRedisKilled(t *testing.T) {
 	}
 	defer c2.Close()
 
-	sharedBurst(t, stores, "before")
+	used := sharedBurst(t, stores, "before")
 	// Two leases live through the outage.
 	var held []*Lease
 	for range 2 {
@@ -173,6 +175,11 @@ func TestRedisKilled(t *testing.T) {
 	// The local share: burst 10 over 2 replicas is 5 on each.
 	if a, fb := sharedAllowed(t, stores[:1], "down", 30); a != 5 || fb != 30 {
 		t.Errorf("Redis down: one store allowed %d (%d fell back) of 30, want its share 5 (30)", a, fb)
+	}
+	// A key whose share this replica used while Redis was up gets no
+	// fresh burst (a token refilled per second since, at most 3).
+	if a, _ := sharedAllowed(t, stores[:1], used, 30); a > 3 {
+		t.Errorf("Redis down: a key whose share was used got %d more, want at most the 3 refilled", a)
 	}
 
 	p.restart()

@@ -44,7 +44,9 @@ type CostStore interface {
 // shedhttp.MemoryStore holding this replica's share of the quota
 // (Rate/Replicas, Burst/Replicas, at least 1): Redis failing is not an
 // outage, and the fleet as a whole still enforces about the quota. The
-// fallback uses the now it is given; Redis uses its own clock.
+// local share is charged for the requests Redis admits too, so that a
+// fallback starts from this replica's recent use, not from a full burst.
+// The fallback uses the now it is given; Redis uses its own clock.
 //
 // A Store starts no goroutines; Close is not needed. It is safe for
 // concurrent use.
@@ -151,6 +153,12 @@ func (s *Store) Decide(ctx context.Context, now time.Time, class shed.Class, key
 		d := Decision{Allowed: res.Allowed > 0, Remaining: res.Remaining}
 		if !d.Allowed {
 			d.RetryAfter = max(res.RetryAfter, time.Millisecond)
+		} else {
+			// Shadow the admission on the local share, so that a
+			// fallback starts from this replica's recent use rather than
+			// a full bucket: a replica that used its share admits no
+			// extra burst when Redis goes away.
+			s.localAllow(now, class, key, limit, n)
 		}
 		return d
 	}
