@@ -52,7 +52,7 @@ test-bench: ## vet and test the bench/ module: peers, and the 10-second loopback
 test-grpc: ## vet and test the middleware/grpc module (gRPC interceptors, loopback tests; its own module so HTTP-only users never download gRPC)
 	cd middleware/grpc && $(GO) vet ./... && $(GO) test -race -count=1 -timeout 5m ./...
 
-.PHONY: test-redis redis
+.PHONY: test-redis redis demo-fleet
 
 # SHEDKIT_REQUIRE_REDIS=1: without redis-server the Redis tests fail
 # instead of skipping, so that CI cannot pass them by skipping.
@@ -66,6 +66,9 @@ redis: ## install Debian's redis-server when missing (the tests start their own;
 		{ apt-get update && apt-get install -y --no-install-recommends redis-server; }; \
 	}
 	@redis-server --version
+
+demo-fleet: ## three replicas sharing tenant quotas through one Redis: a noisy tenant and quiet ones, Redis killed midway and restarted; a table per second (about 15 s; needs redis-server: make redis)
+	cd middleware/shedredis && $(GO) run ./cmd/fleetdemo $(DEMO_FLEET_FLAGS)
 
 soak: ## loopback soak: a server at 10x overload with a mid-run slowdown, the retrying client through a full outage, then hostile clients (slow uploads, disconnects, endless 503 bodies, encoded paths) next to normal traffic (module bench/, about 2 minutes)
 	cd bench && $(GO) run ./cmd/soak -duration 60s
