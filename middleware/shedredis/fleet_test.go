@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"sort"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -14,6 +15,8 @@ import (
 
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/shedkit/shedkit/middleware/nethttp"
 	"github.com/shedkit/shedkit/middleware/shedhttp"
@@ -321,8 +324,14 @@ func TestConcurrencyMiddleware(t *testing.T) {
 			<-unblock
 		}
 	}))
+	var seq atomic.Int64
+	spans := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
+	defer tp.Shutdown(context.Background())
 	req := func(path, tenant string) *httptest.ResponseRecorder {
-		r := httptest.NewRequest("GET", path, nil)
+		ctx, span := tp.Tracer("test").Start(context.Background(), path+" "+tenant+" "+strconv.Itoa(int(seq.Add(1))))
+		defer span.End()
+		r := httptest.NewRequest("GET", path, nil).WithContext(ctx)
 		r.Header.Set("X-Tenant", tenant)
 		w := httptest.NewRecorder()
 		h.ServeHTTP(w, r)
@@ -345,6 +354,20 @@ func TestConcurrencyMiddleware(t *testing.T) {
 	<-done
 	if w := req("/", "a"); w.Code != http.StatusOK {
 		t.Errorf("after the blocking request ended: %d, want 200", w.Code)
+	}
+	attrs := map[string]map[string]string{}
+	for _, sp := range spans.Ended() {
+		m := map[string]string{}
+		for _, kv := range sp.Attributes() {
+			m[string(kv.Key)] = kv.Value.Emit()
+		}
+		attrs[sp.Name()] = m
+	}
+	if got := attrs["/ a 2"]; got[shedhttp.AttrDecision] != shedhttp.DecisionRejected || got[shedhttp.AttrReason] != ReasonConcurrencyLimited || got[AttrFallback] != "false" {
+		t.Errorf("span of the rejected request: %v", got)
+	}
+	if got := attrs["/ b 3"]; got[AttrFallback] != "false" || got[shedhttp.AttrDecision] != "" {
+		t.Errorf("span of an admitted request: %v", got)
 	}
 }
 

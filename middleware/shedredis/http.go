@@ -47,7 +47,8 @@ var noRetryValues = []string{"overloaded"}[:1:1]
 // ConcurrencyMiddleware bounds the requests of each key in flight across
 // the fleet: a request takes a lease of its key before the next handler
 // runs and releases it when the handler returns (or panics). A key at its
-// limit is answered 429 with Retry-After. Put it outside the shedkit
+// limit is answered 429 with Retry-After (503 when the request's context
+// ended while the lease was asked for). Put it outside the shedkit
 // middleware (nethttp.New), so that a tenant at its limit does not take a
 // place in the admission queue; the per-replica adaptive limit still
 // bounds what each replica runs.
@@ -80,16 +81,23 @@ func ConcurrencyMiddleware(cfg MiddlewareConfig) (func(http.Handler) http.Handle
 			lease, err := cfg.Concurrency.Acquire(r.Context(), key, limit)
 			if err != nil {
 				le, _ := err.(*LimitError)
-				fellBack := le != nil && le.FellBack
 				if span.IsRecording() {
+					reason := shedhttp.ReasonCancelled
+					if le != nil {
+						reason = ReasonConcurrencyLimited
+						span.SetAttributes(attribute.Bool(AttrFallback, le.FellBack))
+					}
 					span.SetAttributes(
-						attribute.Bool(AttrFallback, fellBack),
 						attribute.String(shedhttp.AttrDecision, shedhttp.DecisionRejected),
-						attribute.String(shedhttp.AttrReason, ReasonConcurrencyLimited))
+						attribute.String(shedhttp.AttrReason, reason))
 				}
 				rej := shedhttp.Rejection{Status: http.StatusTooManyRequests, Reason: shed.ReasonRateLimited, RetryAfter: time.Second, Err: err}
 				if le != nil {
 					rej.RetryAfter = le.RetryAfter
+				} else {
+					// The request's context ended during the call: the
+					// client went away, or the server is cancelling it.
+					rej.Status, rej.Reason = http.StatusServiceUnavailable, shed.ReasonNone
 				}
 				h := w.Header()
 				h["Retry-After"] = shedhttp.RetryAfterValue(rej.RetryAfter)

@@ -129,14 +129,17 @@ func (s *Store) AllowNAt(now time.Time, class shed.Class, key string, limit shed
 func (s *Store) FellBack() bool { return s.fellBack.Load() }
 
 // Decide takes n tokens (n < 1 counts as 1) from the bucket of (class,
-// key) and tells how the decision was taken. ctx bounds the Redis call in
+// key) and tells how the decision was taken. An invalid limit (see
+// shedhttp.RateLimit.Validate) allows nothing. ctx bounds the Redis call in
 // addition to the time budget, and carries the metrics' context.
 func (s *Store) Decide(ctx context.Context, now time.Time, class shed.Class, key string, limit shedhttp.RateLimit, n int) Decision {
 	n = max(n, 1)
 	if limit.Rate == rate.Inf {
 		return Decision{Allowed: true, Remaining: math.MaxInt}
 	}
-	if n > limit.Burst {
+	if n > limit.Burst || limit.Validate() != nil {
+		// It would never be allowed, or the limit is invalid (the
+		// middleware validates its RateLimits): nothing to ask Redis.
 		return Decision{Remaining: -1}
 	}
 	s.decided.Add(1)
