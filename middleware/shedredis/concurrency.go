@@ -170,6 +170,9 @@ func (c *Concurrency) Acquire(ctx context.Context, key string, limit int) (*Leas
 	if limit < 1 {
 		return nil, fmt.Errorf("shedredis: limit must be >= 1, got %d", limit)
 	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	l := &Lease{c: c, key: key, rkey: c.key(key), member: c.id + ":" + strconv.FormatUint(c.seq.Add(1), 36)}
 	ttl := c.cfg.LeaseTTL.Milliseconds()
 	var admitted, inFlight int64

@@ -82,8 +82,10 @@
 //
 // # Costs and limits
 //
-// A decision costs one Redis round trip (about 50-300 µs on loopback;
-// see BenchmarkAllowAt) and a lease two (acquire and release). redis_rate
+// A decision costs one Redis round trip and a lease two (acquire and
+// release): on loopback, on a shared 2-core machine, a decision took
+// 36 µs at the median and 77 µs at p99 (BenchmarkAllowAt; the in-memory
+// store 0.1 µs), a lease 59 µs and 112 µs (BenchmarkLease). redis_rate
 // works in floating-point seconds since 2017: rates above about a million
 // per second per key lose precision. Leases of a crashed replica count for
 // up to LeaseTTL; a replica that cannot reach Redis for longer than

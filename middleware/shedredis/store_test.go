@@ -136,3 +136,52 @@ func TestNoRedisFallsBack(t *testing.T) {
 		t.Errorf("metrics %v, %d calls timed; want 5 errors, 5 error or timeout fallbacks, 7 breaker_open, 5 calls", sums, calls)
 	}
 }
+
+// Without Redis, a tenant gets its share of the fleet's concurrency on
+// each replica: limit/Replicas, rounded up.
+func TestConcurrencyFallbackShare(t *testing.T) {
+	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", ContextTimeoutEnabled: true, MaxRetries: -1})
+	defer c.Close()
+	conc, err := NewConcurrency(Config{Client: c, Replicas: 3, Timeout: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conc.Close()
+	var held []*Lease
+	for i := range 4 {
+		l, err := conc.Acquire(t.Context(), "t", 10)
+		if err != nil || !l.FellBack() {
+			t.Fatalf("lease %d of the share 4: %v, %v", i, l, err)
+		}
+		held = append(held, l)
+	}
+	_, err = conc.Acquire(t.Context(), "t", 10)
+	var le *LimitError
+	if !errors.As(err, &le) || !le.FellBack || le.InFlight != 4 || le.RetryAfter != time.Second {
+		t.Fatalf("fifth lease: %v (%+v), want a fallen-back LimitError at 4 in flight", err, le)
+	}
+	if got := conc.InFlightLocal(); got != 4 {
+		t.Errorf("InFlightLocal %d, want 4", got)
+	}
+	held[0].Release()
+	held[0].Release()
+	if l, err := conc.Acquire(t.Context(), "t", 10); err != nil {
+		t.Errorf("after a release: %v", err)
+	} else {
+		l.Release()
+	}
+	for _, l := range held[1:] {
+		l.Release()
+	}
+	if got := conc.InFlightLocal(); got != 0 {
+		t.Errorf("InFlightLocal %d after every release, want 0", got)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if _, err := conc.Acquire(ctx, "t", 10); !errors.Is(err, context.Canceled) {
+		t.Errorf("Acquire with an ended context: %v, want context.Canceled", err)
+	}
+	if _, err := conc.Acquire(t.Context(), "t", 0); err == nil {
+		t.Error("limit 0 accepted")
+	}
+}
