@@ -18,6 +18,7 @@ test: fmtcheck vet ## gofmt check, go vet, every test with the race detector (al
 	$(GO) test -count=1 -run 'TestSuiteExpectations|TestNoPeerDominates|TestFamilySample' ./sim/
 	$(MAKE) --no-print-directory test-bench
 	$(MAKE) --no-print-directory test-grpc
+	$(MAKE) --no-print-directory test-redis
 
 fmtcheck: ## fail if gofmt would change a file
 	@out=$$(gofmt -l $(GOFILES)); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
@@ -50,6 +51,24 @@ test-bench: ## vet and test the bench/ module: peers, and the 10-second loopback
 
 test-grpc: ## vet and test the middleware/grpc module (gRPC interceptors, loopback tests; its own module so HTTP-only users never download gRPC)
 	cd middleware/grpc && $(GO) vet ./... && $(GO) test -race -count=1 -timeout 5m ./...
+
+.PHONY: test-redis redis demo-fleet
+
+# SHEDKIT_REQUIRE_REDIS=1: without redis-server the Redis tests fail
+# instead of skipping, so that CI cannot pass them by skipping.
+test-redis: ## vet and test the middleware/shedredis module (fleet quotas and leases on Redis; its own module so users without Redis never download a Redis client) against a real redis-server the tests start on free ports (about a minute; `make redis` installs it)
+	cd middleware/shedredis && $(GO) vet ./... && SHEDKIT_REQUIRE_REDIS=1 $(GO) test -race -count=1 -timeout 5m ./...
+
+redis: ## install Debian's redis-server when missing (the tests start their own; root and Debian needed)
+	@command -v redis-server >/dev/null || { \
+		export DEBIAN_FRONTEND=noninteractive; \
+		apt-get install -y --no-install-recommends redis-server || \
+		{ apt-get update && apt-get install -y --no-install-recommends redis-server; }; \
+	}
+	@redis-server --version
+
+demo-fleet: ## three replicas sharing tenant quotas through one Redis: a noisy tenant and quiet ones, Redis killed midway and restarted; a table per second (about 15 s; needs redis-server: make redis)
+	cd middleware/shedredis && $(GO) run ./cmd/fleetdemo $(DEMO_FLEET_FLAGS)
 
 soak: ## loopback soak: a server at 10x overload with a mid-run slowdown, the retrying client through a full outage, then hostile clients (slow uploads, disconnects, endless 503 bodies, encoded paths) next to normal traffic (module bench/, about 2 minutes)
 	cd bench && $(GO) run ./cmd/soak -duration 60s

@@ -115,9 +115,18 @@ func (s *MemoryStore) MaxKeys() int { return s.maxKeys }
 
 // AllowAt implements KeyStore.
 func (s *MemoryStore) AllowAt(now time.Time, class shed.Class, key string, limit RateLimit) (bool, time.Duration) {
+	return s.AllowNAt(now, class, key, limit, 1)
+}
+
+// AllowNAt takes n tokens (n < 1 counts as 1) from the bucket of (class,
+// key) at time now, as AllowAt takes one: for a cost quota (LLM tokens per
+// tenant). A cost larger than limit.Burst is never allowed; retryAfter is
+// then the time the bucket takes to fill, after which it is still refused.
+func (s *MemoryStore) AllowNAt(now time.Time, class shed.Class, key string, limit RateLimit, n int) (bool, time.Duration) {
 	if limit.Rate == rate.Inf {
 		return true, 0
 	}
+	n = max(n, 1)
 	if len(key) > MaxKeyBytes {
 		sum := sha256.Sum256([]byte(key))
 		key = "sha256:" + hex.EncodeToString(sum[:16])
@@ -137,10 +146,10 @@ func (s *MemoryStore) AllowAt(now time.Time, class shed.Class, key string, limit
 			b.limit = limit
 		}
 	}
-	ok := b.lim.AllowN(now, 1)
+	ok := b.lim.AllowN(now, n)
 	var wait time.Duration
 	if !ok {
-		wait = tokenWait(1-b.lim.TokensAt(now), limit.Rate)
+		wait = tokenWait(float64(min(n, limit.Burst))-b.lim.TokensAt(now), limit.Rate)
 	}
 	sh.mu.Unlock()
 	return ok, wait

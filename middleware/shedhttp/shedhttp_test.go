@@ -67,6 +67,27 @@ func TestMemoryStoreBucket(t *testing.T) {
 	}
 }
 
+func TestMemoryStoreCost(t *testing.T) {
+	s := store(t, 10)
+	lim := shedhttp.RateLimit{Rate: 100, Burst: 1000} // tokens per second
+	if ok, _ := s.AllowNAt(t0, 0, "a", lim, 800); !ok {
+		t.Fatal("a cost within the burst refused")
+	}
+	ok, wait := s.AllowNAt(t0, 0, "a", lim, 300)
+	if ok || wait != time.Second {
+		t.Errorf("over the bucket: ok %v wait %v, want false 1s (100 tokens at 100/s)", ok, wait)
+	}
+	if ok, _ = s.AllowNAt(t0.Add(time.Second), 0, "a", lim, 300); !ok {
+		t.Error("the bucket refilled after 1 s, refused")
+	}
+	if ok, _ = s.AllowNAt(t0.Add(time.Hour), 0, "a", lim, 1001); ok {
+		t.Error("a cost larger than the burst allowed")
+	}
+	if ok, _ = s.AllowNAt(t0, 0, "b", lim, 0); !ok {
+		t.Error("a cost of 0 (counted as 1) refused")
+	}
+}
+
 func TestMemoryStoreLimitChange(t *testing.T) {
 	s := store(t, 10)
 	if ok, _ := s.AllowAt(t0, 0, "a", shedhttp.RateLimit{Rate: 1, Burst: 1}); !ok {
