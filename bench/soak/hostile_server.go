@@ -389,19 +389,23 @@ func startHostileServer(cfg HostileConfig) (*hostileServer, error) {
 
 // buildLimiter makes the limiter, tuned as an instrument that shows any
 // overload signal: a Gradient whose initial limit is also its maximum, so
-// that it can only stay or fall; a backoff of 0.5, so that a window with a
-// drop halves it (the default 0.9 cuts 10%, and the next clean window
-// restores it, too small a dip to tell from a run without drops); windows
-// short enough to close many times a second; and a tolerance of 10, so
-// that latency cuts it only far above the baseline, not for the noise of
-// a shared machine.
+// that it can only stay or fall; a backoff of 0.5, so that a window with
+// drops beyond the background halves it; one-second windows, so that the
+// drops of requests that arrive spread over a deadline land several to a
+// window (Gradient never counts a window's single drop); a baseline and
+// background learned in the first window, before the hostile clients; and
+// a tolerance of 10, so that latency cuts it only far above the baseline,
+// not for the noise of a shared machine.
 func (s *hostileServer) buildLimiter() error {
 	g, err := limits.NewGradient(limits.GradientConfig{
 		InitialLimit: s.cfg.Limit,
 		MaxLimit:     s.cfg.Limit,
 		Backoff:      0.5,
 		Tolerance:    10,
-		Window:       limits.WindowConfig{MinDuration: 100 * time.Millisecond, MinSamples: 10},
+		// The baseline and the drop background are learned in the
+		// first window, before the hostile clients come.
+		BaselineWindows: 1,
+		Window:          limits.WindowConfig{MinDuration: time.Second, MinSamples: 10},
 	})
 	if err != nil {
 		return err
