@@ -34,28 +34,9 @@ const (
 
 var noRetryValues = []string{NoRetryValue}[:1:1]
 
-// Config is the framework-neutral configuration; the adapters document
-// each field on their own Config.
-type Config struct {
-	Limiter              *shed.Limiter
-	Routes               map[string]string
-	DefaultClass         string
-	ClassHeader          string
-	KeyHeader            string
-	DeadlineHeader       string
-	MaxDeadline          time.Duration
-	IPv6KeyPrefix        int
-	RateLimits           map[string]shedhttp.RateLimit
-	KeyStore             shedhttp.KeyStore
-	RateLimitDryRun      bool
-	MaxBodyBytes         int64
-	SkipPaths            []string
-	HoldHijacked         bool
-	Outcome              func(r *http.Request, status int) shed.Outcome
-	DisableNoRetryHeader bool
-	Observer             shed.Observer
-	Clock                func() time.Time
-}
+// Config is the framework-neutral configuration, the one the adapters'
+// Configs embed.
+type Config = shedhttp.Options
 
 type route struct {
 	prefix string
