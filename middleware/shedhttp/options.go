@@ -106,6 +106,12 @@ type Options struct {
 	// class (the default) so that no encoding can raise a request's
 	// priority.
 	SkipPaths []string
+	// SkipMethods are request methods (such as "OPTIONS", for CORS
+	// preflight requests) that bypass the middleware entirely, whatever
+	// their path. They match Request.Method exactly (methods are
+	// case-sensitive). Skip only methods whose handling is cheap: a client
+	// can send as many of them as it likes.
+	SkipMethods []string
 
 	// HoldHijacked keeps the permit of a request whose handler hijacks
 	// the connection (a WebSocket upgrade; in Echo through Response.Hijack

@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -65,6 +66,7 @@ type Engine struct {
 	rateDryRun   bool
 	maxBody      int64
 	skip         map[string]struct{}
+	skipMethods  []string
 	holdHijacked bool
 	outcome      func(r *http.Request, status int) shed.Outcome
 	noRetry      bool
@@ -187,6 +189,12 @@ func New(cfg Config) (*Engine, error) {
 		}
 		e.skip[p] = struct{}{}
 	}
+	for i, m := range cfg.SkipMethods {
+		if m == "" {
+			return nil, configError(fmt.Sprintf("SkipMethods[%d]", i), "empty method")
+		}
+	}
+	e.skipMethods = slices.Clone(cfg.SkipMethods)
 	if e.outcome == nil {
 		e.outcome = shedhttp.DefaultOutcome
 	}
@@ -254,6 +262,9 @@ func RequestPath(r *http.Request) string {
 // Skip reports whether r bypasses the middleware: its RequestPath is one
 // of SkipPaths.
 func (e *Engine) Skip(r *http.Request) bool {
+	if slices.Contains(e.skipMethods, r.Method) {
+		return true
+	}
 	if e.skip == nil {
 		return false
 	}

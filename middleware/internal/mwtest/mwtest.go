@@ -301,6 +301,8 @@ func testTable(t *testing.T, a Adapter) {
 		{name: "no-retry header disabled", path: "/x", held: 4, opts: func(o *Options) { o.DisableNoRetryHeader = true }, wantStatus: 503, wantHeader: map[string]string{noRetryHeader: ""}},
 		{name: "skipped path bypasses a full limiter", path: "/healthz", held: 4, opts: func(o *Options) { o.SkipPaths = []string{"/healthz"} }, wantStatus: 200, wantClass: "none"},
 		{name: "skip is exact", path: "/healthz/x", held: 4, opts: func(o *Options) { o.SkipPaths = []string{"/healthz"} }, wantStatus: 503},
+		{name: "skipped method bypasses a full limiter", method: http.MethodOptions, path: "/x", held: 4, opts: func(o *Options) { o.SkipMethods = []string{http.MethodOptions} }, wantStatus: 200, wantClass: "none"},
+		{name: "other methods are not skipped", path: "/x", held: 4, opts: func(o *Options) { o.SkipMethods = []string{http.MethodOptions} }, wantStatus: 503},
 	}
 	for _, rw := range rows {
 		t.Run(rw.name, func(t *testing.T) {
