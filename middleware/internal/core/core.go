@@ -259,8 +259,8 @@ func RequestPath(r *http.Request) string {
 	return r.URL.Path
 }
 
-// Skip reports whether r bypasses the middleware: its RequestPath is one
-// of SkipPaths.
+// Skip reports whether r bypasses the middleware: its method is one of
+// SkipMethods or its RequestPath one of SkipPaths.
 func (e *Engine) Skip(r *http.Request) bool {
 	if slices.Contains(e.skipMethods, r.Method) {
 		return true
