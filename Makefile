@@ -3,37 +3,71 @@
 
 GO      ?= go
 GOFILES := $(shell find . -name '*.go' -not -path './.cache/*' -not -path './out/*' -not -path './bench/*')
+
+# The repository's modules (see README, "Modules"). The root module is the
+# library; each of the others has its own go.mod and reaches its siblings
+# through replace directives. `make test` vets and tests every one of them
+# with GOWORK=off, that is against the versions its own go.mod selects (what
+# a user gets), and modules-check fails if a go.mod is missing from these
+# lists. bench and middleware/grpc are tested by test-bench and test-grpc;
+# tools/jaeger only builds Jaeger (`make jaeger-build`).
+MODULES     := . limits/gcl middleware/echo sim cmd dashboards e2e
+ALL_MODULES := $(MODULES) bench middleware/grpc
+SOLO        := GOWORK=off
+# Programs run from the repository root through the workspace (go.work).
+WS          := GOWORK=$(CURDIR)/go.work
 STATICCHECK_VERSION ?= v0.8.2
 
 JAEGER_VERSION ?= v1.75.0
 JAEGER_BIN     := .cache/bin/jaeger-$(JAEGER_VERSION)
 
-.PHONY: help test fmtcheck vet bench cover lint demo jaeger jaeger-build demo-traces e2e dashboards-check sim sim-check bench-peers sim-peers sim-family test-bench test-grpc soak fuzz
+.PHONY: help test test-modules modules-check consumer-check fmtcheck vet bench cover lint demo jaeger jaeger-build demo-traces e2e dashboards-check sim sim-check bench-peers sim-peers sim-family test-bench test-grpc soak fuzz
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
 
-test: fmtcheck vet ## gofmt check, go vet, every test with the race detector (all three modules, the 10-second soak included), and the simulation suite's ranges without it
-	$(GO) test -race -count=1 -timeout 12m ./...
-	$(GO) test -count=1 -run 'TestSuiteExpectations|TestNoPeerDominates|TestFamilySample' ./sim/
+test: modules-check fmtcheck vet consumer-check ## gofmt check, go vet and every test with the race detector in every module (the 10-second soak included), the simulation suite's ranges without it, and the consumer check
+	$(MAKE) --no-print-directory test-modules
+	cd sim && $(SOLO) $(GO) test -count=1 -run 'TestSuiteExpectations|TestNoPeerDominates|TestFamilySample' .
 	$(MAKE) --no-print-directory test-bench
 	$(MAKE) --no-print-directory test-grpc
 	$(MAKE) --no-print-directory test-redis
 
+test-modules: ## every test with the race detector, module by module (MODULES; bench and middleware/grpc have their own targets)
+	@set -e; for m in $(MODULES); do \
+		echo "== module $$m"; \
+		(cd $$m && $(SOLO) $(GO) test -race -count=1 -timeout 12m ./...); \
+	done
+
+modules-check: ## fail if a go.mod of the repository is in neither ALL_MODULES nor tools/jaeger
+	@set -e; for f in $$(find . -name go.mod -not -path './.cache/*' -not -path './out/*'); do \
+		d=$$(dirname $$f); d=$${d#./}; \
+		case " $(ALL_MODULES) tools/jaeger " in *" $$d "*) ;; \
+		*) echo "module $$d is not in the Makefile's MODULES: make test would skip it"; exit 1;; esac; \
+	done
+
+consumer-check: ## a throwaway module importing shed, limits, retrybudget and middleware/nethttp: print its module graph, fail on charting, Prometheus, gRPC, Echo or YAML brought in by shedkit
+	GO=$(GO) .ci/consumer.sh
+
 fmtcheck: ## fail if gofmt would change a file
 	@out=$$(gofmt -l $(GOFILES)); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 
-vet: ## go vet
-	$(GO) vet ./...
+vet: ## go vet in every module
+	@set -e; for m in $(ALL_MODULES); do \
+		echo "== go vet: module $$m"; \
+		(cd $$m && $(SOLO) $(GO) vet ./...); \
+	done
 
-bench: ## benchmarks with allocations, at GOMAXPROCS 1 and 2
-	$(GO) test -run '^$$' -bench . -benchmem -cpu 1,2 ./...
+bench: ## benchmarks with allocations, at GOMAXPROCS 1 and 2, in every module of MODULES
+	@set -e; for m in $(MODULES); do \
+		(cd $$m && $(SOLO) $(GO) test -run '^$$' -bench . -benchmem -cpu 1,2 ./...); \
+	done
 
 bench-peers: ## hot path against x/sync/semaphore, go-concurrency-limits and failsafe-go (module bench/, about 4 minutes)
-	cd bench && $(GO) test -run '^$$' -bench . -benchmem -cpu 1,2 -count 5 . | tee results/hotpath.txt | $(GO) run ./cmd/hotpath
+	cd bench && $(SOLO) $(GO) test -run '^$$' -bench . -benchmem -cpu 1,2 -count 5 . | tee results/hotpath.txt | $(SOLO) $(GO) run ./cmd/hotpath
 
 sim-peers: ## the simulator suite with the peers, failsafe-go included (module bench/)
-	cd bench && $(GO) run ./cmd/shedsim -suite -policies 'static;shedkit-gradient;shedkit-aimd;gcl-gradient2;gcl-aimd;failsafe-adaptive' -out ../out/sim-peers
+	cd bench && $(SOLO) $(GO) run ./cmd/shedsim -suite -policies 'static;shedkit-gradient;shedkit-aimd;gcl-gradient2;gcl-aimd;failsafe-adaptive' -out ../out/sim-peers
 
 # The peers compared warm ({warm}: an initial limit at the healthy work in
 # flight) and with the room each instance needs ({max}).
@@ -41,16 +75,16 @@ FAMILY_POLICIES := none;static;shedkit-gradient;shedkit-aimd;gcl-gradient2:initi
 FAMILY_N ?= 200
 
 sim-family: ## the healthy and incident scenario families (FAMILY_N=200 instances each) with every peer: distributions, CSV and charts under out/sim-family, reports copied to bench/results (module bench/, about an hour on 2 cores)
-	cd bench && $(GO) run ./cmd/shedsim -family healthy -n $(FAMILY_N) -policies '$(FAMILY_POLICIES)' -out ../out/sim-family -quiet
-	cd bench && $(GO) run ./cmd/shedsim -family incident -n $(FAMILY_N) -policies '$(FAMILY_POLICIES)' -out ../out/sim-family -quiet
+	cd bench && $(SOLO) $(GO) run ./cmd/shedsim -family healthy -n $(FAMILY_N) -policies '$(FAMILY_POLICIES)' -out ../out/sim-family -quiet
+	cd bench && $(SOLO) $(GO) run ./cmd/shedsim -family incident -n $(FAMILY_N) -policies '$(FAMILY_POLICIES)' -out ../out/sim-family -quiet
 	cp out/sim-family/family-healthy.txt bench/results/family-healthy.txt
 	cp out/sim-family/family-incident.txt bench/results/family-incident.txt
 
 test-bench: ## vet and test the bench/ module: peers, and the 10-second loopback soak (not part of the library)
-	cd bench && $(GO) vet ./... && $(GO) test -race -count=1 -timeout 5m ./...
+	cd bench && $(SOLO) $(GO) vet ./... && $(SOLO) $(GO) test -race -count=1 -timeout 5m ./...
 
 test-grpc: ## vet and test the middleware/grpc module (gRPC interceptors, loopback tests; its own module so HTTP-only users never download gRPC)
-	cd middleware/grpc && $(GO) vet ./... && $(GO) test -race -count=1 -timeout 5m ./...
+	cd middleware/grpc && $(SOLO) $(GO) vet ./... && $(SOLO) $(GO) test -race -count=1 -timeout 5m ./...
 
 .PHONY: test-redis redis demo-fleet
 
@@ -71,66 +105,72 @@ demo-fleet: ## three replicas sharing tenant quotas through one Redis: a noisy t
 	cd middleware/shedredis && $(GO) run ./cmd/fleetdemo $(DEMO_FLEET_FLAGS)
 
 soak: ## loopback soak: a server at 10x overload with a mid-run slowdown, the retrying client through a full outage, then hostile clients (slow uploads, disconnects, endless 503 bodies, encoded paths) next to normal traffic (module bench/, about 2 minutes)
-	cd bench && $(GO) run ./cmd/soak -duration 60s
+	cd bench && $(SOLO) $(GO) run ./cmd/soak -duration 60s
 
 FUZZTIME ?= 30s
-# package:target pairs; `go test -fuzz` takes one target of one package at a time.
+# directory:target pairs; `go test -fuzz` takes one target of one package at
+# a time, run in the package's directory (and so in its module).
 FUZZ_TARGETS := \
-	./shed/:FuzzConfig \
-	./limits/:FuzzGradient ./limits/:FuzzAIMD ./limits/:FuzzWindow \
-	./retrybudget/:FuzzParseRetryAfter ./retrybudget/:FuzzParseAttempt ./retrybudget/:FuzzBudget \
-	./retrybudget/:FuzzThrottle ./retrybudget/:FuzzRetryAfterFormats ./retrybudget/:FuzzTransportHeaders \
-	./middleware/shedhttp/:FuzzRetryAfterRoundTrip ./middleware/shedhttp/:FuzzWriteProblem \
-	./middleware/shedhttp/:FuzzMemoryStore ./middleware/shedhttp/:FuzzDefaultOutcome ./middleware/shedhttp/:FuzzParseDeadline \
-	./middleware/internal/core/:FuzzRemoteHost ./middleware/internal/core/:FuzzClassifyUntrusted \
-	./middleware/internal/core/:FuzzClassifyTrusted ./middleware/internal/core/:FuzzAdmit \
-	./middleware/nethttp/:FuzzServeRequest \
-	./sim/:FuzzParseScenario ./sim/:FuzzScenarioRuns ./sim/:FuzzParsePolicy \
-	./sim/:FuzzParseGrid ./sim/:FuzzParseObjective ./sim/:FuzzScenarioYAMLRoundTrip \
-	./record/:FuzzReader
+	shed:FuzzConfig \
+	limits:FuzzGradient limits:FuzzAIMD limits:FuzzWindow \
+	retrybudget:FuzzParseRetryAfter retrybudget:FuzzParseAttempt retrybudget:FuzzBudget \
+	retrybudget:FuzzThrottle retrybudget:FuzzRetryAfterFormats retrybudget:FuzzTransportHeaders \
+	middleware/shedhttp:FuzzRetryAfterRoundTrip middleware/shedhttp:FuzzWriteProblem \
+	middleware/shedhttp:FuzzMemoryStore middleware/shedhttp:FuzzDefaultOutcome middleware/shedhttp:FuzzParseDeadline \
+	middleware/internal/core:FuzzRemoteHost middleware/internal/core:FuzzClassifyUntrusted \
+	middleware/internal/core:FuzzClassifyTrusted middleware/internal/core:FuzzAdmit \
+	middleware/nethttp:FuzzServeRequest \
+	sim:FuzzParseScenario sim:FuzzScenarioRuns sim:FuzzParsePolicy \
+	sim:FuzzParseGrid sim:FuzzParseObjective sim:FuzzScenarioYAMLRoundTrip sim:FuzzFit \
+	record:FuzzReader
 
-fuzz: ## run every fuzz target for FUZZTIME (30s) each, one after the other (about 14 minutes); seed corpora run in `make test`
+fuzz: ## run every fuzz target for FUZZTIME (30s) each, one after the other (about 15 minutes); seed corpora run in `make test`
 	@set -e; for t in $(FUZZ_TARGETS); do \
-		pkg=$${t%%:*}; name=$${t##*:}; \
-		echo "== $$pkg $$name"; \
-		$(GO) test -run '^$$' -fuzz "^$$name$$" -fuzztime $(FUZZTIME) $$pkg; \
+		dir=$${t%%:*}; name=$${t##*:}; \
+		echo "== $$dir $$name"; \
+		(cd $$dir && $(SOLO) $(GO) test -run '^$$' -fuzz "^$$name$$" -fuzztime $(FUZZTIME) .); \
 	done
 
-cover: ## test coverage per function, written to out/cover.out
-	@mkdir -p out
-	$(GO) test -count=1 -coverprofile=out/cover.out ./...
-	$(GO) tool cover -func=out/cover.out | tail -n 1
+cover: ## test coverage per function of every module of MODULES, written to out/cover/<module>.out
+	@mkdir -p out/cover
+	@set -e; for m in $(MODULES); do \
+		f=$(CURDIR)/out/cover/$$(echo $$m | tr / - | sed 's/^\.$$/root/').out; \
+		(cd $$m && $(SOLO) $(GO) test -count=1 -coverprofile=$$f ./... >/dev/null && \
+		 printf '%-18s %s\n' "$$m" "$$($(SOLO) $(GO) tool cover -func=$$f | tail -n 1)"); \
+	done
 
 lint: fmtcheck vet ## gofmt, go vet and staticcheck (fetched from the module proxy)
 	@if $(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) -version >/dev/null 2>&1; then \
-		$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...; \
+		for m in $(ALL_MODULES); do \
+			(cd $$m && $(SOLO) $(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...) || exit 1; \
+		done; \
 	else echo "staticcheck $(STATICCHECK_VERSION) could not be fetched; skipped"; fi
 
 sim: ## simulate the built-in suite over every policy: table on stdout, CSV, JSON and charts under out/sim
-	$(GO) run ./cmd/shedsim -suite
+	$(WS) $(GO) run ./cmd/shedsim -suite
 
 sim-check: ## the simulation suite against the ranges its scenarios expect (a few minutes)
-	$(GO) run ./cmd/shedsim -suite -check -quiet -charts=false -out ''
+	$(WS) $(GO) run ./cmd/shedsim -suite -check -quiet -charts=false -out ''
 
 demo: ## run the demo: an upstream slowdown without and with shedkit (about a minute; report in out/demo)
-	$(GO) run ./cmd/demo $(DEMO_FLAGS)
+	$(WS) $(GO) run ./cmd/demo $(DEMO_FLAGS)
 
 jaeger-build: $(JAEGER_BIN) ## build Jaeger from the Go module proxy into .cache/ (several minutes, once)
 
 $(JAEGER_BIN): tools/jaeger/go.mod tools/jaeger/go.sum
 	@mkdir -p $(dir $@)
 	@echo "building Jaeger $(JAEGER_VERSION) from the Go module proxy (several minutes on a cold cache)..."
-	cd tools/jaeger && $(GO) build -trimpath -ldflags='-s -w' -o $(CURDIR)/$@ github.com/jaegertracing/jaeger/cmd/jaeger
+	cd tools/jaeger && $(SOLO) $(GO) build -trimpath -ldflags='-s -w' -o $(CURDIR)/$@ github.com/jaegertracing/jaeger/cmd/jaeger
 
 jaeger: $(JAEGER_BIN) ## run Jaeger on 127.0.0.1 (API http://127.0.0.1:16686, OTLP :4317/:4318), in-memory
 	$(JAEGER_BIN) --config file:e2e/jaeger.yaml
 
 # Jaeger stores traces, not metrics: metrics stay on the demo's /metrics.
 demo-traces: ## run the demo exporting its traces to the Jaeger of `make jaeger`
-	OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:4318 OTEL_METRICS_EXPORTER=none $(GO) run ./cmd/demo $(DEMO_FLAGS)
+	OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:4318 OTEL_METRICS_EXPORTER=none $(WS) $(GO) run ./cmd/demo $(DEMO_FLAGS)
 
 e2e: $(JAEGER_BIN) ## end-to-end: Jaeger + a short demo, then check the traces through Jaeger's API
-	JAEGER_BIN=$(CURDIR)/$(JAEGER_BIN) $(GO) test -tags e2e -count=1 -v -timeout 10m ./e2e/
+	cd e2e && JAEGER_BIN=$(CURDIR)/$(JAEGER_BIN) $(SOLO) $(GO) test -tags e2e -count=1 -v -timeout 10m .
 
 # Debian's prometheus package brings both binaries (about 15 s to install).
 # Where systemd runs, installing it also starts a Prometheus service on
@@ -147,4 +187,4 @@ dashboards-check: ## dashboards/: promtool checks and unit tests of the rules, t
 	fi
 	promtool check rules dashboards/rules.yaml
 	promtool test rules dashboards/rules_test.yaml
-	$(GO) test -tags dashboards -count=1 -v -timeout 8m -run '^TestDashboardsAgainstPrometheus$$' ./dashboards/
+	cd dashboards && $(SOLO) $(GO) test -tags dashboards -count=1 -v -timeout 8m -run '^TestDashboardsAgainstPrometheus$$' .

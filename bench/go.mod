@@ -6,6 +6,7 @@ require (
 	github.com/failsafe-go/failsafe-go v0.9.8
 	github.com/platinummonkey/go-concurrency-limits v1.0.0
 	github.com/shedkit/shedkit v0.0.0-00010101000000-000000000000
+	github.com/shedkit/shedkit/sim v0.0.0-00010101000000-000000000000
 	github.com/tsenart/vegeta/v12 v12.13.0
 	go.uber.org/goleak v1.3.0
 	golang.org/x/sync v0.25.0
@@ -28,6 +29,7 @@ require (
 	github.com/josharian/intern v1.0.0 // indirect
 	github.com/mailru/easyjson v0.7.7 // indirect
 	github.com/rs/dnscache v0.0.0-20230804202142-fc85eb664529 // indirect
+	github.com/shedkit/shedkit/limits/gcl v0.0.0-00010101000000-000000000000 // indirect
 	github.com/sony/gobreaker/v2 v2.4.0 // indirect
 	go.opentelemetry.io/auto/sdk v1.2.1 // indirect
 	go.opentelemetry.io/otel v1.47.0 // indirect
@@ -42,3 +44,7 @@ require (
 )
 
 replace github.com/shedkit/shedkit => ../
+
+replace github.com/shedkit/shedkit/sim => ../sim
+
+replace github.com/shedkit/shedkit/limits/gcl => ../limits/gcl

@@ -162,8 +162,10 @@ func waitFor(ctx context.Context, t *testing.T, within time.Duration, what strin
 
 func buildDemo(ctx context.Context, t *testing.T, root, dir string) string {
 	bin := filepath.Join(dir, "demo")
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/demo")
-	cmd.Dir = root
+	// The demo is in module cmd: build it from there, so that this works
+	// with or without the repository's go.work.
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./demo")
+	cmd.Dir = filepath.Join(root, "cmd")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("building the demo: %v\n%s", err, out)
 	}

@@ -88,8 +88,10 @@ func startJaeger(t *testing.T, root string) {
 // retrying client makes several attempts per logical request.
 func runDemo(t *testing.T, root string) {
 	bin := filepath.Join(t.TempDir(), "demo")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/demo")
-	build.Dir = root
+	// The demo is in module cmd: build it from there, so that this works
+	// with or without the repository's go.work.
+	build := exec.Command("go", "build", "-o", bin, "./demo")
+	build.Dir = filepath.Join(root, "cmd")
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("building the demo: %v\n%s", err, out)
 	}

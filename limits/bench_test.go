@@ -1,20 +1,19 @@
 package limits_test
 
 import (
-	"context"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/platinummonkey/go-concurrency-limits/limit"
-	"github.com/platinummonkey/go-concurrency-limits/limiter"
-	"github.com/platinummonkey/go-concurrency-limits/strategy"
 	"golang.org/x/sync/semaphore"
 
 	"github.com/shedkit/shedkit/limits"
-	"github.com/shedkit/shedkit/limits/gcl"
 	"github.com/shedkit/shedkit/shed"
 )
+
+// The same benchmarks with go-concurrency-limits (the gcl adapter and that
+// library's own limiter) are in module limits/gcl, so that the library
+// module does not require go-concurrency-limits.
 
 // Recording a sample. Every goroutine plays its own virtual clock, 1 µs
 // per sample, so windows close (once per virtual second per goroutine)
@@ -31,10 +30,6 @@ func BenchmarkObserve(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	adapter, err := gcl.NewGradient2(gcl.Config{})
-	if err != nil {
-		b.Fatal(err)
-	}
 	for _, bc := range []struct {
 		name  string
 		src   shed.LimitSource
@@ -43,7 +38,6 @@ func BenchmarkObserve(b *testing.B) {
 		{"gradient/mean", newGradient(0), true},
 		{"gradient/p90", newGradient(0.9), true},
 		{"aimd", aimd, true},
-		{"gcl-gradient2", adapter, true},
 		// What shed sends for the releases it does not time: no clock.
 		{"gradient/untimed", newGradient(0), false},
 	} {
@@ -128,32 +122,5 @@ func BenchmarkHotPath(b *testing.B) {
 			b.Fatal(err)
 		}
 		shedWith(b, g)
-	})
-	b.Run("shed+gcl-gradient2", func(b *testing.B) {
-		// The adapter around go-concurrency-limits' Gradient2 (floor 20).
-		s, err := gcl.NewGradient2(gcl.Config{})
-		if err != nil {
-			b.Fatal(err)
-		}
-		shedWith(b, s)
-	})
-	// go-concurrency-limits' own limiter with its Gradient2, for scale.
-	b.Run("gcl-defaultlimiter+gradient2", func(b *testing.B) {
-		g := limit.NewDefaultGradient2Limit("bench", nil, nil)
-		l, err := limiter.NewDefaultLimiter(g, 1e9, 1e9, 1e5, 100, strategy.NewSimpleStrategy(g.EstimatedLimit()), nil, nil)
-		if err != nil {
-			b.Fatal(err)
-		}
-		ctx := context.Background()
-		b.ReportAllocs()
-		b.RunParallel(func(pb *testing.PB) {
-			for pb.Next() {
-				ls, ok := l.Acquire(ctx)
-				if !ok {
-					b.Fatal("rejected")
-				}
-				ls.OnSuccess()
-			}
-		})
 	})
 }

@@ -82,7 +82,7 @@ func TestDeadlineSimMatchesMiddleware(t *testing.T) {
 
 		// The middleware, with the same estimate.
 		mwL := deadlineLimiter(t, time.Now, time.Now())
-		mw, err := nethttp.New(nethttp.Config{Limiter: mwL, DeadlineHeader: shedhttp.ConnectTimeoutHeader})
+		mw, err := nethttp.New(nethttp.Config{Options: shedhttp.Options{Limiter: mwL, DeadlineHeader: shedhttp.ConnectTimeoutHeader}})
 		if err != nil {
 			t.Fatal(err)
 		}

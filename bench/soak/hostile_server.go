@@ -460,25 +460,27 @@ func (s *hostileServer) handler() (http.Handler, error) {
 	s.perKey = rate.Limit(s.cfg.perKeyRate())
 	s.burst = max(1, int(s.cfg.perKeyRate()/10))
 	mw, err := nethttp.New(nethttp.Config{
-		Limiter:   s.lim,
-		Routes:    map[string]string{"/api/": "interactive", "/batch/": "batch"},
-		KeyHeader: tenantHeader,
-		RateLimits: map[string]shedhttp.RateLimit{
-			"interactive": {Rate: s.perKey, Burst: s.burst},
-			"batch":       {Rate: s.perKey, Burst: s.burst},
-		},
-		MaxBodyBytes: maxUploadBytes,
-		SkipPaths:    hostileSkipPaths,
-		// The service answers 502 when the upstream failed (its 503s,
-		// endless bodies included, come back as 502). That is the
-		// upstream's trouble, which the retry budget bounds, not this
-		// service's overload: counted as Dropped it would cut the limit
-		// and blur what the soak measures, the effect of slow clients.
-		Outcome: func(r *http.Request, status int) shed.Outcome {
-			if status == http.StatusBadGateway {
-				return shed.Ignored
-			}
-			return shedhttp.DefaultOutcome(r, status)
+		Options: shedhttp.Options{
+			Limiter:   s.lim,
+			Routes:    map[string]string{"/api/": "interactive", "/batch/": "batch"},
+			KeyHeader: tenantHeader,
+			RateLimits: map[string]shedhttp.RateLimit{
+				"interactive": {Rate: s.perKey, Burst: s.burst},
+				"batch":       {Rate: s.perKey, Burst: s.burst},
+			},
+			MaxBodyBytes: maxUploadBytes,
+			SkipPaths:    hostileSkipPaths,
+			// The service answers 502 when the upstream failed (its 503s,
+			// endless bodies included, come back as 502). That is the
+			// upstream's trouble, which the retry budget bounds, not this
+			// service's overload: counted as Dropped it would cut the limit
+			// and blur what the soak measures, the effect of slow clients.
+			Outcome: func(r *http.Request, status int) shed.Outcome {
+				if status == http.StatusBadGateway {
+					return shed.Ignored
+				}
+				return shedhttp.DefaultOutcome(r, status)
+			},
 		},
 	})
 	if err != nil {

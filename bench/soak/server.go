@@ -173,12 +173,14 @@ func startServer(cfg Config, start time.Time, secs int) (*server, error) {
 	perKey := rate.Limit(2 * float64(cfg.Rate) / float64(len(targetMix)))
 	burst := max(1, int(perKey/10))
 	mw, err := nethttp.New(nethttp.Config{
-		Limiter:   lim,
-		Routes:    map[string]string{"/api/": "interactive", "/batch/": "batch"},
-		KeyHeader: tenantHeader,
-		RateLimits: map[string]shedhttp.RateLimit{
-			"interactive": {Rate: perKey, Burst: burst},
-			"batch":       {Rate: perKey, Burst: burst},
+		Options: shedhttp.Options{
+			Limiter:   lim,
+			Routes:    map[string]string{"/api/": "interactive", "/batch/": "batch"},
+			KeyHeader: tenantHeader,
+			RateLimits: map[string]shedhttp.RateLimit{
+				"interactive": {Rate: perKey, Burst: burst},
+				"batch":       {Rate: perKey, Burst: burst},
+			},
 		},
 	})
 	if err != nil {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/shedkit/shedkit/limits"
 	"github.com/shedkit/shedkit/middleware/nethttp"
+	"github.com/shedkit/shedkit/middleware/shedhttp"
 	"github.com/shedkit/shedkit/retrybudget"
 	"github.com/shedkit/shedkit/shed"
 	"github.com/shedkit/shedkit/shed/shedotel"
@@ -102,11 +103,13 @@ func startGateway(ctx context.Context, cfg gatewayConfig) (*gateway, error) {
 			return nil, err
 		}
 		mw, err := nethttp.New(nethttp.Config{
-			Limiter:   g.lim,
-			Routes:    map[string]string{classPaths[interactive]: "interactive", classPaths[batch]: "batch"},
-			SkipPaths: []string{"/healthz"},
-			// The load generator is the demo's own client: trusted.
-			DeadlineHeader: dlHeader,
+			Options: shedhttp.Options{
+				Limiter:   g.lim,
+				Routes:    map[string]string{classPaths[interactive]: "interactive", classPaths[batch]: "batch"},
+				SkipPaths: []string{"/healthz"},
+				// The load generator is the demo's own client: trusted.
+				DeadlineHeader: dlHeader,
+			},
 		})
 		if err != nil {
 			return nil, err

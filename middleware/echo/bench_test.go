@@ -62,15 +62,20 @@ func servers(b *testing.B) []struct {
 		want int
 	}{
 		{"bare", build(nil), 200},
-		{"admitted", build(&shedecho.Config{Limiter: benchLimiter(b, shed.MaxLimit)}), 200},
+		{"admitted", build(&shedecho.Config{Options: shedhttp.Options{Limiter: benchLimiter(b, shed.MaxLimit)}}), 200},
 		{"admitted+ratelimit", build(&shedecho.Config{
-			Limiter:    benchLimiter(b, shed.MaxLimit),
-			RateLimits: map[string]shedhttp.RateLimit{"default": {Rate: 1e12, Burst: 1 << 30}},
+			Options: shedhttp.Options{
+				Limiter:    benchLimiter(b, shed.MaxLimit),
+				RateLimits: map[string]shedhttp.RateLimit{"default": {Rate: 1e12, Burst: 1 << 30}},
+			},
 		}), 200},
-		{"rejected503", build(&shedecho.Config{Limiter: full}), 503},
+		{"rejected503", build(&shedecho.Config{Options: shedhttp.Options{Limiter: full}}), 503},
 		{"ratelimited429", build(&shedecho.Config{
-			Limiter:    benchLimiter(b, shed.MaxLimit),
-			RateLimits: map[string]shedhttp.RateLimit{"default": {Rate: 0.01, Burst: 1}}, // Retry-After 100 s
+			Options: shedhttp.Options{
+				Limiter:    benchLimiter(b, shed.MaxLimit),
+				RateLimits: map[string]shedhttp.RateLimit{"default": {Rate: 0.01, Burst: 1}},
+			},
+			// Retry-After 100 s
 		}), 429},
 	}
 }
@@ -156,7 +161,7 @@ func BenchmarkOverheadHTTP1(b *testing.B) {
 		})
 		return e
 	}
-	bare, admitted := build(nil), build(&shedecho.Config{Limiter: benchLimiter(b, shed.MaxLimit)})
+	bare, admitted := build(nil), build(&shedecho.Config{Options: shedhttp.Options{Limiter: benchLimiter(b, shed.MaxLimit)}})
 	for _, v := range []struct {
 		name string
 		e    *echov4.Echo

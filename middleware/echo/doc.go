@@ -6,7 +6,10 @@
 //
 //	import shedecho "github.com/shedkit/shedkit/middleware/echo"
 //
-//	mw, err := shedecho.New(shedecho.Config{Limiter: lim, Routes: map[string]string{"/users/:id": "interactive"}})
+//	mw, err := shedecho.New(shedecho.Config{Options: shedhttp.Options{
+//		Limiter: lim,
+//		Routes:  map[string]string{"/users/:id": "interactive"},
+//	}})
 //	if err != nil { ... }
 //	e.Use(mw)
 //

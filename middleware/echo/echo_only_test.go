@@ -44,7 +44,7 @@ func get(t *testing.T, url string) (*http.Response, string) {
 // the pattern is known only after routing (Use, not Pre).
 func TestRoutePatterns(t *testing.T) {
 	l := twoClasses(t, 4)
-	mw, err := shedecho.New(shedecho.Config{Limiter: l, Routes: map[string]string{"/users/:id": "interactive", "/static/": "interactive"}})
+	mw, err := shedecho.New(shedecho.Config{Options: shedhttp.Options{Limiter: l, Routes: map[string]string{"/users/:id": "interactive", "/static/": "interactive"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,7 +76,7 @@ func TestRoutePatterns(t *testing.T) {
 // Echo's error handler will write it.
 func TestHandlerErrors(t *testing.T) {
 	l := twoClasses(t, 4)
-	e := shedEcho(t, shedecho.Config{Limiter: l}, middleware.Recover())
+	e := shedEcho(t, shedecho.Config{Options: shedhttp.Options{Limiter: l}}, middleware.Recover())
 	e.GET("/unavailable", func(c echov4.Context) error { return echov4.NewHTTPError(503) })
 	e.GET("/wrapped", func(c echov4.Context) error {
 		return echov4.NewHTTPError(500).SetInternal(echov4.NewHTTPError(504))
@@ -122,7 +122,9 @@ func TestHandlerErrors(t *testing.T) {
 func TestSkipperAndRejectHandler(t *testing.T) {
 	l := twoClasses(t, 1)
 	mw, err := shedecho.Config{
-		Limiter: l,
+		Options: shedhttp.Options{
+			Limiter: l,
+		},
 		Skipper: func(c echov4.Context) bool { return c.Path() == "/live" },
 		RejectHandler: func(c echov4.Context, rej shedhttp.Rejection) error {
 			return echov4.NewHTTPError(rej.Status, "busy")
@@ -154,10 +156,15 @@ func TestContextAccess(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := shedEcho(t, shedecho.Config{Limiter: l, Classify: func(c echov4.Context, def shedhttp.Classification) shedhttp.Classification {
-		def.Cost = 50
-		return def
-	}})
+	e := shedEcho(t, shedecho.Config{
+		Options: shedhttp.Options{
+			Limiter: l,
+		},
+		Classify: func(c echov4.Context, def shedhttp.Classification) shedhttp.Classification {
+			def.Cost = 50
+			return def
+		},
+	})
 	var errs []error
 	e.GET("/", func(c echov4.Context) error {
 		if p := shedecho.Permit(c); p == nil || p.Cost() != 50 {
@@ -184,7 +191,7 @@ func TestNewErrors(t *testing.T) {
 	if _, err := shedecho.New(shedecho.Config{}); !errors.Is(err, shedhttp.ErrInvalidConfig) || !strings.Contains(err.Error(), "Limiter") {
 		t.Errorf("no limiter: %v", err)
 	}
-	if _, err := shedecho.New(shedecho.Config{Limiter: twoClasses(t, 1), Routes: map[string]string{"/a": "vip"}}); !errors.Is(err, shedhttp.ErrInvalidConfig) {
+	if _, err := shedecho.New(shedecho.Config{Options: shedhttp.Options{Limiter: twoClasses(t, 1), Routes: map[string]string{"/a": "vip"}}}); !errors.Is(err, shedhttp.ErrInvalidConfig) {
 		t.Errorf("unknown class: %v", err)
 	}
 }
@@ -197,10 +204,12 @@ func TestNewErrors(t *testing.T) {
 func TestEncodedSkipPath(t *testing.T) {
 	l := twoClasses(t, 1)
 	mw, err := shedecho.New(shedecho.Config{
-		Limiter:    l,
-		SkipPaths:  []string{"/healthz"},
-		RateLimits: map[string]shedhttp.RateLimit{"batch": {Rate: 1e-3, Burst: 1}},
-		Clock:      func() time.Time { return time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC) },
+		Options: shedhttp.Options{
+			Limiter:    l,
+			SkipPaths:  []string{"/healthz"},
+			RateLimits: map[string]shedhttp.RateLimit{"batch": {Rate: 1e-3, Burst: 1}},
+			Clock:      func() time.Time { return time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC) },
+		},
 	})
 	if err != nil {
 		t.Fatal(err)

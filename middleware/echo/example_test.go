@@ -24,10 +24,12 @@ func ExampleNew() {
 		panic(err)
 	}
 	mw, err := shedecho.New(shedecho.Config{
-		Limiter:    lim,
-		Routes:     map[string]string{"/users/:id": "interactive", "/reports/": "batch"},
-		RateLimits: map[string]shedhttp.RateLimit{"batch": {Rate: 10, Burst: 20}},
-		SkipPaths:  []string{"/healthz"},
+		Options: shedhttp.Options{
+			Limiter:    lim,
+			Routes:     map[string]string{"/users/:id": "interactive", "/reports/": "batch"},
+			RateLimits: map[string]shedhttp.RateLimit{"batch": {Rate: 10, Burst: 20}},
+			SkipPaths:  []string{"/healthz"},
+		},
 	})
 	if err != nil {
 		panic(err)

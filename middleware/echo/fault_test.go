@@ -17,6 +17,7 @@ import (
 	"github.com/labstack/echo/v4/middleware"
 
 	shedecho "github.com/shedkit/shedkit/middleware/echo"
+	"github.com/shedkit/shedkit/middleware/shedhttp"
 	"github.com/shedkit/shedkit/shed"
 )
 
@@ -58,7 +59,7 @@ func TestFaultPanicsUnderLoad(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := shedEcho(t, shedecho.Config{Limiter: l}, middleware.Recover())
+	e := shedEcho(t, shedecho.Config{Options: shedhttp.Options{Limiter: l}}, middleware.Recover())
 	var panics, oks atomic.Uint64
 	e.GET("/panic", func(c echov4.Context) error {
 		panics.Add(1)
@@ -127,7 +128,7 @@ func TestFaultResetMidRequestBody(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := shedEcho(t, shedecho.Config{Limiter: l})
+	e := shedEcho(t, shedecho.Config{Options: shedhttp.Options{Limiter: l}})
 	reading := make(chan struct{}, 1)
 	readErr := make(chan error, 1)
 	e.POST("/upload", func(c echov4.Context) error {
@@ -179,7 +180,7 @@ func TestFaultBaseContextCancelledWhileQueued(t *testing.T) {
 	}
 	base, shutdown := context.WithCancel(context.Background())
 	defer shutdown()
-	e := shedEcho(t, shedecho.Config{Limiter: l})
+	e := shedEcho(t, shedecho.Config{Options: shedhttp.Options{Limiter: l}})
 	e.Server.BaseContext = func(net.Listener) context.Context { return base }
 	var charged atomic.Int64
 	e.POST("/charge", func(c echov4.Context) error {

@@ -66,15 +66,20 @@ func handlers(b *testing.B) []struct {
 		want int
 	}{
 		{"bare", app, 200},
-		{"admitted", mw(nethttp.Config{Limiter: benchLimiter(b, shed.MaxLimit)}), 200},
+		{"admitted", mw(nethttp.Config{Options: shedhttp.Options{Limiter: benchLimiter(b, shed.MaxLimit)}}), 200},
 		{"admitted+ratelimit", mw(nethttp.Config{
-			Limiter:    benchLimiter(b, shed.MaxLimit),
-			RateLimits: map[string]shedhttp.RateLimit{"default": {Rate: 1e12, Burst: 1 << 30}},
+			Options: shedhttp.Options{
+				Limiter:    benchLimiter(b, shed.MaxLimit),
+				RateLimits: map[string]shedhttp.RateLimit{"default": {Rate: 1e12, Burst: 1 << 30}},
+			},
 		}), 200},
-		{"rejected503", mw(nethttp.Config{Limiter: full}), 503},
+		{"rejected503", mw(nethttp.Config{Options: shedhttp.Options{Limiter: full}}), 503},
 		{"ratelimited429", mw(nethttp.Config{
-			Limiter:    benchLimiter(b, shed.MaxLimit),
-			RateLimits: map[string]shedhttp.RateLimit{"default": {Rate: 0.01, Burst: 1}}, // Retry-After 100 s
+			Options: shedhttp.Options{
+				Limiter:    benchLimiter(b, shed.MaxLimit),
+				RateLimits: map[string]shedhttp.RateLimit{"default": {Rate: 0.01, Burst: 1}},
+			},
+			// Retry-After 100 s
 		}), 429},
 	}
 }
@@ -167,7 +172,7 @@ func BenchmarkOverheadHTTP1(b *testing.B) {
 		w.WriteHeader(http.StatusOK)
 		w.Write(body)
 	})
-	mw, err := nethttp.New(nethttp.Config{Limiter: benchLimiter(b, shed.MaxLimit)})
+	mw, err := nethttp.New(nethttp.Config{Options: shedhttp.Options{Limiter: benchLimiter(b, shed.MaxLimit)}})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -206,11 +211,11 @@ func BenchmarkOverheadHTTP1(b *testing.B) {
 // does not trust it, and propagated (parsed, given to the limiter, put on
 // the handler's context) when it does.
 func BenchmarkOverheadDeadline(b *testing.B) {
-	ignored, err := nethttp.New(nethttp.Config{Limiter: benchLimiter(b, shed.MaxLimit)})
+	ignored, err := nethttp.New(nethttp.Config{Options: shedhttp.Options{Limiter: benchLimiter(b, shed.MaxLimit)}})
 	if err != nil {
 		b.Fatal(err)
 	}
-	trusted, err := nethttp.New(nethttp.Config{Limiter: benchLimiter(b, shed.MaxLimit), DeadlineHeader: shedhttp.ConnectTimeoutHeader})
+	trusted, err := nethttp.New(nethttp.Config{Options: shedhttp.Options{Limiter: benchLimiter(b, shed.MaxLimit), DeadlineHeader: shedhttp.ConnectTimeoutHeader}})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/shedkit/shedkit/middleware/internal/mwtest"
 	"github.com/shedkit/shedkit/middleware/nethttp"
+	"github.com/shedkit/shedkit/middleware/shedhttp"
 	"github.com/shedkit/shedkit/retrybudget"
 	"github.com/shedkit/shedkit/shed"
 )
@@ -32,7 +33,7 @@ func startHop(t *testing.T, app func(h *hop, w http.ResponseWriter, r *http.Requ
 	if h.lim, err = shed.New(shed.Config{Limit: 8, DeadlineMargin: 0.5}); err != nil {
 		t.Fatal(err)
 	}
-	mw, err := nethttp.New(nethttp.Config{Limiter: h.lim, DeadlineHeader: retrybudget.ConnectTimeoutHeader})
+	mw, err := nethttp.New(nethttp.Config{Options: shedhttp.Options{Limiter: h.lim, DeadlineHeader: retrybudget.ConnectTimeoutHeader}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,7 +5,10 @@
 //
 //	gradient, _ := limits.NewGradient(limits.GradientConfig{})
 //	lim, _ := shed.New(shed.Config{Source: gradient, Classes: ...})
-//	mw, err := nethttp.New(nethttp.Config{Limiter: lim, Routes: map[string]string{"/api/": "interactive"}})
+//	mw, err := nethttp.New(nethttp.Config{Options: shedhttp.Options{
+//		Limiter: lim,
+//		Routes:  map[string]string{"/api/": "interactive"},
+//	}})
 //	if err != nil { ... }
 //	http.ListenAndServe(addr, mw(mux))
 //

@@ -26,12 +26,15 @@ func ExampleNew() {
 		panic(err)
 	}
 	mw, err := nethttp.New(nethttp.Config{
-		Limiter:      lim,
-		Routes:       map[string]string{"/api/": "interactive", "/api/export/": "batch"},
-		RateLimits:   map[string]shedhttp.RateLimit{"batch": {Rate: 10, Burst: 20}},
-		KeyHeader:    "X-Tenant-Id", // set by the authenticating proxy, never by clients
-		MaxBodyBytes: 1 << 20,
-		SkipPaths:    []string{"/healthz", "/metrics"},
+		Options: shedhttp.Options{
+			Limiter:    lim,
+			Routes:     map[string]string{"/api/": "interactive", "/api/export/": "batch"},
+			RateLimits: map[string]shedhttp.RateLimit{"batch": {Rate: 10, Burst: 20}},
+			KeyHeader:  "X-Tenant-Id",
+			// set by the authenticating proxy, never by clients
+			MaxBodyBytes: 1 << 20,
+			SkipPaths:    []string{"/healthz", "/metrics"},
+		},
 	})
 	if err != nil {
 		panic(err)
@@ -70,7 +73,9 @@ func ExampleReconcile() {
 		panic(err)
 	}
 	mw, err := nethttp.New(nethttp.Config{
-		Limiter: lim,
+		Options: shedhttp.Options{
+			Limiter: lim,
+		},
 		Classify: func(r *http.Request, def shedhttp.Classification) shedhttp.Classification {
 			def.Cost, _ = strconv.ParseInt(r.URL.Query().Get("max_tokens"), 10, 64)
 			return def

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/shedkit/shedkit/middleware/nethttp"
+	"github.com/shedkit/shedkit/middleware/shedhttp"
 	"github.com/shedkit/shedkit/shed"
 	"github.com/shedkit/shedkit/shed/fanout"
 )
@@ -26,7 +27,7 @@ func TestFanOutUnderOwnLimiter(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mw, err := nethttp.New(nethttp.Config{Limiter: lim})
+	mw, err := nethttp.New(nethttp.Config{Options: shedhttp.Options{Limiter: lim}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -41,7 +41,7 @@ type faultServer struct {
 // nil; configure may adjust the http.Server before it starts.
 func startFault(t *testing.T, l *shed.Limiter, app http.Handler, outer func(http.Handler) http.Handler, configure func(*http.Server)) *faultServer {
 	t.Helper()
-	mw, err := nethttp.New(nethttp.Config{Limiter: l})
+	mw, err := nethttp.New(nethttp.Config{Options: shedhttp.Options{Limiter: l}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -726,7 +726,7 @@ func TestEncodedPathServeMux(t *testing.T) {
 		reports.Add(1)
 		io.WriteString(w, "report "+r.PathValue("report"))
 	})
-	mw, err := nethttp.New(nethttp.Config{Limiter: l, SkipPaths: []string{"/healthz", "/a/b"}})
+	mw, err := nethttp.New(nethttp.Config{Options: shedhttp.Options{Limiter: l, SkipPaths: []string{"/healthz", "/a/b"}}})
 	if err != nil {
 		t.Fatal(err)
 	}

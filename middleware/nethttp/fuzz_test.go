@@ -59,14 +59,16 @@ func FuzzServeRequest(f *testing.F) {
 		}
 		clock := mwClock()
 		mw, err := nethttp.New(nethttp.Config{
-			Limiter:      l,
-			Routes:       map[string]string{"/api/": "interactive"},
-			ClassHeader:  "X-Class",
-			KeyHeader:    "X-Tenant",
-			RateLimits:   map[string]shedhttp.RateLimit{"batch": {Rate: 1, Burst: 1}},
-			MaxBodyBytes: 64,
-			SkipPaths:    []string{"/healthz"},
-			Clock:        clock,
+			Options: shedhttp.Options{
+				Limiter:      l,
+				Routes:       map[string]string{"/api/": "interactive"},
+				ClassHeader:  "X-Class",
+				KeyHeader:    "X-Tenant",
+				RateLimits:   map[string]shedhttp.RateLimit{"batch": {Rate: 1, Burst: 1}},
+				MaxBodyBytes: 64,
+				SkipPaths:    []string{"/healthz"},
+				Clock:        clock,
+			},
 			Classify: func(r *http.Request, def shedhttp.Classification) shedhttp.Classification {
 				if n, err := strconv.ParseInt(r.Header.Get("X-Cost"), 10, 64); err == nil && n >= 0 {
 					def.Cost = n

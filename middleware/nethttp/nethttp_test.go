@@ -18,25 +18,8 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func config(o mwtest.Options) nethttp.Config {
 	return nethttp.Config{
-		Limiter:              o.Limiter,
-		Routes:               o.Routes,
-		DefaultClass:         o.DefaultClass,
-		ClassHeader:          o.ClassHeader,
-		KeyHeader:            o.KeyHeader,
-		DeadlineHeader:       o.DeadlineHeader,
-		MaxDeadline:          o.MaxDeadline,
-		Classify:             o.Classify,
-		RateLimits:           o.RateLimits,
-		KeyStore:             o.KeyStore,
-		RateLimitDryRun:      o.RateLimitDryRun,
-		MaxBodyBytes:         o.MaxBodyBytes,
-		SkipPaths:            o.SkipPaths,
-		IPv6KeyPrefix:        o.IPv6KeyPrefix,
-		HoldHijacked:         o.HoldHijacked,
-		Outcome:              o.Outcome,
-		DisableNoRetryHeader: o.DisableNoRetryHeader,
-		Observer:             o.Observer,
-		Clock:                o.Clock,
+		Options:  o.Options,
+		Classify: o.Classify,
 	}
 }
 

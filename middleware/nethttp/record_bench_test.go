@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/shedkit/shedkit/middleware/nethttp"
+	"github.com/shedkit/shedkit/middleware/shedhttp"
 	"github.com/shedkit/shedkit/record"
 	"github.com/shedkit/shedkit/shed"
 )
@@ -42,7 +43,7 @@ func BenchmarkRecorderOverhead(b *testing.B) {
 			h := http.Handler(app)
 			var rec *record.Recorder
 			if v.lim != nil {
-				cfg := nethttp.Config{Limiter: v.lim}
+				cfg := nethttp.Config{Options: shedhttp.Options{Limiter: v.lim}}
 				if v.rec {
 					var err error
 					rec, err = record.New(record.Config{Writer: io.Discard, MaxRecordsPerSecond: v.maxRate, Buffer: 1 << 16, TickEvery: time.Millisecond})

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/shedkit/shedkit/middleware/nethttp"
+	"github.com/shedkit/shedkit/middleware/shedhttp"
 	"github.com/shedkit/shedkit/record"
 	"github.com/shedkit/shedkit/shed"
 )
@@ -46,7 +47,7 @@ func TestRecorder(t *testing.T) {
 	}
 	lim := recLimiter(t, 1)
 	clk := &fakeClock{t: time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)}
-	mw, err := nethttp.New(nethttp.Config{Limiter: lim, Recorder: rec, Clock: clk.now, Routes: map[string]string{"/api/": "interactive"}})
+	mw, err := nethttp.New(nethttp.Config{Options: shedhttp.Options{Limiter: lim, Clock: clk.now, Routes: map[string]string{"/api/": "interactive"}}, Recorder: rec})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,7 +125,7 @@ func TestRecorderStalledWriter(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec.Start()
-	mw, err := nethttp.New(nethttp.Config{Limiter: recLimiter(t, 1000), Recorder: rec})
+	mw, err := nethttp.New(nethttp.Config{Options: shedhttp.Options{Limiter: recLimiter(t, 1000)}, Recorder: rec})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -69,7 +69,7 @@ func TestWriterInterfaces(t *testing.T) {
 	for _, h2 := range []bool{false, true} {
 		t.Run(fmt.Sprintf("HTTP/2=%v", h2), func(t *testing.T) {
 			l := newLimiter(t, 4)
-			mw, err := nethttp.New(nethttp.Config{Limiter: l})
+			mw, err := nethttp.New(nethttp.Config{Options: shedhttp.Options{Limiter: l}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -125,7 +125,7 @@ type hijackOnly struct {
 // handler's writer still has exactly the interfaces of the one it got.
 func TestHijackThroughOtherWriter(t *testing.T) {
 	l := newLimiter(t, 1)
-	mw, err := nethttp.New(nethttp.Config{Limiter: l})
+	mw, err := nethttp.New(nethttp.Config{Options: shedhttp.Options{Limiter: l}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -167,7 +167,7 @@ func TestHijackThroughOtherWriter(t *testing.T) {
 // TestInformationalStatus: a 1xx response is not the final status.
 func TestInformationalStatus(t *testing.T) {
 	l := newLimiter(t, 4)
-	mw, err := nethttp.New(nethttp.Config{Limiter: l})
+	mw, err := nethttp.New(nethttp.Config{Options: shedhttp.Options{Limiter: l}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -185,8 +185,10 @@ func TestRejectAndSkip(t *testing.T) {
 	l := newLimiter(t, 1)
 	var got []shedhttp.Rejection
 	mw, err := nethttp.New(nethttp.Config{
-		Limiter: l,
-		Skip:    func(r *http.Request) bool { return r.Header.Get("X-Internal") == "1" },
+		Options: shedhttp.Options{
+			Limiter: l,
+		},
+		Skip: func(r *http.Request) bool { return r.Header.Get("X-Internal") == "1" },
 		Reject: func(w http.ResponseWriter, r *http.Request, rej shedhttp.Rejection) {
 			got = append(got, rej)
 			if w.Header().Get("Retry-After") == "" || w.Header().Get("Shedkit-No-Retry") != "overloaded" {
@@ -221,7 +223,7 @@ func TestNewErrors(t *testing.T) {
 	if _, err := nethttp.New(nethttp.Config{}); !errors.Is(err, shedhttp.ErrInvalidConfig) || !strings.Contains(err.Error(), "Limiter") {
 		t.Errorf("no limiter: %v", err)
 	}
-	mw, err := nethttp.New(nethttp.Config{Limiter: newLimiter(t, 1)})
+	mw, err := nethttp.New(nethttp.Config{Options: shedhttp.Options{Limiter: newLimiter(t, 1)}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -35,28 +36,9 @@ const (
 
 var noRetryValues = []string{NoRetryValue}[:1:1]
 
-// Config is the framework-neutral configuration; the adapters document
-// each field on their own Config.
-type Config struct {
-	Limiter              *shed.Limiter
-	Routes               map[string]string
-	DefaultClass         string
-	ClassHeader          string
-	KeyHeader            string
-	DeadlineHeader       string
-	MaxDeadline          time.Duration
-	IPv6KeyPrefix        int
-	RateLimits           map[string]shedhttp.RateLimit
-	KeyStore             shedhttp.KeyStore
-	RateLimitDryRun      bool
-	MaxBodyBytes         int64
-	SkipPaths            []string
-	HoldHijacked         bool
-	Outcome              func(r *http.Request, status int) shed.Outcome
-	DisableNoRetryHeader bool
-	Observer             shed.Observer
-	Clock                func() time.Time
-}
+// Config is the framework-neutral configuration, the one the adapters'
+// Configs embed.
+type Config = shedhttp.Options
 
 type route struct {
 	prefix string
@@ -85,6 +67,7 @@ type Engine struct {
 	rateDryRun   bool
 	maxBody      int64
 	skip         map[string]struct{}
+	skipMethods  []string
 	holdHijacked bool
 	outcome      func(r *http.Request, status int) shed.Outcome
 	noRetry      bool
@@ -207,6 +190,12 @@ func New(cfg Config) (*Engine, error) {
 		}
 		e.skip[p] = struct{}{}
 	}
+	for i, m := range cfg.SkipMethods {
+		if m == "" {
+			return nil, configError(fmt.Sprintf("SkipMethods[%d]", i), "empty method")
+		}
+	}
+	e.skipMethods = slices.Clone(cfg.SkipMethods)
 	if e.outcome == nil {
 		e.outcome = shedhttp.DefaultOutcome
 	}
@@ -271,9 +260,12 @@ func RequestPath(r *http.Request) string {
 	return r.URL.Path
 }
 
-// Skip reports whether r bypasses the middleware: its RequestPath is one
-// of SkipPaths.
+// Skip reports whether r bypasses the middleware: its method is one of
+// SkipMethods or its RequestPath one of SkipPaths.
 func (e *Engine) Skip(r *http.Request) bool {
+	if slices.Contains(e.skipMethods, r.Method) {
+		return true
+	}
 	if e.skip == nil {
 		return false
 	}

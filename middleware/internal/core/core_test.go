@@ -62,6 +62,7 @@ func TestConfigErrors(t *testing.T) {
 		{"zero burst", core.Config{Limiter: l, RateLimits: map[string]shedhttp.RateLimit{"batch": {Rate: 1}}}, `RateLimits["batch"]: burst`},
 		{"negative body", core.Config{Limiter: l, MaxBodyBytes: -1}, "MaxBodyBytes"},
 		{"empty skip path", core.Config{Limiter: l, SkipPaths: []string{"/ok", ""}}, "SkipPaths[1]"},
+		{"empty skip method", core.Config{Limiter: l, SkipMethods: []string{""}}, "SkipMethods[0]"},
 		{"negative IPv6 prefix", core.Config{Limiter: l, IPv6KeyPrefix: -1}, "IPv6KeyPrefix"},
 		{"IPv6 prefix too long", core.Config{Limiter: l, IPv6KeyPrefix: 129}, "IPv6KeyPrefix"},
 		{"bad deadline header", core.Config{Limiter: l, DeadlineHeader: "grpc timeout"}, "DeadlineHeader"},

@@ -72,7 +72,7 @@ func slowApp(ran *atomic.Int64, d time.Duration) http.Handler {
 func testDeadlineTooShort(t *testing.T, a Adapter) {
 	l := newLimiter(t, shed.Config{Limit: 4, DeadlineMargin: 0.5, Classes: []shed.ClassConfig{{Name: "default", QueueDepth: 4, MaxWait: time.Second}}})
 	var ran atomic.Int64
-	s := a.start(t, Options{Limiter: l, DeadlineHeader: shedhttp.ConnectTimeoutHeader}, slowApp(&ran, 500*time.Millisecond))
+	s := a.start(t, Options{Options: shedhttp.Options{Limiter: l, DeadlineHeader: shedhttp.ConnectTimeoutHeader}}, slowApp(&ran, 500*time.Millisecond))
 	client := DeadlineClient(t, retrybudget.ConnectTimeoutHeader)
 	if resp, _, err := Get(t, client, context.Background(), s.url+"/", nil); err != nil || resp.StatusCode != 200 {
 		t.Fatalf("learning call: %v %v", resp, err)
@@ -111,7 +111,7 @@ func testPassedDeadline(t *testing.T, a Adapter) {
 			next.ServeHTTP(w, r)
 		})
 	}
-	s := a.start(t, Options{Limiter: l, DeadlineHeader: "x-deadline-ms", Outer: expired}, slowApp(&ran, 0))
+	s := a.start(t, Options{Options: shedhttp.Options{Limiter: l, DeadlineHeader: "x-deadline-ms"}, Outer: expired}, slowApp(&ran, 0))
 	for _, h := range []http.Header{{"X-Deadline-Ms": {"0"}}, {"X-Expire": {"1"}}, {"X-Deadline-Ms": {"0"}, "X-Expire": {"1"}}} {
 		resp, body := s.get("/", h)
 		checkProblem(t, resp, body, 503, true)
@@ -164,7 +164,7 @@ func testUntrustedDeadline(t *testing.T, a Adapter) {
 			now := time.Now()
 			p, _ := l.TryAcquireAt(now.Add(-500*time.Millisecond), shed.Request{})
 			p.ReleaseAt(now, shed.Success) // the handler takes 500 ms
-			s := a.start(t, Options{Limiter: l, DeadlineHeader: tc.trusted, MaxDeadline: maxIf(tc.trusted, 2*time.Second), Outer: own}, http.HandlerFunc(left))
+			s := a.start(t, Options{Options: shedhttp.Options{Limiter: l, DeadlineHeader: tc.trusted, MaxDeadline: maxIf(tc.trusted, 2*time.Second)}, Outer: own}, http.HandlerFunc(left))
 			resp, body := s.get("/", tc.header)
 			if resp.StatusCode != 200 {
 				t.Fatalf("status %d (%s): an ignored header got the request rejected", resp.StatusCode, body)
@@ -201,7 +201,7 @@ func testDeadlineSpans(t *testing.T, a Adapter) {
 		})
 	}
 	l := newLimiter(t, shed.Config{Limit: 4})
-	s := a.start(t, Options{Limiter: l, DeadlineHeader: shedhttp.EnvoyTimeoutHeader, Outer: outer}, a.classApp(l))
+	s := a.start(t, Options{Options: shedhttp.Options{Limiter: l, DeadlineHeader: shedhttp.EnvoyTimeoutHeader}, Outer: outer}, a.classApp(l))
 	s.get("/admitted", http.Header{"Shedkit-Attempt": {"2"}, shedhttp.EnvoyTimeoutHeader: {"5000"}})
 	s.get("/rejected", http.Header{"Shedkit-Attempt": {"1"}, shedhttp.EnvoyTimeoutHeader: {"0"}})
 	s.get("/plain", http.Header{"Shedkit-Attempt": {"x"}})

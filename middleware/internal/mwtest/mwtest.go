@@ -33,25 +33,8 @@ import (
 // Options is a framework-neutral middleware configuration; each adapter
 // maps it to its own Config.
 type Options struct {
-	Limiter              *shed.Limiter
-	Routes               map[string]string
-	DefaultClass         string
-	ClassHeader          string
-	KeyHeader            string
-	DeadlineHeader       string
-	MaxDeadline          time.Duration
-	Classify             func(r *http.Request, def shedhttp.Classification) shedhttp.Classification
-	RateLimits           map[string]shedhttp.RateLimit
-	KeyStore             shedhttp.KeyStore
-	RateLimitDryRun      bool
-	MaxBodyBytes         int64
-	SkipPaths            []string
-	IPv6KeyPrefix        int
-	HoldHijacked         bool
-	Outcome              func(r *http.Request, status int) shed.Outcome
-	DisableNoRetryHeader bool
-	Observer             shed.Observer
-	Clock                func() time.Time
+	shedhttp.Options
+	Classify func(r *http.Request, def shedhttp.Classification) shedhttp.Classification
 	// Outer, when set, wraps the middleware (it runs before it), for
 	// example to put a span in the request context.
 	Outer func(http.Handler) http.Handler
@@ -319,11 +302,13 @@ func testTable(t *testing.T, a Adapter) {
 		{name: "no-retry header disabled", path: "/x", held: 4, opts: func(o *Options) { o.DisableNoRetryHeader = true }, wantStatus: 503, wantHeader: map[string]string{noRetryHeader: ""}},
 		{name: "skipped path bypasses a full limiter", path: "/healthz", held: 4, opts: func(o *Options) { o.SkipPaths = []string{"/healthz"} }, wantStatus: 200, wantClass: "none"},
 		{name: "skip is exact", path: "/healthz/x", held: 4, opts: func(o *Options) { o.SkipPaths = []string{"/healthz"} }, wantStatus: 503},
+		{name: "skipped method bypasses a full limiter", method: http.MethodOptions, path: "/x", held: 4, opts: func(o *Options) { o.SkipMethods = []string{http.MethodOptions} }, wantStatus: 200, wantClass: "none"},
+		{name: "other methods are not skipped", path: "/x", held: 4, opts: func(o *Options) { o.SkipMethods = []string{http.MethodOptions} }, wantStatus: 503},
 	}
 	for _, rw := range rows {
 		t.Run(rw.name, func(t *testing.T) {
 			l := twoClasses(t, 4)
-			opts := Options{Limiter: l}
+			opts := Options{Options: shedhttp.Options{Limiter: l}}
 			if rw.opts != nil {
 				rw.opts(&opts)
 			}
@@ -383,7 +368,7 @@ func testInteractiveBatch(t *testing.T, a Adapter) {
 		w.Header().Set("X-Wait", a.Permit(r).Wait().String())
 		io.WriteString(w, id)
 	})
-	s := a.start(t, Options{Limiter: l, Routes: map[string]string{"/interactive": "interactive", "/batch": "batch"}}, app)
+	s := a.start(t, Options{Options: shedhttp.Options{Limiter: l, Routes: map[string]string{"/interactive": "interactive", "/batch": "batch"}}}, app)
 
 	type result struct {
 		status int
@@ -462,12 +447,14 @@ func testRateLimit(t *testing.T, a Adapter) {
 		mu.Unlock()
 	})
 	s := a.start(t, Options{
-		Limiter:    l,
-		KeyHeader:  "X-Tenant",
-		RateLimits: map[string]shedhttp.RateLimit{"batch": {Rate: 0.5, Burst: 2}},
-		Routes:     map[string]string{"/i": "interactive"},
-		Clock:      clock.Now,
-		Observer:   obs,
+		Options: shedhttp.Options{
+			Limiter:    l,
+			KeyHeader:  "X-Tenant",
+			RateLimits: map[string]shedhttp.RateLimit{"batch": {Rate: 0.5, Burst: 2}},
+			Routes:     map[string]string{"/i": "interactive"},
+			Clock:      clock.Now,
+			Observer:   obs,
+		},
 	}, a.classApp(l))
 	a1 := http.Header{"X-Tenant": {"a"}}
 	for i := range 2 {
@@ -515,15 +502,17 @@ func testRateLimitDryRun(t *testing.T, a Adapter) {
 	var mu sync.Mutex
 	var events []shed.Event
 	s := a.start(t, Options{
-		Limiter:         l,
-		RateLimits:      map[string]shedhttp.RateLimit{"batch": {Rate: 1e-3, Burst: 1}},
-		RateLimitDryRun: true,
-		Clock:           NewFakeClock().Now,
-		Observer: shed.ObserverFunc(func(e shed.Event) {
-			mu.Lock()
-			events = append(events, e)
-			mu.Unlock()
-		}),
+		Options: shedhttp.Options{
+			Limiter:         l,
+			RateLimits:      map[string]shedhttp.RateLimit{"batch": {Rate: 1e-3, Burst: 1}},
+			RateLimitDryRun: true,
+			Clock:           NewFakeClock().Now,
+			Observer: shed.ObserverFunc(func(e shed.Event) {
+				mu.Lock()
+				events = append(events, e)
+				mu.Unlock()
+			}),
+		},
 	}, a.classApp(l))
 	for i := range 3 {
 		if resp, _ := s.get("/b", nil); resp.StatusCode != 200 {
@@ -557,7 +546,7 @@ func testSpoofedClassHeader(t *testing.T, a Adapter) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			l := twoClasses(t, 4)
-			s := a.start(t, Options{Limiter: l, Routes: routes, ClassHeader: tc.trusted}, a.classApp(l))
+			s := a.start(t, Options{Options: shedhttp.Options{Limiter: l, Routes: routes, ClassHeader: tc.trusted}}, a.classApp(l))
 			resp, _ := s.get("/batch", tc.header)
 			if got := resp.Header.Get("X-Class"); resp.StatusCode != 200 || got != tc.want {
 				t.Errorf("status %d class %q, want 200 %q", resp.StatusCode, got, tc.want)
@@ -580,10 +569,12 @@ func testSpoofedKeyHeader(t *testing.T, a Adapter) {
 		t.Run(tc.name, func(t *testing.T) {
 			l := twoClasses(t, 4)
 			s := a.start(t, Options{
-				Limiter:    l,
-				KeyHeader:  tc.trusted,
-				RateLimits: map[string]shedhttp.RateLimit{"batch": {Rate: 1e-3, Burst: 1}},
-				Clock:      NewFakeClock().Now,
+				Options: shedhttp.Options{
+					Limiter:    l,
+					KeyHeader:  tc.trusted,
+					RateLimits: map[string]shedhttp.RateLimit{"batch": {Rate: 1e-3, Burst: 1}},
+					Clock:      NewFakeClock().Now,
+				},
 			}, a.classApp(l))
 			h := func(v string) http.Header {
 				return http.Header{"X-Tenant": {v}, "X-Forwarded-For": {v}, "X-Real-Ip": {v}}
@@ -632,11 +623,13 @@ func testIPv6Key(t *testing.T, a Adapter) {
 		t.Run(fmt.Sprintf("prefix=%d", tc.prefix), func(t *testing.T) {
 			l := twoClasses(t, 100)
 			s := a.start(t, Options{
-				Limiter:       l,
-				RateLimits:    map[string]shedhttp.RateLimit{"batch": {Rate: 1e-3, Burst: 1}},
-				IPv6KeyPrefix: tc.prefix,
-				Clock:         NewFakeClock().Now,
-				Outer:         realIP,
+				Options: shedhttp.Options{
+					Limiter:       l,
+					RateLimits:    map[string]shedhttp.RateLimit{"batch": {Rate: 1e-3, Burst: 1}},
+					IPv6KeyPrefix: tc.prefix,
+					Clock:         NewFakeClock().Now,
+				},
+				Outer: realIP,
 			}, a.classApp(l))
 			for i := 0; i < len(tc.clients); i += 2 {
 				first, second := tc.clients[i], tc.clients[i+1]
@@ -662,11 +655,13 @@ func testKeyFlood(t *testing.T, a Adapter) {
 	}
 	l := twoClasses(t, 4)
 	h := a.Handler(t, Options{
-		Limiter:    l,
-		KeyHeader:  "X-Tenant",
-		KeyStore:   store,
-		RateLimits: map[string]shedhttp.RateLimit{"batch": {Rate: 1, Burst: 1}},
-		Clock:      NewFakeClock().Now,
+		Options: shedhttp.Options{
+			Limiter:    l,
+			KeyHeader:  "X-Tenant",
+			KeyStore:   store,
+			RateLimits: map[string]shedhttp.RateLimit{"batch": {Rate: 1, Burst: 1}},
+			Clock:      NewFakeClock().Now,
+		},
 	}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
 	req := httptest.NewRequest(http.MethodGet, "/", nil)
 	for i := range keys {
@@ -707,7 +702,7 @@ func testBodyLimit(t *testing.T, a Adapter) {
 		}
 		io.WriteString(w, "ok")
 	})
-	s := a.start(t, Options{Limiter: l, MaxBodyBytes: 10}, app)
+	s := a.start(t, Options{Options: shedhttp.Options{Limiter: l, MaxBodyBytes: 10}}, app)
 
 	resp, body := s.do(http.MethodPost, "/declared", nil, strings.NewReader(strings.Repeat("x", 11)))
 	checkProblem(t, resp, body, 413, false)
@@ -741,7 +736,7 @@ func testPanic(t *testing.T, a Adapter) {
 		}
 		panic("handler bug")
 	})
-	s := a.start(t, Options{Limiter: l}, app)
+	s := a.start(t, Options{Options: shedhttp.Options{Limiter: l}}, app)
 	for _, path := range []string{"/panic", "/abort"} {
 		resp, err := s.client.Get(s.url + path)
 		if err == nil {
@@ -763,7 +758,7 @@ func testClientDisconnect(t *testing.T, a Adapter) {
 		<-r.Context().Done()
 		sawCancel <- r.Context().Err()
 	})
-	s := a.start(t, Options{Limiter: l}, app)
+	s := a.start(t, Options{Options: shedhttp.Options{Limiter: l}}, app)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	errc := make(chan error, 1)
@@ -802,7 +797,7 @@ func testDisconnectWhileQueued(t *testing.T, a Adapter) {
 	}
 	var calls sync.Map
 	app := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { calls.Store(r.URL.Path, true) })
-	s := a.start(t, Options{Limiter: l, DefaultClass: "interactive"}, app)
+	s := a.start(t, Options{Options: shedhttp.Options{Limiter: l, DefaultClass: "interactive"}}, app)
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
 	go func() {
@@ -854,7 +849,7 @@ func testServerCancelWhileQueued(t *testing.T, a Adapter) {
 		ran.Store(r.URL.Query().Get("id"), true)
 		io.WriteString(w, "charged")
 	})
-	s := a.start(t, Options{Limiter: l, DefaultClass: "interactive", Outer: outer}, app)
+	s := a.start(t, Options{Options: shedhttp.Options{Limiter: l, DefaultClass: "interactive"}, Outer: outer}, app)
 	const n = 3
 	type result struct {
 		resp *http.Response
@@ -917,7 +912,7 @@ func testStreaming(t *testing.T, a Adapter) {
 			io.WriteString(w, "controller flush: "+err.Error())
 		}
 	})
-	s := a.start(t, Options{Limiter: l}, app)
+	s := a.start(t, Options{Options: shedhttp.Options{Limiter: l}}, app)
 	resp, err := s.client.Get(s.url + "/stream")
 	if err != nil {
 		t.Fatal(err)
@@ -970,7 +965,7 @@ func testStreamReleasedEarly(t *testing.T, a Adapter) {
 			}
 		}
 	})
-	s := a.start(t, Options{Limiter: l}, app)
+	s := a.start(t, Options{Options: shedhttp.Options{Limiter: l}}, app)
 	resp, err := s.client.Get(s.url + "/events")
 	if err != nil {
 		t.Fatal(err)
@@ -1009,7 +1004,7 @@ func testHijack(t *testing.T, a Adapter) {
 		rw.WriteString("HTTP/1.1 101 Switching Protocols\r\nUpgrade: test\r\nConnection: Upgrade\r\n\r\nhello")
 		rw.Flush()
 	})
-	s := a.start(t, Options{Limiter: l}, app)
+	s := a.start(t, Options{Options: shedhttp.Options{Limiter: l}}, app)
 	conn, err := net.DialTimeout("tcp", strings.TrimPrefix(s.url, "http://"), 10*time.Second)
 	if err != nil {
 		t.Fatal(err)
@@ -1051,7 +1046,7 @@ func testIdleHijacked(t *testing.T, a Adapter) {
 				rw.Flush()
 				io.Copy(io.Discard, rw) // idle until the client closes
 			})
-			s := a.start(t, Options{Limiter: l, HoldHijacked: hold}, app)
+			s := a.start(t, Options{Options: shedhttp.Options{Limiter: l, HoldHijacked: hold}}, app)
 			var conns []net.Conn
 			defer func() {
 				for _, c := range conns {
@@ -1137,7 +1132,7 @@ func testSlowUploads(t *testing.T, a Adapter) {
 				}
 				io.WriteString(w, "stored")
 			})
-			opts := Options{Limiter: l}
+			opts := Options{Options: shedhttp.Options{Limiter: l}}
 			if timeout > 0 {
 				opts.Outer = func(next http.Handler) http.Handler {
 					return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -1244,7 +1239,7 @@ func testOutcomes(t *testing.T, a Adapter) {
 		}
 		w.WriteHeader(code)
 	})
-	s := a.start(t, Options{Limiter: l}, app)
+	s := a.start(t, Options{Options: shedhttp.Options{Limiter: l}}, app)
 	for _, tc := range []struct {
 		path string
 		want shed.Outcome
@@ -1268,12 +1263,17 @@ func testOutcomes(t *testing.T, a Adapter) {
 
 	// A custom mapping replaces the default.
 	l2 := twoClasses(t, 4)
-	s2 := a.start(t, Options{Limiter: l2, Outcome: func(r *http.Request, status int) shed.Outcome {
-		if status == 500 {
-			return shed.Dropped
-		}
-		return shedhttp.DefaultOutcome(r, status)
-	}}, app)
+	s2 := a.start(t, Options{
+		Options: shedhttp.Options{
+			Limiter: l2,
+			Outcome: func(r *http.Request, status int) shed.Outcome {
+				if status == 500 {
+					return shed.Dropped
+				}
+				return shedhttp.DefaultOutcome(r, status)
+			},
+		},
+	}, app)
 	s2.get("/500", nil)
 	waitIdle(t, l2)
 	if _, d, _ := released(l2); d != 1 {
@@ -1294,10 +1294,15 @@ func testReconcile(t *testing.T, a Adapter) {
 		errs <- a.Reconcile(r, 42)
 		w.Header().Set("X-In-Flight-Cost", strconv.FormatInt(l.Snapshot().InFlightCost, 10))
 	})
-	s := a.start(t, Options{Limiter: l, Classify: func(r *http.Request, def shedhttp.Classification) shedhttp.Classification {
-		def.Cost, _ = strconv.ParseInt(r.URL.Query().Get("tokens"), 10, 64)
-		return def
-	}}, app)
+	s := a.start(t, Options{
+		Options: shedhttp.Options{
+			Limiter: l,
+		},
+		Classify: func(r *http.Request, def shedhttp.Classification) shedhttp.Classification {
+			def.Cost, _ = strconv.ParseInt(r.URL.Query().Get("tokens"), 10, 64)
+			return def
+		},
+	}, app)
 	resp, _ := s.get("/?tokens=300", nil)
 	if err := <-errs; err != nil {
 		t.Fatal(err)
@@ -1314,7 +1319,7 @@ func testReconcile(t *testing.T, a Adapter) {
 // testSkip: skipped requests have no permit and never reach the limiter.
 func testSkip(t *testing.T, a Adapter) {
 	l := twoClasses(t, 4)
-	s := a.start(t, Options{Limiter: l, SkipPaths: []string{"/metrics", "/healthz"}, MaxBodyBytes: 1}, a.classApp(l))
+	s := a.start(t, Options{Options: shedhttp.Options{Limiter: l, SkipPaths: []string{"/metrics", "/healthz"}, MaxBodyBytes: 1}}, a.classApp(l))
 	resp, _ := s.do(http.MethodPost, "/metrics", nil, strings.NewReader("a larger body"))
 	if resp.StatusCode != 200 || resp.Header.Get("X-Class") != "none" {
 		t.Errorf("skipped: status %d class %q", resp.StatusCode, resp.Header.Get("X-Class"))
@@ -1331,9 +1336,11 @@ func testSkip(t *testing.T, a Adapter) {
 func testEncodedPath(t *testing.T, a Adapter) {
 	l := twoClasses(t, 4)
 	s := a.start(t, Options{
-		Limiter:   l,
-		SkipPaths: []string{"/healthz", "/a/b"},
-		Routes:    map[string]string{"/api/": "interactive"},
+		Options: shedhttp.Options{
+			Limiter:   l,
+			SkipPaths: []string{"/healthz", "/a/b"},
+			Routes:    map[string]string{"/api/": "interactive"},
+		},
 	}, a.classApp(l))
 	for _, tc := range []struct{ path, class string }{
 		{"/api/x", "interactive"},
@@ -1372,17 +1379,22 @@ func testEncodedPath(t *testing.T, a Adapter) {
 // a 503 that invites a retry.
 func testCostTooLarge(t *testing.T, a Adapter) {
 	l := newLimiter(t, shed.Config{Limit: 10, MaxCost: 100})
-	s := a.start(t, Options{Limiter: l, Classify: func(r *http.Request, def shedhttp.Classification) shedhttp.Classification {
-		def.Cost = 101
-		return def
-	}}, a.classApp(l))
+	s := a.start(t, Options{
+		Options: shedhttp.Options{
+			Limiter: l,
+		},
+		Classify: func(r *http.Request, def shedhttp.Classification) shedhttp.Classification {
+			def.Cost = 101
+			return def
+		},
+	}, a.classApp(l))
 	resp, body := s.get("/", nil)
 	checkProblem(t, resp, body, 413, false)
 }
 
 func testDraining(t *testing.T, a Adapter) {
 	l := twoClasses(t, 4)
-	s := a.start(t, Options{Limiter: l}, a.classApp(l))
+	s := a.start(t, Options{Options: shedhttp.Options{Limiter: l}}, a.classApp(l))
 	l.DrainAt(time.Now())
 	resp, body := s.get("/", nil)
 	checkProblem(t, resp, body, 503, true, "drain")
@@ -1433,11 +1445,13 @@ func testSpans(t *testing.T, a Adapter) {
 
 	l := twoClasses(t, 1)
 	s := a.start(t, Options{
-		Limiter:    l,
-		Routes:     map[string]string{"/limited": "interactive"},
-		RateLimits: map[string]shedhttp.RateLimit{"interactive": {Rate: 1e-3, Burst: 1}},
-		Clock:      NewFakeClock().Now,
-		Outer:      outer,
+		Options: shedhttp.Options{
+			Limiter:    l,
+			Routes:     map[string]string{"/limited": "interactive"},
+			RateLimits: map[string]shedhttp.RateLimit{"interactive": {Rate: 1e-3, Burst: 1}},
+			Clock:      NewFakeClock().Now,
+		},
+		Outer: outer,
 		Classify: func(r *http.Request, def shedhttp.Classification) shedhttp.Classification {
 			def.Cost = 7
 			return def
@@ -1463,7 +1477,7 @@ func testSpans(t *testing.T, a Adapter) {
 	})
 
 	dry := newLimiter(t, shed.Config{Limit: 1, DryRun: true})
-	s2 := a.start(t, Options{Limiter: dry, Outer: outer}, a.classApp(dry))
+	s2 := a.start(t, Options{Options: shedhttp.Options{Limiter: dry}, Outer: outer}, a.classApp(dry))
 	p, _ = dry.TryAcquire(shed.Request{})
 	s2.get("/dry", nil)
 	p.Release(shed.Ignored)
@@ -1512,13 +1526,15 @@ func testRandomized(t *testing.T, a Adapter) {
 		}
 	})
 	h := a.Handler(t, Options{
-		Limiter: l,
-		Routes:  map[string]string{"/i": "interactive"},
+		Options: shedhttp.Options{
+			Limiter:    l,
+			Routes:     map[string]string{"/i": "interactive"},
+			RateLimits: map[string]shedhttp.RateLimit{"batch": {Rate: 1000, Burst: 50}},
+		},
 		Classify: func(r *http.Request, def shedhttp.Classification) shedhttp.Classification {
 			def.Cost, _ = strconv.ParseInt(r.URL.Query().Get("cost"), 10, 64)
 			return def
 		},
-		RateLimits: map[string]shedhttp.RateLimit{"batch": {Rate: 1000, Burst: 50}},
 	}, app)
 	behaviours := []string{"ok", "ok", "slow", "slow", "panic", "cancel", "release", "deadline", "cancelled"}
 	statuses := []string{"", "200", "404", "500", "502", "503", "504"}
