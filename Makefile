@@ -9,10 +9,11 @@ GOFILES := $(shell find . -name '*.go' -not -path './.cache/*' -not -path './out
 # through replace directives. `make test` vets and tests every one of them
 # with GOWORK=off, that is against the versions its own go.mod selects (what
 # a user gets), and modules-check fails if a go.mod is missing from these
-# lists. bench and middleware/grpc are tested by test-bench and test-grpc;
+# lists. bench, middleware/grpc and middleware/shedredis are tested by
+# test-bench, test-grpc and test-redis;
 # tools/jaeger only builds Jaeger (`make jaeger-build`).
 MODULES     := . limits/gcl middleware/echo sim cmd dashboards e2e
-ALL_MODULES := $(MODULES) bench middleware/grpc
+ALL_MODULES := $(MODULES) bench middleware/grpc middleware/shedredis
 SOLO        := GOWORK=off
 # Programs run from the repository root through the workspace (go.work).
 WS          := GOWORK=$(CURDIR)/go.work
@@ -91,7 +92,7 @@ test-grpc: ## vet and test the middleware/grpc module (gRPC interceptors, loopba
 # SHEDKIT_REQUIRE_REDIS=1: without redis-server the Redis tests fail
 # instead of skipping, so that CI cannot pass them by skipping.
 test-redis: ## vet and test the middleware/shedredis module (fleet quotas and leases on Redis; its own module so users without Redis never download a Redis client) against a real redis-server the tests start on free ports (about a minute; `make redis` installs it)
-	cd middleware/shedredis && $(GO) vet ./... && SHEDKIT_REQUIRE_REDIS=1 $(GO) test -race -count=1 -timeout 5m ./...
+	cd middleware/shedredis && $(SOLO) $(GO) vet ./... && SHEDKIT_REQUIRE_REDIS=1 $(SOLO) $(GO) test -race -count=1 -timeout 5m ./...
 
 redis: ## install Debian's redis-server when missing (the tests start their own; root and Debian needed)
 	@command -v redis-server >/dev/null || { \
@@ -102,7 +103,7 @@ redis: ## install Debian's redis-server when missing (the tests start their own;
 	@redis-server --version
 
 demo-fleet: ## three replicas sharing tenant quotas through one Redis: a noisy tenant and quiet ones, Redis killed midway and restarted; a table per second (about 15 s; needs redis-server: make redis)
-	cd middleware/shedredis && $(GO) run ./cmd/fleetdemo $(DEMO_FLEET_FLAGS)
+	cd middleware/shedredis && $(SOLO) $(GO) run ./cmd/fleetdemo $(DEMO_FLEET_FLAGS)
 
 soak: ## loopback soak: a server at 10x overload with a mid-run slowdown, the retrying client through a full outage, then hostile clients (slow uploads, disconnects, endless 503 bodies, encoded paths) next to normal traffic (module bench/, about 2 minutes)
 	cd bench && $(SOLO) $(GO) run ./cmd/soak -duration 60s

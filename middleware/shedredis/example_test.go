@@ -40,10 +40,12 @@ func Example() {
 		panic(err)
 	}
 	admission, err := nethttp.New(nethttp.Config{
-		Limiter:    lim,
-		KeyHeader:  "X-Tenant-Id", // set by the authenticating proxy
-		RateLimits: map[string]shedhttp.RateLimit{"default": {Rate: 200, Burst: 20}},
-		KeyStore:   store, // shared by the fleet
+		Options: shedhttp.Options{
+			Limiter:    lim,
+			KeyHeader:  "X-Tenant-Id", // set by the authenticating proxy
+			RateLimits: map[string]shedhttp.RateLimit{"default": {Rate: 200, Burst: 20}},
+			KeyStore:   store, // shared by the fleet
+		},
 	})
 	if err != nil {
 		panic(err)

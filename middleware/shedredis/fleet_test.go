@@ -36,10 +36,12 @@ func fleetServer(t *testing.T, p *redisProc, limit shedhttp.RateLimit, timeout t
 		t.Fatal(err)
 	}
 	mw, err := nethttp.New(nethttp.Config{
-		Limiter:    lim,
-		KeyHeader:  "X-Tenant",
-		RateLimits: map[string]shedhttp.RateLimit{"default": limit},
-		KeyStore:   store,
+		Options: shedhttp.Options{
+			Limiter:    lim,
+			KeyHeader:  "X-Tenant",
+			RateLimits: map[string]shedhttp.RateLimit{"default": limit},
+			KeyStore:   store,
+		},
 	})
 	if err != nil {
 		t.Fatal(err)

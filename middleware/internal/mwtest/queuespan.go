@@ -32,8 +32,8 @@ func testQueueSpan(t *testing.T, a Adapter) {
 		{Name: "interactive", QueueDepth: 1, MaxWait: 30 * time.Second},
 		{Name: "batch", QueueDepth: 1, MaxWait: 50 * time.Millisecond},
 	}})
-	s := a.start(t, Options{Limiter: l, Outer: outer,
-		Routes: map[string]string{"/wait": "interactive", "/timeout": "batch"}}, a.classApp(l))
+	s := a.start(t, Options{Outer: outer, Options: shedhttp.Options{Limiter: l,
+		Routes: map[string]string{"/wait": "interactive", "/timeout": "batch"}}}, a.classApp(l))
 
 	s.get("/wait/free", nil) // a free slot: no wait, no queue span
 	held, _ := l.TryAcquire(shed.Request{})

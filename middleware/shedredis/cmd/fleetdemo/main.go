@@ -136,10 +136,12 @@ func run(addr string, phase time.Duration) error {
 			return err
 		}
 		admission, err := nethttp.New(nethttp.Config{
-			Limiter:    lim,
-			KeyHeader:  "X-Tenant",
-			RateLimits: map[string]shedhttp.RateLimit{"default": {Rate: 200, Burst: 20}},
-			KeyStore:   store,
+			Options: shedhttp.Options{
+				Limiter:    lim,
+				KeyHeader:  "X-Tenant",
+				RateLimits: map[string]shedhttp.RateLimit{"default": {Rate: 200, Burst: 20}},
+				KeyStore:   store,
+			},
 		})
 		if err != nil {
 			return err
