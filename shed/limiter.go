@@ -28,6 +28,13 @@ type Request struct {
 	// of admitted or queued. Zero means none. With the wall-clock API, a
 	// request with a deadline costs one reading of the clock.
 	Deadline time.Time
+	// Tenant names who the work is for (a customer, an API key). Empty, the
+	// default, means no tenant. While the class is contended, a request
+	// whose tenant already holds its share of the class is rejected with
+	// ReasonTenantShare, so that one tenant cannot take every slot the
+	// class may use; an uncontended class lets one tenant use all of it.
+	// See Config.TenantWeight and ClassSnapshot.Tenants.
+	Tenant string
 }
 
 // ErrInvalidRequest is wrapped by errors about malformed requests (unknown
@@ -94,6 +101,8 @@ type Limiter struct {
 	// drainStarted mirrors draining for the lock-free deadline check: a
 	// draining limiter rejects everything with ReasonDraining.
 	drainStarted atomic.Bool
+	// tenants tracks the tenants with work in flight or queued (tenant.go).
+	tenants *tenantTable
 
 	cfg         []ClassConfig
 	names       []string
@@ -150,6 +159,7 @@ func New(cfg Config) (*Limiter, error) {
 		counts:     make([]classCounters, len(cfg.Classes)),
 	}
 	l.epoch = l.clock()
+	l.tenants = newTenantTable(cfg.TenantWeight)
 	l.quiet = cfg.Observer == nil
 	l.margin = max(cfg.DeadlineMargin, 0)
 	l.perCost = cfg.ServiceTimePerCost
@@ -279,6 +289,9 @@ func (l *Limiter) acquire(now time.Time, hasNow bool, req Request, w *Waiter, ma
 		}
 	}
 	limit := l.limit()
+	if req.Tenant != "" {
+		return l.acquireTenant(now, hasNow, req, cost, w, mayQueue, limit, v)
+	}
 	if s := l.state.Load(); s&slowFlag != 0 || uint64(inFlightOf(s)) >= limit || costOf(s)+cost > l.maxCost {
 		return l.acquireShort(now, hasNow, req, cost, w, mayQueue, limit, v)
 	}
@@ -292,7 +305,7 @@ func (l *Limiter) acquire(now time.Time, hasNow bool, req Request, w *Waiter, ma
 		return l.acquireShort(now, hasNow, req, cost, w, mayQueue, limit, v)
 	}
 	shadow := v.shadow()
-	p := l.newPermit(now, hasNow, req.Class, cost, inFlightOf(s), 0, shadow)
+	p := l.newPermit(now, hasNow, req.Class, cost, inFlightOf(s), 0, shadow, nil)
 	if l.observer != nil || shadow != ReasonNone {
 		l.admitted(now, hasNow, p, 0)
 	}
@@ -353,11 +366,17 @@ func (l *Limiter) acquireOdd(now time.Time, req Request, cost int64) (Permit, er
 func (l *Limiter) acquireShort(now time.Time, hasNow bool, req Request, cost int64, w *Waiter, mayQueue bool, limit uint64, v verdict) (Permit, error) {
 	if s := l.state.Load(); s&slowFlag == 0 && !l.dryRun && !l.marksDemand[req.Class] && (!mayQueue || l.cfg[req.Class].QueueDepth == 0) &&
 		(uint64(inFlightOf(s)) >= limit || costOf(s)+cost > l.maxCost) {
+		l.markShort(now, hasNow, req, cost, l.roomFast(s, req.Class, limit))
 		return Permit{}, l.reject(now, req.Class, cost, ReasonLimit, l.hint(0, limit), false)
 	}
 	return l.acquireSlow(now, hasNow, req, cost, w, mayQueue, v)
 }
 
+// acquireSlow decides under the lock: admit, queue or reject. A request
+// with a tenant is also held to its tenant's share (see tenant.go): a
+// request over it is rejected with ReasonTenantShare rather than queued,
+// since waiting would let a noisy tenant fill the class's bounded queue
+// ahead of the others, and it could not be admitted at its turn anyway.
 func (l *Limiter) acquireSlow(now time.Time, hasNow bool, req Request, cost int64, w *Waiter, mayQueue bool, v verdict) (Permit, error) {
 	if !hasNow {
 		now, hasNow = l.clock(), true
@@ -371,51 +390,46 @@ func (l *Limiter) acquireSlow(now time.Time, hasNow bool, req Request, cost int6
 	hint := l.rej.max
 	if !l.draining {
 		s := l.state.Load()
+		fair := true
 		if l.fitsLocked(s, c, cost, limit) {
-			l.state.Add(delta(cost))
-			p := l.newPermit(now, hasNow, c, cost, inFlightOf(s)+1, 0, v.shadow())
-			l.thawLocked()
-			l.mu.Unlock()
-			l.admitted(now, hasNow, p, 0)
-			return p, nil
-		}
-		reason = ReasonLimit
-		hint = l.hint(l.queued, limit)
-		if cc := &l.cfg[c]; mayQueue && cc.QueueDepth > 0 && !l.dryRun {
-			wait := l.expectedWaitLocked(c, limit)
-			switch {
-			case l.queues[c].n >= cc.QueueDepth || l.queued >= l.maxQueue:
-				reason = ReasonQueueFull
-			case !req.Deadline.IsZero() && l.tooLateToQueue(now, req, cost, wait, v):
-				reason = ReasonDeadline
-			case w == nil:
+			var e *tenantEntry
+			if req.Tenant != "" {
+				e, fair = l.tenantDo(c, req.Tenant, cost, l.roomLocked(now, s, c, limit), tenantAdmit, false)
+			}
+			if fair {
+				l.state.Add(delta(cost))
+				p := l.newPermit(now, hasNow, c, cost, inFlightOf(s)+1, 0, v.shadow(), e)
 				l.thawLocked()
 				l.mu.Unlock()
-				return Permit{}, errNeedWaiter
-			case w.queued:
-				l.thawLocked()
-				l.mu.Unlock()
-				return Permit{}, fmt.Errorf("%w: waiter already queued", ErrInvalidRequest)
-			default:
-				l.enqueueLocked(now, req, cost, w, v)
-				l.markDemandLocked(now, c)
-				l.mu.Unlock()
-				l.counts[c].queued.Add(1)
-				if o := l.observer; o != nil {
-					l.reportQueued(o, now, w)
-				}
-				return Permit{}, errQueued
+				l.admitted(now, hasNow, p, 0)
+				return p, nil
 			}
 		}
-		l.markDemandLocked(now, c)
+		reason = ReasonTenantShare
+		hint = l.hint(l.queued, limit)
+		if fair {
+			var p Permit
+			var err error
+			if reason, p, err = l.queueLocked(now, req, cost, w, mayQueue, limit, v); reason == ReasonNone {
+				return p, err // the lock is released
+			}
+			if reason != ReasonTenantShare {
+				l.markDemandLocked(now, c)
+				l.markShort(now, true, req, cost, l.roomLocked(now, s, c, limit))
+			}
+		}
 	}
 	if s := l.state.Load(); l.dryRun && reason != ReasonDraining && inFlightOf(s) < MaxLimit && costOf(s)+cost <= MaxTotalCost {
 		if v == tooLate {
 			reason = ReasonDeadline // the first reason it would have been rejected for
 		}
 		// Report the decision, then admit anyway.
+		var e *tenantEntry
+		if req.Tenant != "" {
+			e, _ = l.tenantDo(c, req.Tenant, cost, classRoom{}, tenantAdmit, true)
+		}
 		s = l.state.Add(delta(cost))
-		p := l.newPermit(now, hasNow, c, cost, inFlightOf(s), 0, reason)
+		p := l.newPermit(now, hasNow, c, cost, inFlightOf(s), 0, reason, e)
 		l.thawLocked()
 		l.mu.Unlock()
 		l.admitted(now, hasNow, p, hint)
@@ -424,6 +438,53 @@ func (l *Limiter) acquireSlow(now time.Time, hasNow bool, req Request, cost int6
 	l.thawLocked()
 	l.mu.Unlock()
 	return Permit{}, l.reject(now, c, cost, reason, hint, false)
+}
+
+// queueLocked queues a request that does not fit, if its class queues and
+// it may wait. It returns ReasonNone when it is done (w queued, or a caller
+// error), having released the lock, with acquireSlow's results; otherwise
+// the reason to reject it for, with the lock still held.
+func (l *Limiter) queueLocked(now time.Time, req Request, cost int64, w *Waiter, mayQueue bool, limit uint64, v verdict) (Reason, Permit, error) {
+	c := req.Class
+	cc := &l.cfg[c]
+	if !mayQueue || cc.QueueDepth == 0 || l.dryRun {
+		return ReasonLimit, Permit{}, nil
+	}
+	wait := l.expectedWaitLocked(c, limit)
+	switch {
+	case l.queues[c].n >= cc.QueueDepth || l.queued >= l.maxQueue:
+		return ReasonQueueFull, Permit{}, nil
+	case !req.Deadline.IsZero() && l.tooLateToQueue(now, req, cost, wait, v):
+		return ReasonDeadline, Permit{}, nil
+	case w == nil:
+		l.thawLocked()
+		l.mu.Unlock()
+		return ReasonNone, Permit{}, errNeedWaiter
+	case w.queued:
+		l.thawLocked()
+		l.mu.Unlock()
+		return ReasonNone, Permit{}, fmt.Errorf("%w: waiter already queued", ErrInvalidRequest)
+	}
+	var e *tenantEntry
+	if req.Tenant != "" {
+		// Its share of the class's demand: what it holds, what waits, and
+		// this request.
+		r := l.roomLocked(now, l.state.Load(), c, limit)
+		r.roomN += int64(l.queues[c].n) + 1
+		r.roomC += cost
+		var fair bool
+		if e, fair = l.tenantDo(c, req.Tenant, cost, r, tenantQueue, false); !fair {
+			return ReasonTenantShare, Permit{}, nil
+		}
+	}
+	l.enqueueLocked(now, req, cost, w, v, e)
+	l.markDemandLocked(now, c)
+	l.mu.Unlock()
+	l.counts[c].queued.Add(1)
+	if o := l.observer; o != nil {
+		l.reportQueued(o, now, w)
+	}
+	return ReasonNone, Permit{}, errQueued
 }
 
 // freezeLocked sets the slow flag so that the state word changes only under
@@ -604,8 +665,9 @@ func (l *Limiter) revoke(now time.Time, hasNow bool, p *Permit) {
 			return
 		}
 	}
+	q := p.untracked()
 	p.ref = nil
-	l.returnCapacity(now, hasNow, p, Ignored, false)
+	l.returnCapacity(now, hasNow, &q, Ignored, false)
 }
 
 // reportQueued reports that w joined the queue. If the Observer panics, the
