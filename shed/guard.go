@@ -252,16 +252,7 @@ func (l *Limiter) giveBackOdd(now time.Time, hasNow bool, cost int64) giveBackRe
 // the class's counters never show less work in flight than the state word
 // while the capacity is handed to waiters: protected shares err on the
 // safe side. A refused give-back is not counted as a release.
-//
-// The permit's tenant, if any, is released first, for the same reason: the
-// waiters the capacity goes to see the tenant's share as it is now. p is
-// the untracked form of the permit (see Permit.untracked), so this is the
-// one place, on every path (release, revoke, leak), where a tenant's work
-// ends, and it is reached once per admission.
 func (l *Limiter) returnCapacity(now time.Time, hasNow bool, p *Permit, o Outcome, leaked bool) bool {
-	if e := p.tenant(); e != nil {
-		l.tenantRelease(e, p.cost())
-	}
 	l.countRelease(p, o, leaked)
 	return l.giveBackCounted(now, hasNow, p, o, leaked)
 }

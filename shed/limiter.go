@@ -305,7 +305,7 @@ func (l *Limiter) acquire(now time.Time, hasNow bool, req Request, w *Waiter, ma
 		return l.acquireShort(now, hasNow, req, cost, w, mayQueue, limit, v)
 	}
 	shadow := v.shadow()
-	p := l.newPermit(now, hasNow, req.Class, cost, inFlightOf(s), 0, shadow, nil)
+	p := l.newPermit(now, hasNow, req.Class, cost, inFlightOf(s), 0, shadow, tenantHold{})
 	if l.observer != nil || shadow != ReasonNone {
 		l.admitted(now, hasNow, p, 0)
 	}
@@ -392,13 +392,13 @@ func (l *Limiter) acquireSlow(now time.Time, hasNow bool, req Request, cost int6
 		s := l.state.Load()
 		fair := true
 		if l.fitsLocked(s, c, cost, limit) {
-			var e *tenantEntry
+			var h tenantHold
 			if req.Tenant != "" {
-				e, fair = l.tenantDo(c, req.Tenant, cost, l.roomLocked(now, s, c, limit), tenantAdmit, false)
+				h, fair = l.tenantDo(c, req.Tenant, cost, l.roomLocked(now, s, c, limit), tenantAdmit, false)
 			}
 			if fair {
 				l.state.Add(delta(cost))
-				p := l.newPermit(now, hasNow, c, cost, inFlightOf(s)+1, 0, v.shadow(), e)
+				p := l.newPermit(now, hasNow, c, cost, inFlightOf(s)+1, 0, v.shadow(), h)
 				l.thawLocked()
 				l.mu.Unlock()
 				l.admitted(now, hasNow, p, 0)
@@ -424,12 +424,12 @@ func (l *Limiter) acquireSlow(now time.Time, hasNow bool, req Request, cost int6
 			reason = ReasonDeadline // the first reason it would have been rejected for
 		}
 		// Report the decision, then admit anyway.
-		var e *tenantEntry
+		var h tenantHold
 		if req.Tenant != "" {
-			e, _ = l.tenantDo(c, req.Tenant, cost, classRoom{}, tenantAdmit, true)
+			h, _ = l.tenantDo(c, req.Tenant, cost, classRoom{}, tenantAdmit, true)
 		}
 		s = l.state.Add(delta(cost))
-		p := l.newPermit(now, hasNow, c, cost, inFlightOf(s), 0, reason, e)
+		p := l.newPermit(now, hasNow, c, cost, inFlightOf(s), 0, reason, h)
 		l.thawLocked()
 		l.mu.Unlock()
 		l.admitted(now, hasNow, p, hint)
@@ -465,7 +465,7 @@ func (l *Limiter) queueLocked(now time.Time, req Request, cost int64, w *Waiter,
 		l.mu.Unlock()
 		return ReasonNone, Permit{}, fmt.Errorf("%w: waiter already queued", ErrInvalidRequest)
 	}
-	var e *tenantEntry
+	var h tenantHold
 	if req.Tenant != "" {
 		// Its share of the class's demand: what it holds, what waits, and
 		// this request.
@@ -473,11 +473,11 @@ func (l *Limiter) queueLocked(now time.Time, req Request, cost int64, w *Waiter,
 		r.roomN += int64(l.queues[c].n) + 1
 		r.roomC += cost
 		var fair bool
-		if e, fair = l.tenantDo(c, req.Tenant, cost, r, tenantQueue, false); !fair {
+		if h, fair = l.tenantDo(c, req.Tenant, cost, r, tenantQueue, false); !fair {
 			return ReasonTenantShare, Permit{}, nil
 		}
 	}
-	l.enqueueLocked(now, req, cost, w, v, e)
+	l.enqueueLocked(now, req, cost, w, v, h.e)
 	l.markDemandLocked(now, c)
 	l.mu.Unlock()
 	l.counts[c].queued.Add(1)
@@ -655,17 +655,16 @@ func (l *Limiter) admitted(now time.Time, hasNow bool, p Permit, hint time.Durat
 
 // revoke undoes an admission whose permit never reached its caller.
 func (l *Limiter) revoke(now time.Time, hasNow bool, p *Permit) {
+	q := p.untracked()
 	switch {
 	case p.meta&metaTracked != 0:
 		if !(*tracker)(p.ref).done() {
 			return
 		}
-	case p.cw&guarded != 0:
-		if !l.unguard(p) {
-			return
-		}
+		l.settle(&q) // a tenant's ticket
+	case !l.settle(&q):
+		return
 	}
-	q := p.untracked()
 	p.ref = nil
 	l.returnCapacity(now, hasNow, &q, Ignored, false)
 }

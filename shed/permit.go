@@ -100,26 +100,18 @@ func (p *Permit) untracked() Permit {
 	}
 	s := (*tracker)(p.ref).s
 	q := s.permit
-	q.cw = uint64(s.cost.Load())
+	q.cw = q.cw&^costValueMask | uint64(s.cost.Load())
 	return q
-}
-
-// tenant returns the tenant entry of an untracked permit, or nil.
-func (p *Permit) tenant() *tenantEntry {
-	if p.meta&(metaTenant|metaTracked) != metaTenant {
-		return nil
-	}
-	return (*tenantEntry)(p.ref)
 }
 func (p *Permit) wait() time.Duration {
 	return time.Duration(p.meta>>metaWaitShift) * time.Microsecond
 }
 
 // newPermit builds the permit of an admission that has already been added
-// to the state word (and to its tenant's entry e, if any); it counts the
+// to the state word (and to its tenant's entry, h, if any); it counts the
 // admission (c.admitted), which also decides whether the wall-clock API
 // times it.
-func (l *Limiter) newPermit(now time.Time, hasNow bool, c Class, cost int64, inflight int64, wait time.Duration, shadow Reason, e *tenantEntry) Permit {
+func (l *Limiter) newPermit(now time.Time, hasNow bool, c Class, cost int64, inflight int64, wait time.Duration, shadow Reason, h tenantHold) Permit {
 	cc := l.hot(c)
 	n := cc.admitted.Add(1)
 	if l.classCost {
@@ -138,15 +130,17 @@ func (l *Limiter) newPermit(now time.Time, hasNow bool, c Class, cost int64, inf
 		meta |= metaTimed
 		start = int64(now.Sub(l.epoch))
 	}
-	// Guard the permits that pay for a clock reading or a tenant's lock
-	// anyway (see guard.go); the others keep the quick path.
-	if (hasNow || e != nil) && !l.trackLeaks {
-		cw = l.guard(n, c, cost)
-	}
 	ref := unsafe.Pointer(l)
-	if e != nil {
-		ref = unsafe.Pointer(e)
+	switch {
+	case h.e != nil:
+		// Its ticket in the tenant's entry tells its copies apart.
+		ref = unsafe.Pointer(h.e)
 		meta |= metaTenant
+		cw |= h.ticket << guardTagShift
+	case hasNow && !l.trackLeaks:
+		// Guard the permits that pay for a clock reading anyway (see
+		// guard.go); the untimed ones keep the quick path.
+		cw = l.guard(n, c, cost)
 	}
 	if l.trackLeaks {
 		return l.trackedPermit(Permit{ref: ref, start: start, cw: cw, meta: meta}, now)
@@ -197,11 +191,11 @@ func (p *Permit) release(now time.Time, hasNow bool, o Outcome) {
 		return
 	}
 	l := p.limiter()
-	q := *p // keeps ref: the tenant entry of a tenant's permit
+	q := *p
 	p.ref = nil
-	// A guarded permit takes its guard slot back first: if a copy took it
-	// already, this release would free the capacity twice.
-	if q.cw&guarded != 0 && !l.unguard(&q) {
+	// A guarded (or a tenant's) permit takes its claim back first: if a
+	// copy took it already, this release would free the capacity twice.
+	if !l.settle(&q) {
 		l.misused(now, hasNow, q.class(), q.cost())
 		return
 	}
@@ -220,6 +214,7 @@ func (p *Permit) releaseTracked(now time.Time, hasNow bool, o Outcome) {
 		l.misused(now, hasNow, p.class(), p.cost())
 		return
 	}
+	l.settle(&q) // a tenant's ticket: the tracker made this release the one
 	p.cw = q.cw
 	l.finish(now, hasNow, o, &q, false)
 }
@@ -358,6 +353,14 @@ func (p *Permit) reconcile(now time.Time, hasNow bool, actual int64) error {
 	switch {
 	case p.meta&metaTracked != 0:
 		l, d, err = p.reconcileTracked(actual)
+		if q := p.untracked(); err == nil && q.meta&metaTenant != 0 {
+			_, _ = l.reconcileHold((*tenantEntry)(q.ref), q.cw>>guardTagShift&guardTagMask, actual, true)
+		}
+	case p.meta&metaTenant != 0:
+		l = p.limiter()
+		if d, err = l.reconcileHold((*tenantEntry)(p.ref), p.cw>>guardTagShift&guardTagMask, actual, false); err == nil {
+			p.cw = p.cw&^costValueMask | uint64(actual)
+		}
 	case p.cw&guarded != 0:
 		l = p.limiter()
 		d, err = l.reconcileGuarded(p, actual)
@@ -381,10 +384,6 @@ func (p *Permit) reconcile(now time.Time, hasNow bool, actual int64) error {
 	}
 	if l.classCost {
 		l.hot(p.class()).costIn.Add(d)
-	}
-	if p.meta&metaTenant != 0 {
-		q := p.untracked()
-		l.tenantReconcile(q.tenant(), d)
 	}
 	if d < 0 && l.state.Load()&slowFlag != 0 {
 		l.kick(now, hasNow) // the cost given back may admit waiters
@@ -518,7 +517,8 @@ func (s *trackState) reclaim() {
 	}
 	l := s.l
 	p := s.permit
-	p.cw = uint64(s.cost.Load())
+	p.cw = p.cw&^costValueMask | uint64(s.cost.Load())
+	l.settle(&p) // a tenant's ticket
 	leak := Leak{Class: p.class(), ClassName: l.names[p.class()], Cost: p.cost(), Acquired: s.acquired}
 	frames := runtime.CallersFrames(s.stack)
 	for {

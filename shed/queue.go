@@ -158,11 +158,12 @@ func (l *Limiter) grantLocked(now time.Time, limit uint64, done *waiterList) {
 			if !l.fitsLocked(s, Class(c), w.cost, limit) {
 				break
 			}
-			e := w.tenant
-			if e != nil {
+			var h tenantHold
+			if e := w.tenant; e != nil {
 				r := l.roomLocked(now, s, Class(c), limit)
 				r.waiters = q.n > 1
-				if !l.tenantGrantLocked(e, w.cost, r) {
+				var fair bool
+				if h, fair = l.tenantGrantLocked(e, w.cost, r); !fair {
 					l.timeoutLocked(now, w, ReasonTenantShare, limit, done)
 					continue
 				}
@@ -170,7 +171,7 @@ func (l *Limiter) grantLocked(now time.Time, limit uint64, done *waiterList) {
 			}
 			l.removeLocked(w)
 			l.state.Add(delta(w.cost))
-			w.permit = l.newPermit(now, true, Class(c), w.cost, inFlightOf(s)+1, now.Sub(w.enqueued), ReasonNone, e)
+			w.permit = l.newPermit(now, true, Class(c), w.cost, inFlightOf(s)+1, now.Sub(w.enqueued), ReasonNone, h)
 			done.push(w)
 		}
 	}

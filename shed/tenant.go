@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 )
 
 // Fair share per tenant
@@ -54,8 +55,14 @@ type tenantKey struct {
 	name  string
 }
 
-// tenantEntry is a tracked tenant of one class. Its counts are guarded by
-// its shard's mutex. A permit of the tenant points to its entry.
+// tenantEntry is a tracked tenant of one class. Its fields are guarded by
+// its shard's mutex. A permit of the tenant points to its entry and holds
+// a ticket: the entry's record of that admission, as a guard slot is for
+// other permits (guard.go), so that exactly one copy of the permit is
+// released and a reconciled cost is shared by the copies. Entries are
+// reused within their shard; tickets keep counting across reuses, so a
+// stale copy of a permit finds no ticket (until 2^24 admissions later, as
+// with guard tags).
 type tenantEntry struct {
 	l        *Limiter
 	shard    *tenantShard
@@ -64,15 +71,29 @@ type tenantEntry struct {
 	inflight int64
 	cost     int64
 	queued   int64
-	// dead: the entry was freed (nothing in flight or queued); a stale
-	// copy of one of its permits finds it so and changes nothing.
+	// dead: the entry was freed (nothing in flight or queued).
 	dead bool
+	// tickets maps the tickets of the admissions in flight to their cost;
+	// next is the next ticket.
+	tickets map[uint64]int64
+	next    uint64
 }
 
+// tenantHold is an admission counted in its tenant's entry: the entry and
+// the admission's ticket. The zero value means no tenant.
+type tenantHold struct {
+	e      *tenantEntry
+	ticket uint64
+}
+
+// maxFreeEntries bounds each shard's list of entries to reuse.
+const maxFreeEntries = 64
+
 type tenantShard struct {
-	mu sync.Mutex
-	m  map[tenantKey]*tenantEntry
-	_  [40]byte // keep shards on separate cache lines
+	mu   sync.Mutex
+	m    map[tenantKey]*tenantEntry
+	free []*tenantEntry
+	_    [16]byte // keep shards on separate cache lines
 }
 
 // tenantTable holds the tracked tenants of a limiter.
@@ -122,7 +143,14 @@ func (t *tenantTable) entryLocked(l *Limiter, sh *tenantShard, c Class, name str
 	if sh.m == nil {
 		sh.m = make(map[tenantKey]*tenantEntry)
 	}
-	e := &tenantEntry{l: l, shard: sh, key: k, weight: t.weightOf(name)}
+	var e *tenantEntry
+	if n := len(sh.free); n > 0 {
+		e = sh.free[n-1]
+		sh.free = sh.free[:n-1]
+		e.key, e.weight, e.dead = k, t.weightOf(name), false
+	} else {
+		e = &tenantEntry{l: l, shard: sh, key: k, weight: t.weightOf(name), tickets: make(map[uint64]int64)}
+	}
 	sh.m[k] = e
 	t.active[c].Add(e.weight)
 	t.count[c].Add(1)
@@ -137,7 +165,20 @@ func (t *tenantTable) dropIdleLocked(e *tenantEntry) {
 	delete(e.shard.m, e.key)
 	t.active[e.key.class].Add(^(e.weight - 1))
 	t.count[e.key.class].Add(-1)
-	e.dead, e.cost = true, 0
+	e.dead, e.cost, e.key.name = true, 0, ""
+	if len(e.shard.free) < maxFreeEntries {
+		e.shard.free = append(e.shard.free, e)
+	}
+}
+
+// holdLocked counts an admission of the given cost in e and returns it.
+func (e *tenantEntry) holdLocked(cost int64) tenantHold {
+	h := tenantHold{e, e.next & guardTagMask}
+	e.next++
+	e.tickets[h.ticket] = cost
+	e.inflight++
+	e.cost += cost
+	return h
 }
 
 // classRoom is what a class holds and may still take, for the share check.
@@ -210,16 +251,21 @@ func (l *Limiter) withinShareLocked(e *tenantEntry, held, cost int64, r classRoo
 	if !contended {
 		return true
 	}
-	w := float64(e.weight) / float64(l.tenants.active[e.key.class].Load())
-	if shareN := math.Ceil(float64(r.n+r.roomN) * w); float64(held+1) > shareN {
+	// Integers: capacity < 2^40 and weight <= 2^20, so no overflow, and a
+	// share that is a whole number is not rounded up by a float's error.
+	total := max(l.tenants.active[e.key.class].Load(), e.weight)
+	if uint64(held+1) > ceilShare(r.n+r.roomN, e.weight, total) {
 		return false
 	}
-	if l.costBudget && (l.classCost || !l.multi) {
-		if shareC := math.Ceil(float64(r.cost+r.roomC) * w); float64(e.cost+cost) > shareC {
-			return false
-		}
+	if l.costBudget && (l.classCost || !l.multi) && uint64(e.cost+cost) > ceilShare(r.cost+r.roomC, e.weight, total) {
+		return false
 	}
 	return true
+}
+
+// ceilShare returns capacity * weight / total, rounded up.
+func ceilShare(capacity int64, weight, total uint64) uint64 {
+	return (uint64(max(capacity, 0))*weight + total - 1) / total
 }
 
 // tenantOp says what tenantLocked does with a request of a tenant.
@@ -236,7 +282,7 @@ const (
 // and if so applies op. It returns the tenant's entry (nil for
 // tenantCheck or when refused) and whether the request is within its share.
 // Waiting requests count against the share of a request that would queue.
-func (l *Limiter) tenantDo(c Class, name string, cost int64, r classRoom, op tenantOp, force bool) (*tenantEntry, bool) {
+func (l *Limiter) tenantDo(c Class, name string, cost int64, r classRoom, op tenantOp, force bool) (tenantHold, bool) {
 	t := l.tenants
 	sh := t.shard(c, name)
 	sh.mu.Lock()
@@ -250,29 +296,25 @@ func (l *Limiter) tenantDo(c Class, name string, cost int64, r classRoom, op ten
 	switch {
 	case !ok || op == tenantCheck:
 		t.dropIdleLocked(e)
-		return nil, ok
+		return tenantHold{}, ok
 	case op == tenantAdmit:
-		e.inflight++
-		e.cost += cost
-	default:
-		e.queued++
+		return e.holdLocked(cost), true
 	}
-	return e, true
+	e.queued++
+	return tenantHold{e: e}, true
 }
 
 // tenantGrantLocked decides whether waiter w, whose tenant is e, may be
 // admitted now with room r, and if so moves it from queued to in flight.
-func (l *Limiter) tenantGrantLocked(e *tenantEntry, cost int64, r classRoom) bool {
+func (l *Limiter) tenantGrantLocked(e *tenantEntry, cost int64, r classRoom) (tenantHold, bool) {
 	sh := e.shard
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	if !l.withinShareLocked(e, e.inflight, cost, r) {
-		return false
+		return tenantHold{}, false
 	}
 	e.queued--
-	e.inflight++
-	e.cost += cost
-	return true
+	return e.holdLocked(cost), true
 }
 
 // tenantUnqueue takes a waiter of e out of its counts.
@@ -284,32 +326,79 @@ func (l *Limiter) tenantUnqueue(e *tenantEntry) {
 	mu.Unlock()
 }
 
-// tenantRelease takes a unit of work of the given cost out of e's counts.
-// It is called once per accepted release (see returnCapacity), which the
-// permit's guard or tracker makes exact; a stale copy of a permit whose
-// entry was freed finds its count at zero and changes nothing.
-func (l *Limiter) tenantRelease(e *tenantEntry, cost int64) {
+// settle takes an untracked permit's claim on its capacity: the ticket
+// of a tenant's permit (which also ends the tenant's work), else the
+// guard slot of a guarded one. It reports false when a copy of the permit
+// took it already: the caller reports the misuse and gives nothing back.
+// A tenant's permit comes back as a plain one, with its reconciled cost,
+// so that the rest of its release knows nothing of tenants. Every path
+// that gives a permit's capacity back (release, revoke, a leak) settles
+// it first, which is what makes a tenant's count drop once per admission.
+func (l *Limiter) settle(p *Permit) bool {
+	if p.meta&metaTenant != 0 {
+		return l.unhold(p)
+	}
+	return p.cw&guarded == 0 || l.unguard(p)
+}
+
+func (l *Limiter) unhold(p *Permit) bool {
+	e := (*tenantEntry)(p.ref)
+	ticket := p.cw >> guardTagShift & guardTagMask
 	sh := e.shard
 	sh.mu.Lock()
-	if !e.dead && e.inflight > 0 {
-		e.inflight--
-		e.cost = max(e.cost-cost, 0)
-		if e.inflight == 0 {
-			e.cost = 0
-		}
-		l.tenants.dropIdleLocked(e)
+	cost, ok := e.tickets[ticket]
+	if ok {
+		l.releaseHoldLocked(tenantHold{e, ticket})
 	}
+	sh.mu.Unlock()
+	p.ref = unsafe.Pointer(l)
+	p.meta &^= metaTenant
+	if ok {
+		p.cw = uint64(cost)
+	}
+	return ok
+}
+
+// releaseHoldLocked ends the admission h in its entry.
+func (l *Limiter) releaseHoldLocked(h tenantHold) {
+	e := h.e
+	e.cost = max(e.cost-e.tickets[h.ticket], 0)
+	delete(e.tickets, h.ticket)
+	if e.inflight--; e.inflight == 0 {
+		e.cost = 0
+	}
+	l.tenants.dropIdleLocked(e)
+}
+
+// undoHold ends an admission h whose permit was never made.
+func (l *Limiter) undoHold(h tenantHold) {
+	sh := h.e.shard
+	sh.mu.Lock()
+	l.releaseHoldLocked(h)
 	sh.mu.Unlock()
 }
 
-// tenantReconcile moves e's cost by d after a Reconcile.
-func (l *Limiter) tenantReconcile(e *tenantEntry, d int64) {
+// reconcileHold sets the cost of the admission with the given ticket in e
+// (and, unless tracked, in the state word: a tracked permit's tracker did
+// that) and returns the difference; errMisused when a copy of the permit
+// was released already.
+func (l *Limiter) reconcileHold(e *tenantEntry, ticket uint64, actual int64, tracked bool) (int64, error) {
 	sh := e.shard
 	sh.mu.Lock()
-	if !e.dead && e.inflight > 0 {
-		e.cost = max(e.cost+d, 0)
+	defer sh.mu.Unlock()
+	old, ok := e.tickets[ticket]
+	if !ok {
+		return 0, errMisused
 	}
-	sh.mu.Unlock()
+	d := actual - old
+	if d != 0 && !tracked {
+		if err := l.addCost(d); err != nil {
+			return 0, err
+		}
+	}
+	e.tickets[ticket] = actual
+	e.cost = max(e.cost+d, 0)
+	return d, nil
 }
 
 // trackedTenants returns how many tenants class c tracks.
@@ -326,20 +415,20 @@ func (l *Limiter) acquireTenant(now time.Time, hasNow bool, req Request, cost in
 	}
 	r := l.roomFast(s, req.Class, limit)
 	r.short = l.shortNow(req.Class, now, hasNow)
-	e, fair := l.tenantDo(req.Class, req.Tenant, cost, r, tenantAdmit, false)
+	h, fair := l.tenantDo(req.Class, req.Tenant, cost, r, tenantAdmit, false)
 	if !fair {
 		return Permit{}, l.reject(now, req.Class, cost, ReasonTenantShare, l.hint(0, limit), false)
 	}
 	s = l.state.Add(delta(cost))
 	if s&slowFlag != 0 || uint64(inFlightOf(s)) > limit || costOf(s) > l.maxCost {
-		l.tenantRelease(e, cost)
+		l.undoHold(h)
 		if l.giveBack(now, hasNow, cost) != gaveBack {
 			l.misused(now, hasNow, req.Class, cost) // a copy took this unit
 		}
 		return l.acquireShort(now, hasNow, req, cost, w, mayQueue, limit, v)
 	}
 	shadow := v.shadow()
-	p := l.newPermit(now, hasNow, req.Class, cost, inFlightOf(s), 0, shadow, e)
+	p := l.newPermit(now, hasNow, req.Class, cost, inFlightOf(s), 0, shadow, h)
 	if l.observer != nil || shadow != ReasonNone {
 		l.admitted(now, hasNow, p, 0)
 	}
