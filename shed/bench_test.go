@@ -2,6 +2,7 @@ package shed_test
 
 import (
 	"context"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -208,4 +209,63 @@ func BenchmarkAcquireAtReleaseAtDeadline(b *testing.B) {
 		}
 		p.ReleaseAt(now.Add(time.Millisecond), shed.Success)
 	}
+}
+
+// benchTenants are the tenants of the tenant benchmarks: each goroutine
+// takes its own, as the requests of many customers would.
+var benchTenants = func() []string {
+	t := make([]string, 256)
+	for i := range t {
+		t[i] = fmt.Sprintf("tenant-%d", i)
+	}
+	return t
+}()
+
+// BenchmarkTryAcquireReleaseTenant is BenchmarkTryAcquireRelease with a
+// tenant per goroutine, tracked all along (each holds its own permit
+// while it asks): the steady state of a tenant with work in flight.
+func BenchmarkTryAcquireReleaseTenant(b *testing.B) {
+	l, err := shed.New(shed.Config{Limit: benchLimit})
+	if err != nil {
+		b.Fatal(err)
+	}
+	var next atomic.Int64
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		req := shed.Request{Tenant: benchTenants[next.Add(1)%int64(len(benchTenants))]}
+		anchor, err := l.TryAcquire(req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer anchor.Release(shed.Success)
+		for pb.Next() {
+			p, err := l.TryAcquire(req)
+			if err != nil {
+				b.Fatal(err)
+			}
+			p.Release(shed.Success)
+		}
+	})
+}
+
+// BenchmarkTryAcquireReleaseNewTenant: every admission is its tenant's
+// first, and its release frees the entry (which the next tenant reuses).
+func BenchmarkTryAcquireReleaseNewTenant(b *testing.B) {
+	l, err := shed.New(shed.Config{Limit: benchLimit})
+	if err != nil {
+		b.Fatal(err)
+	}
+	var next atomic.Int64
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		i := next.Add(1)
+		for pb.Next() {
+			i++
+			p, err := l.TryAcquire(shed.Request{Tenant: benchTenants[i%int64(len(benchTenants))]})
+			if err != nil {
+				b.Fatal(err)
+			}
+			p.Release(shed.Success)
+		}
+	})
 }

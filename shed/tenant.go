@@ -391,14 +391,23 @@ func (l *Limiter) reconcileHold(e *tenantEntry, ticket uint64, actual int64, tra
 		return 0, errMisused
 	}
 	d := actual - old
+	moved := d
 	if d != 0 && !tracked {
-		if err := l.addCost(d); err != nil {
+		switch err := l.addCost(d); err {
+		case nil:
+		case errMisused:
+			// Nothing in flight, though this admission is: an unguarded
+			// copy of another permit took its place (see guard.go). The
+			// ticket says this permit is live, so it stays valid; the
+			// state word, at its floor, is left alone.
+			moved = 0
+		default:
 			return 0, err
 		}
 	}
 	e.tickets[ticket] = actual
 	e.cost = max(e.cost+d, 0)
-	return d, nil
+	return moved, nil
 }
 
 // trackedTenants returns how many tenants class c tracks.

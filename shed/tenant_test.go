@@ -1,9 +1,12 @@
 package shed_test
 
 import (
+	"context"
 	"errors"
 	"math"
+	"math/rand/v2"
 	"runtime"
+	"sync"
 	"testing"
 	"time"
 
@@ -111,7 +114,9 @@ func wantNoTenants(t *testing.T, l *shed.Limiter) {
 	t.Helper()
 	snap := l.Snapshot()
 	if snap.Tenants != 0 || snap.InFlight != 0 {
-		t.Fatalf("after the run: %d tenants tracked, %d in flight", snap.Tenants, snap.InFlight)
+		m0, _ := shed.TenantCounts(l, 0)
+		m1, _ := shed.TenantCounts(l, 1)
+		t.Fatalf("after the run: %d tenants tracked, %d in flight: %v %v", snap.Tenants, snap.InFlight, m0, m1)
 	}
 	for c := range snap.Classes {
 		if m, w := shed.TenantCounts(l, shed.Class(c)); len(m) != 0 || w != 0 {
@@ -488,4 +493,48 @@ func TestTenantReleasedOnEveryPath(t *testing.T) {
 			wantNoTenants(t, l)
 		})
 	}
+}
+
+// TestTenantConcurrent: many goroutines admit, queue, cancel and release
+// work of a few tenants through the wall-clock API, releasing copies twice
+// now and then; afterwards nothing is in flight and no tenant is tracked.
+func TestTenantConcurrent(t *testing.T) {
+	l := mustNew(t, shed.Config{Limit: 6, MaxCost: 30, Classes: []shed.ClassConfig{
+		{Name: "interactive", Protected: 0.5, QueueDepth: 4, MaxWait: 2 * time.Millisecond},
+		{Name: "batch", QueueDepth: 4, MaxWait: time.Millisecond},
+	}})
+	names := []string{"noisy", "noisy", "noisy", "a", "b", ""}
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(g), 18))
+			for range 2000 {
+				req := shed.Request{Tenant: names[rng.IntN(len(names))], Class: shed.Class(rng.IntN(2)), Cost: 1 + rng.Int64N(8)}
+				var p shed.Permit
+				var err error
+				if rng.IntN(2) == 0 {
+					p, err = l.TryAcquire(req)
+				} else {
+					ctx, cancel := context.WithTimeout(context.Background(), time.Duration(rng.IntN(1500))*time.Microsecond)
+					p, err = l.Acquire(ctx, req)
+					cancel()
+				}
+				if err != nil {
+					continue
+				}
+				if rng.IntN(3) == 0 {
+					_ = p.Reconcile(rng.Int64N(10))
+				}
+				c := p
+				p.Release(shed.Outcome(rng.IntN(3)))
+				if rng.IntN(8) == 0 {
+					c.Release(shed.Success) // misuse: absorbed
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	wantNoTenants(t, l)
 }
