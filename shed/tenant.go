@@ -106,8 +106,11 @@ type tenantTable struct {
 	count  [MaxClasses]atomic.Int64
 	// short[c] is until when (ns since the limiter's epoch) class c counts
 	// as contended after a shortfall (see markShort); 0 when it does not.
-	short  [MaxClasses]atomic.Int64
-	shards [tenantShards]tenantShard
+	short [MaxClasses]atomic.Int64
+	// phantom[c] is likewise until when class c counts one tenant more
+	// than it tracks: one that was refused with nothing in flight.
+	phantom [MaxClasses]atomic.Int64
+	shards  [tenantShards]tenantShard
 }
 
 func newTenantTable(weight func(string) float64) *tenantTable {
@@ -187,6 +190,7 @@ type classRoom struct {
 	roomN, roomC int64 // how much more it may take now
 	waiters      bool  // other requests of the class are queued
 	short        bool  // the class had a shortfall within DemandHold
+	phantom      bool  // ... of a tenant it does not track
 }
 
 // classLoad returns class c's in-flight count and cost in state s (the
@@ -216,7 +220,7 @@ func (l *Limiter) roomFast(s uint64, c Class, limit uint64) classRoom {
 func (l *Limiter) roomLocked(now time.Time, s uint64, c Class, limit uint64) classRoom {
 	r := l.roomFast(s, c, limit)
 	r.waiters = l.queues[c].n > 0
-	r.short = l.shortNow(c, now, true)
+	r.short, r.phantom = l.shortNow(c, now, true)
 	if !l.multi {
 		return r
 	}
@@ -254,6 +258,11 @@ func (l *Limiter) withinShareLocked(e *tenantEntry, held, cost int64, r classRoo
 	// Integers: capacity < 2^40 and weight <= 2^20, so no overflow, and a
 	// share that is a whole number is not rounded up by a float's error.
 	total := max(l.tenants.active[e.key.class].Load(), e.weight)
+	if r.phantom {
+		// A tenant was refused with nothing in flight, so it is not
+		// tracked: count one more tenant, of weight 1, for it.
+		total += weightUnit
+	}
 	if uint64(held+1) > ceilShare(r.n+r.roomN, e.weight, total) {
 		return false
 	}
@@ -413,28 +422,37 @@ func (l *Limiter) reconcileHold(e *tenantEntry, ticket uint64, actual int64, tra
 // trackedTenants returns how many tenants class c tracks.
 func (l *Limiter) trackedTenants(c Class) int { return int(l.tenants.count[c].Load()) }
 
+// takeBack undoes an optimistic admission.
+func (l *Limiter) takeBack(now time.Time, hasNow bool, c Class, cost int64) {
+	if l.giveBack(now, hasNow, cost) != gaveBack {
+		l.misused(now, hasNow, c, cost) // a copy took this unit
+	}
+}
+
 // acquireTenant is acquire's lock-free path for a request with a tenant:
-// the share is checked and counted under the tenant's shard lock, then the
-// state word is changed as for any request. Whatever needs the limiter's
+// the state word is changed as for any request, then the share is checked
+// and counted under the tenant's shard lock. Whatever needs the limiter's
 // lock goes to acquireShort.
 func (l *Limiter) acquireTenant(now time.Time, hasNow bool, req Request, cost int64, w *Waiter, mayQueue bool, limit uint64, v verdict) (Permit, error) {
 	s := l.state.Load()
 	if s&slowFlag != 0 || uint64(inFlightOf(s)) >= limit || costOf(s)+cost > l.maxCost || l.dryRun {
 		return l.acquireShort(now, hasNow, req, cost, w, mayQueue, limit, v)
 	}
-	r := l.roomFast(s, req.Class, limit)
-	r.short = l.shortNow(req.Class, now, hasNow)
-	h, fair := l.tenantDo(req.Class, req.Tenant, cost, r, tenantAdmit, false)
-	if !fair {
-		return Permit{}, l.reject(now, req.Class, cost, ReasonTenantShare, l.hint(0, limit), false)
-	}
+	// Add first, then check: the share is judged on the room left after
+	// this and every concurrent admission that came before it, so that
+	// of several that race for the last places, the later ones see the
+	// class contended.
 	s = l.state.Add(delta(cost))
 	if s&slowFlag != 0 || uint64(inFlightOf(s)) > limit || costOf(s) > l.maxCost {
-		l.undoHold(h)
-		if l.giveBack(now, hasNow, cost) != gaveBack {
-			l.misused(now, hasNow, req.Class, cost) // a copy took this unit
-		}
+		l.takeBack(now, hasNow, req.Class, cost)
 		return l.acquireShort(now, hasNow, req, cost, w, mayQueue, limit, v)
+	}
+	r := l.roomFast(s-delta(cost), req.Class, limit)
+	r.short, r.phantom = l.shortNow(req.Class, now, hasNow)
+	h, fair := l.tenantDo(req.Class, req.Tenant, cost, r, tenantAdmit, false)
+	if !fair {
+		l.takeBack(now, hasNow, req.Class, cost)
+		return Permit{}, l.reject(now, req.Class, cost, ReasonTenantShare, l.hint(0, limit), false)
 	}
 	shadow := v.shadow()
 	p := l.newPermit(now, hasNow, req.Class, cost, inFlightOf(s), 0, shadow, h)
@@ -457,46 +475,57 @@ func (l *Limiter) markShort(now time.Time, hasNow bool, req Request, cost int64,
 	if l.tenants.count[c].Load() == 0 {
 		return
 	}
+	untracked := true
 	if req.Tenant != "" {
 		r.roomN++ // the share of the class with the refused request in it
 		r.roomC += cost
-		if !l.tenantShortfall(c, req.Tenant, cost, r) {
+		var short bool
+		if short, untracked = l.tenantShortfall(c, req.Tenant, cost, r); !short {
 			return
 		}
 	}
 	if !hasNow {
 		now = l.clock()
 	}
-	l.tenants.short[c].Store(int64(now.Sub(l.epoch) + l.demandHold))
+	until := int64(now.Sub(l.epoch) + l.demandHold)
+	l.tenants.short[c].Store(until)
+	if untracked {
+		l.tenants.phantom[c].Store(until)
+	}
 }
 
 // shortNow reports whether class c had a shortfall within DemandHold of
-// now. It reads the clock (without hasNow) only when it had one.
-func (l *Limiter) shortNow(c Class, now time.Time, hasNow bool) bool {
+// now, and whether one of a tenant it did not track. It reads the clock
+// (without hasNow) only when it had one.
+func (l *Limiter) shortNow(c Class, now time.Time, hasNow bool) (short, phantom bool) {
 	v := l.tenants.short[c].Load()
 	if v == 0 {
-		return false
+		return false, false
 	}
 	if !hasNow {
 		now = l.clock()
 	}
-	if int64(now.Sub(l.epoch)) >= v {
+	t := int64(now.Sub(l.epoch))
+	if t >= v {
 		l.tenants.short[c].CompareAndSwap(v, 0)
-		return false
+		return false, false
 	}
-	return true
+	p := l.tenants.phantom[c].Load()
+	return true, p != 0 && t < p // times before the epoch are negative
 }
 
 // tenantShortfall reports whether the refusal of a request of tenant name
 // in class c with room r is a shortfall: the request was within its
-// tenant's share, and another tenant is active in the class.
-func (l *Limiter) tenantShortfall(c Class, name string, cost int64, r classRoom) bool {
+// tenant's share, and another tenant is active in the class; and whether
+// the tenant was untracked (nothing in flight or queued).
+func (l *Limiter) tenantShortfall(c Class, name string, cost int64, r classRoom) (short, untracked bool) {
 	t := l.tenants
 	sh := t.shard(c, name)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	e := t.entryLocked(l, sh, c, name)
-	short := t.active[c].Load() > e.weight && l.withinShareLocked(e, e.inflight, cost, r)
+	untracked = e.inflight == 0 && e.queued == 0
+	short = t.active[c].Load() > e.weight && l.withinShareLocked(e, e.inflight, cost, r)
 	t.dropIdleLocked(e)
-	return short
+	return short, untracked
 }

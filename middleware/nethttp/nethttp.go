@@ -39,6 +39,14 @@ type Config struct {
 	// rate-limit key. Empty, absent or repeated: the key is the client's
 	// address, the host of Request.RemoteAddr (see IPv6KeyPrefix).
 	KeyHeader string
+	// TenantFromKey holds every request to a fair share of its class for
+	// its rate-limit key (KeyHeader, else the client's address, else what
+	// Classify set) unless Classify set a Tenant of its own: while a
+	// class is contended, a key that holds its share of the class is
+	// rejected with 503 (tenant_share) and Retry-After, so that one noisy
+	// tenant cannot crowd out the others (see shed.Request.Tenant). Off by
+	// default: no fair share unless Classify sets Tenant.
+	TenantFromKey bool
 	// DeadlineHeader names a trusted request header that carries the
 	// caller's remaining time, as retrybudget.Transport sends it
 	// (TransportConfig.DeadlineHeader): whole milliseconds
@@ -160,6 +168,7 @@ func New(cfg Config) (func(http.Handler) http.Handler, error) {
 		DefaultClass:         cfg.DefaultClass,
 		ClassHeader:          cfg.ClassHeader,
 		KeyHeader:            cfg.KeyHeader,
+		TenantFromKey:        cfg.TenantFromKey,
 		DeadlineHeader:       cfg.DeadlineHeader,
 		MaxDeadline:          cfg.MaxDeadline,
 		IPv6KeyPrefix:        cfg.IPv6KeyPrefix,

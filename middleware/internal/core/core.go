@@ -42,6 +42,7 @@ type Config struct {
 	DefaultClass         string
 	ClassHeader          string
 	KeyHeader            string
+	TenantFromKey        bool
 	DeadlineHeader       string
 	MaxDeadline          time.Duration
 	IPv6KeyPrefix        int
@@ -80,6 +81,7 @@ type Engine struct {
 	v6Bits       int
 	rates        [shed.MaxClasses]rateRule
 	anyRate      bool
+	tenantKey    bool // TenantFromKey
 	store        shedhttp.KeyStore
 	rateDryRun   bool
 	maxBody      int64
@@ -112,6 +114,7 @@ func New(cfg Config) (*Engine, error) {
 		noRetry:      !cfg.DisableNoRetryHeader,
 		observer:     cfg.Observer,
 		clock:        cfg.Clock,
+		tenantKey:    cfg.TenantFromKey,
 	}
 	for _, c := range cfg.Limiter.Snapshot().Classes {
 		e.classNames = append(e.classNames, c.Name)
@@ -249,7 +252,7 @@ func validHeaderName(s string) bool {
 
 // NeedsKey reports whether some class is rate limited, so that requests
 // need a rate-limit key.
-func (e *Engine) NeedsKey() bool { return e.anyRate }
+func (e *Engine) NeedsKey() bool { return e.anyRate || e.tenantKey }
 
 // MaxBody returns the maximum body size, 0 for none.
 func (e *Engine) MaxBody() int64 { return e.maxBody }
@@ -412,7 +415,11 @@ func (e *Engine) Admit(r *http.Request, cl shedhttp.Classification) (*State, she
 	}
 	ctx, dl, cancel := withDeadline(r.Context(), cl.Deadline)
 	in := inbound{r: r, deadline: dl}
-	p, err := e.lim.Acquire(ctx, shed.Request{Class: cl.Class, Cost: cl.Cost, Deadline: dl})
+	tenant := cl.Tenant
+	if tenant == "" && e.tenantKey {
+		tenant = cl.Key
+	}
+	p, err := e.lim.Acquire(ctx, shed.Request{Class: cl.Class, Cost: cl.Cost, Deadline: dl, Tenant: tenant})
 	if err != nil {
 		if cancel != nil {
 			cancel()
