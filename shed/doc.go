@@ -51,10 +51,12 @@
 // with ReasonTenantShare. The class counts as contended when the admission
 // would leave no room for another request like it, when it has waiters,
 // and for Config.DemandHold after a request within its share was refused
-// for lack of capacity. So a tenant alone, or in an idle class, may use
-// all of it; a tenant above its share never takes the last free place of
-// a busy class, and once its work ends it is held to its share while the
-// others want theirs. Running work is never preempted.
+// for lack of capacity (if that request's tenant had nothing in flight,
+// the class counts it as one more tenant meanwhile). So a tenant alone, or
+// in an idle class, may use all of it; a tenant above its share never
+// takes the last free place of a busy class, and once its work ends it is
+// held to its share while the others want theirs. Running work is never
+// preempted.
 //
 // A request over its share is rejected rather than queued: waiting would
 // let a noisy tenant fill the class's bounded queue ahead of the others,
@@ -110,8 +112,8 @@
 // and take no lock. A timed permit also takes and frees a guard slot, one
 // compare-and-swap each, which tells copies of it apart. Queueing,
 // protected-capacity decisions and draining take a mutex. A request with
-// a tenant also takes the mutex of one shard of the tenant map, and a
-// guard slot; a tenant's first request in a class allocates its entry.
+// a tenant also takes the mutex of one shard of the tenant map on each
+// side, and allocates nothing once its shard has an entry to reuse.
 // Requests without a tenant pay one comparison for the feature. See
 // bench_test.go and `make bench`.
 //

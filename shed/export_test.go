@@ -24,10 +24,8 @@ func TenantCounts(l *Limiter, c Class) (map[string][3]int64, uint64) {
 	for i := range l.tenants.shards {
 		sh := &l.tenants.shards[i]
 		sh.mu.Lock()
-		for k, e := range sh.m {
-			if k.class == c {
-				m[k.name] = [3]int64{e.inflight, e.cost, e.queued}
-			}
+		for name, e := range sh.m[c] {
+			m[name] = [3]int64{e.inflight, e.cost, e.queued}
 		}
 		sh.mu.Unlock()
 	}

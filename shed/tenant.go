@@ -73,9 +73,9 @@ type tenantEntry struct {
 	queued   int64
 	// dead: the entry was freed (nothing in flight or queued).
 	dead bool
-	// tickets maps the tickets of the admissions in flight to their cost;
-	// next is the next ticket.
-	tickets map[uint64]int64
+	// tickets holds the tickets of the admissions in flight and their
+	// costs; next is the next ticket.
+	tickets ticketTable
 	next    uint64
 }
 
@@ -89,11 +89,12 @@ type tenantHold struct {
 // maxFreeEntries bounds each shard's list of entries to reuse.
 const maxFreeEntries = 64
 
+// tenantShard holds the entries of the tenants that hash to it, by class
+// and name (maps keyed by a string take the runtime's fast path).
 type tenantShard struct {
 	mu   sync.Mutex
-	m    map[tenantKey]*tenantEntry
+	m    [MaxClasses]map[string]*tenantEntry
 	free []*tenantEntry
-	_    [16]byte // keep shards on separate cache lines
 }
 
 // tenantTable holds the tracked tenants of a limiter.
@@ -140,11 +141,13 @@ func (t *tenantTable) shard(c Class, name string) *tenantShard {
 // making it if the tenant is not tracked yet.
 func (t *tenantTable) entryLocked(l *Limiter, sh *tenantShard, c Class, name string) *tenantEntry {
 	k := tenantKey{c, name}
-	if e := sh.m[k]; e != nil {
+	m := sh.m[c]
+	if e := m[name]; e != nil {
 		return e
 	}
-	if sh.m == nil {
-		sh.m = make(map[tenantKey]*tenantEntry)
+	if m == nil {
+		m = make(map[string]*tenantEntry)
+		sh.m[c] = m
 	}
 	var e *tenantEntry
 	if n := len(sh.free); n > 0 {
@@ -152,9 +155,9 @@ func (t *tenantTable) entryLocked(l *Limiter, sh *tenantShard, c Class, name str
 		sh.free = sh.free[:n-1]
 		e.key, e.weight, e.dead = k, t.weightOf(name), false
 	} else {
-		e = &tenantEntry{l: l, shard: sh, key: k, weight: t.weightOf(name), tickets: make(map[uint64]int64)}
+		e = &tenantEntry{l: l, shard: sh, key: k, weight: t.weightOf(name)}
 	}
-	sh.m[k] = e
+	m[name] = e
 	t.active[c].Add(e.weight)
 	t.count[c].Add(1)
 	return e
@@ -165,10 +168,11 @@ func (t *tenantTable) dropIdleLocked(e *tenantEntry) {
 	if e.inflight > 0 || e.queued > 0 || e.dead {
 		return
 	}
-	delete(e.shard.m, e.key)
+	delete(e.shard.m[e.key.class], e.key.name)
 	t.active[e.key.class].Add(^(e.weight - 1))
 	t.count[e.key.class].Add(-1)
 	e.dead, e.cost, e.key.name = true, 0, ""
+	e.tickets.reset()
 	if len(e.shard.free) < maxFreeEntries {
 		e.shard.free = append(e.shard.free, e)
 	}
@@ -178,7 +182,7 @@ func (t *tenantTable) dropIdleLocked(e *tenantEntry) {
 func (e *tenantEntry) holdLocked(cost int64) tenantHold {
 	h := tenantHold{e, e.next & guardTagMask}
 	e.next++
-	e.tickets[h.ticket] = cost
+	e.tickets.put(h.ticket, cost)
 	e.inflight++
 	e.cost += cost
 	return h
@@ -355,9 +359,12 @@ func (l *Limiter) unhold(p *Permit) bool {
 	ticket := p.cw >> guardTagShift & guardTagMask
 	sh := e.shard
 	sh.mu.Lock()
-	cost, ok := e.tickets[ticket]
+	var cost int64
+	i := e.tickets.find(ticket)
+	ok := i >= 0
 	if ok {
-		l.releaseHoldLocked(tenantHold{e, ticket})
+		cost = e.tickets.slots[i].cost
+		l.releaseHoldLocked(e, i)
 	}
 	sh.mu.Unlock()
 	p.ref = unsafe.Pointer(l)
@@ -368,23 +375,14 @@ func (l *Limiter) unhold(p *Permit) bool {
 	return ok
 }
 
-// releaseHoldLocked ends the admission h in its entry.
-func (l *Limiter) releaseHoldLocked(h tenantHold) {
-	e := h.e
-	e.cost = max(e.cost-e.tickets[h.ticket], 0)
-	delete(e.tickets, h.ticket)
+// releaseHoldLocked ends the admission in slot i of e's tickets.
+func (l *Limiter) releaseHoldLocked(e *tenantEntry, i int) {
+	e.cost = max(e.cost-e.tickets.slots[i].cost, 0)
+	e.tickets.remove(i)
 	if e.inflight--; e.inflight == 0 {
 		e.cost = 0
 	}
 	l.tenants.dropIdleLocked(e)
-}
-
-// undoHold ends an admission h whose permit was never made.
-func (l *Limiter) undoHold(h tenantHold) {
-	sh := h.e.shard
-	sh.mu.Lock()
-	l.releaseHoldLocked(h)
-	sh.mu.Unlock()
 }
 
 // reconcileHold sets the cost of the admission with the given ticket in e
@@ -395,10 +393,11 @@ func (l *Limiter) reconcileHold(e *tenantEntry, ticket uint64, actual int64, tra
 	sh := e.shard
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	old, ok := e.tickets[ticket]
-	if !ok {
+	i := e.tickets.find(ticket)
+	if i < 0 {
 		return 0, errMisused
 	}
+	old := e.tickets.slots[i].cost
 	d := actual - old
 	moved := d
 	if d != 0 && !tracked {
@@ -414,7 +413,7 @@ func (l *Limiter) reconcileHold(e *tenantEntry, ticket uint64, actual int64, tra
 			return 0, err
 		}
 	}
-	e.tickets[ticket] = actual
+	e.tickets.slots[i].cost = actual
 	e.cost = max(e.cost+d, 0)
 	return moved, nil
 }
