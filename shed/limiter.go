@@ -101,8 +101,6 @@ type Limiter struct {
 	// drainStarted mirrors draining for the lock-free deadline check: a
 	// draining limiter rejects everything with ReasonDraining.
 	drainStarted atomic.Bool
-	// tenants tracks the tenants with work in flight or queued (tenant.go).
-	tenants *tenantTable
 
 	cfg         []ClassConfig
 	names       []string
@@ -132,6 +130,10 @@ type Limiter struct {
 	demandAny   bool
 	draining    bool
 	drained     chan struct{}
+
+	// tenants tracks the tenants with work in flight or queued (tenant.go).
+	// Last, so that the fields the hot path reads keep their cache lines.
+	tenants *tenantTable
 }
 
 // New returns a Limiter for cfg, or an error naming the invalid field.
