@@ -269,3 +269,34 @@ func BenchmarkTryAcquireReleaseNewTenant(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkTenantFirstAdmission is the cost of a tenant's first admission
+// when no idle entry can be reused: every admission is of a new tenant and
+// stays in flight until the end (b.N of them, at most a million per
+// limiter), so each allocates its entry.
+func BenchmarkTenantFirstAdmission(b *testing.B) {
+	names := make([]string, min(b.N, 1<<20))
+	for i := range names {
+		names[i] = fmt.Sprintf("t%d", i)
+	}
+	b.ReportAllocs()
+	for done := 0; done < b.N; {
+		l, err := shed.New(shed.Config{Limit: benchLimit})
+		if err != nil {
+			b.Fatal(err)
+		}
+		n := min(b.N-done, len(names))
+		held := make([]shed.Permit, n)
+		for i := range n {
+			if held[i], err = l.TryAcquire(shed.Request{Tenant: names[i]}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.StopTimer()
+		for i := range held {
+			held[i].Release(shed.Success)
+		}
+		b.StartTimer()
+		done += n
+	}
+}
