@@ -50,9 +50,9 @@
 // the class's active tenants, rounded up. A request over it is rejected
 // with ReasonTenantShare. The class counts as contended when the admission
 // would leave no room for another request like it, when it has waiters,
-// and for Config.DemandHold after a request within its share was refused
-// for lack of capacity (if that request's tenant had nothing in flight,
-// the class counts it as one more tenant meanwhile). So a tenant alone, or
+// and for Config.DemandHold after a tenant's request within its share was
+// refused for lack of capacity (if that tenant had nothing in flight, the
+// class counts it as one more tenant meanwhile). So a tenant alone, or
 // in an idle class, may use all of it; a tenant above its share never
 // takes the last free place of a busy class, and once its work ends it is
 // held to its share while the others want theirs. Running work is never

@@ -368,7 +368,9 @@ func (l *Limiter) acquireOdd(now time.Time, req Request, cost int64) (Permit, er
 func (l *Limiter) acquireShort(now time.Time, hasNow bool, req Request, cost int64, w *Waiter, mayQueue bool, limit uint64, v verdict) (Permit, error) {
 	if s := l.state.Load(); s&slowFlag == 0 && !l.dryRun && !l.marksDemand[req.Class] && (!mayQueue || l.cfg[req.Class].QueueDepth == 0) &&
 		(uint64(inFlightOf(s)) >= limit || costOf(s)+cost > l.maxCost) {
-		l.markShort(now, hasNow, req, cost, l.roomFast(s, req.Class, limit))
+		if req.Tenant != "" {
+			l.markShort(now, hasNow, req, cost, l.roomFast(s, req.Class, limit))
+		}
 		return Permit{}, l.reject(now, req.Class, cost, ReasonLimit, l.hint(0, limit), false)
 	}
 	return l.acquireSlow(now, hasNow, req, cost, w, mayQueue, v)
@@ -417,7 +419,9 @@ func (l *Limiter) acquireSlow(now time.Time, hasNow bool, req Request, cost int6
 			}
 			if reason != ReasonTenantShare {
 				l.markDemandLocked(now, c)
-				l.markShort(now, true, req, cost, l.roomLocked(now, s, c, limit))
+				if req.Tenant != "" {
+					l.markShort(now, true, req, cost, l.roomLocked(now, s, c, limit))
+				}
 			}
 		}
 	}

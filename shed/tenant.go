@@ -461,27 +461,23 @@ func (l *Limiter) acquireTenant(now time.Time, hasNow bool, req Request, cost in
 	return p, nil
 }
 
-// markShort records a shortfall of class c: a request that was within its
-// tenant's share (or had no tenant) was refused for lack of capacity. The
+// markShort records a shortfall of class c: a request of a tenant within
+// its share was refused for lack of capacity. The
 // class then counts as contended for Config.DemandHold, as a protected
 // class keeps its share after a shortfall: otherwise a tenant above its
 // share could take every place that several releases free at once, and
 // the tenant that was refused would find the class full again. r is the
 // class's room when the request was refused. A tenant alone in its class
-// has nobody to make room for, and classes without tenants skip it.
+// has nobody to make room for. Requests without a tenant are not held to
+// shares, and do not mark shortfalls either: callers skip them, so that
+// their rejections cost nothing more.
 func (l *Limiter) markShort(now time.Time, hasNow bool, req Request, cost int64, r classRoom) {
 	c := req.Class
-	if l.tenants.count[c].Load() == 0 {
+	r.roomN++ // the share of the class with the refused request in it
+	r.roomC += cost
+	short, untracked := l.tenantShortfall(c, req.Tenant, cost, r)
+	if !short {
 		return
-	}
-	untracked := true
-	if req.Tenant != "" {
-		r.roomN++ // the share of the class with the refused request in it
-		r.roomC += cost
-		var short bool
-		if short, untracked = l.tenantShortfall(c, req.Tenant, cost, r); !short {
-			return
-		}
 	}
 	if !hasNow {
 		now = l.clock()
