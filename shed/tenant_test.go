@@ -538,3 +538,72 @@ func TestTenantConcurrent(t *testing.T) {
 	wg.Wait()
 	wantNoTenants(t, l)
 }
+
+// TestTenantQueue: a request over its tenant's share is rejected rather
+// than queued, and a waiter whose tenant is over its share when its turn
+// comes is rejected so that the next waiter is served.
+func TestTenantQueue(t *testing.T) {
+	cfg := shed.Config{Limit: 2, Classes: []shed.ClassConfig{{Name: "q", QueueDepth: 8, MaxWait: time.Second}}}
+	l := mustNew(t, cfg)
+	var log waiterLog
+	enqueue := func(tenant string) (*shed.Waiter, error) {
+		w := shed.NewWaiter(log.notify)
+		_, queued, err := l.EnqueueAt(at(0), shed.Request{Tenant: tenant}, w)
+		if err == nil && !queued {
+			t.Fatalf("%s admitted at once", tenant)
+		}
+		return w, err
+	}
+	a := mustAcquire(t, l, at(0), shed.Request{Tenant: "a"})
+	b := mustAcquire(t, l, at(0), shed.Request{Tenant: "b"})
+	wa, err := enqueue("a") // a: 1 held + 1 waiting, its share of 2 + 1 waiting
+	if err != nil {
+		t.Fatalf("a's first waiter: %v", err)
+	}
+	_, err = enqueue("a") // a would hold 3 of the class's demand of 4
+	wantReason(t, err, shed.ReasonTenantShare)
+	wc, err := enqueue("c")
+	if err != nil {
+		t.Fatalf("c's waiter: %v", err)
+	}
+	// b's work ends: a, holding 1 of the 2 places with c waiting, is over
+	// its share of 1 at its turn; c is served.
+	b.ReleaseAt(at(1), shed.Success)
+	got := log.take()
+	if len(got) != 2 || got[0] != wa || got[1] != wc {
+		t.Fatalf("outcomes delivered to %d waiters, want a's then c's", len(got))
+	}
+	_, err = wa.Result()
+	wantReason(t, err, shed.ReasonTenantShare)
+	pc, err := wc.Result()
+	if err != nil {
+		t.Fatalf("c: %v", err)
+	}
+	if n := l.Snapshot().Classes[0].Rejected[shed.ReasonTenantShare]; n != 2 {
+		t.Fatalf("%d tenant_share rejections, want 2", n)
+	}
+	a.ReleaseAt(at(2), shed.Success)
+	pc.ReleaseAt(at(2), shed.Success)
+	wantNoTenants(t, l)
+}
+
+// TestTenantWeightOddValues: a weight that is not a positive number counts
+// as 1, and huge ones are clamped, so shares stay defined.
+func TestTenantWeightOddValues(t *testing.T) {
+	for _, w := range []float64{0, -1, math.NaN(), math.Inf(1), math.Inf(-1), 1e300, 1e-300} {
+		l := mustNew(t, shed.Config{Limit: 4, TenantWeight: func(string) float64 { return w }})
+		var held []shed.Permit
+		for i := range 8 {
+			if p, err := l.TryAcquireAt(at(0), shed.Request{Tenant: []string{"x", "y"}[i%2]}); err == nil {
+				held = append(held, p)
+			}
+		}
+		if len(held) != 4 {
+			t.Errorf("weight %v: %d admitted, want 4", w, len(held))
+		}
+		for i := range held {
+			held[i].ReleaseAt(at(1), shed.Success)
+		}
+		wantNoTenants(t, l)
+	}
+}
