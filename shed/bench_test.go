@@ -2,6 +2,7 @@ package shed_test
 
 import (
 	"context"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -207,5 +208,95 @@ func BenchmarkAcquireAtReleaseAtDeadline(b *testing.B) {
 			b.Fatal(err)
 		}
 		p.ReleaseAt(now.Add(time.Millisecond), shed.Success)
+	}
+}
+
+// benchTenants are the tenants of the tenant benchmarks: each goroutine
+// takes its own, as the requests of many customers would.
+var benchTenants = func() []string {
+	t := make([]string, 256)
+	for i := range t {
+		t[i] = fmt.Sprintf("tenant-%d", i)
+	}
+	return t
+}()
+
+// BenchmarkTryAcquireReleaseTenant is BenchmarkTryAcquireRelease with a
+// tenant per goroutine, tracked all along (each holds its own permit
+// while it asks): the steady state of a tenant with work in flight.
+func BenchmarkTryAcquireReleaseTenant(b *testing.B) {
+	l, err := shed.New(shed.Config{Limit: benchLimit})
+	if err != nil {
+		b.Fatal(err)
+	}
+	var next atomic.Int64
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		req := shed.Request{Tenant: benchTenants[next.Add(1)%int64(len(benchTenants))]}
+		anchor, err := l.TryAcquire(req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer anchor.Release(shed.Success)
+		for pb.Next() {
+			p, err := l.TryAcquire(req)
+			if err != nil {
+				b.Fatal(err)
+			}
+			p.Release(shed.Success)
+		}
+	})
+}
+
+// BenchmarkTryAcquireReleaseNewTenant: every admission is its tenant's
+// first, and its release frees the entry (which the next tenant reuses).
+func BenchmarkTryAcquireReleaseNewTenant(b *testing.B) {
+	l, err := shed.New(shed.Config{Limit: benchLimit})
+	if err != nil {
+		b.Fatal(err)
+	}
+	var next atomic.Int64
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		i := next.Add(1)
+		for pb.Next() {
+			i++
+			p, err := l.TryAcquire(shed.Request{Tenant: benchTenants[i%int64(len(benchTenants))]})
+			if err != nil {
+				b.Fatal(err)
+			}
+			p.Release(shed.Success)
+		}
+	})
+}
+
+// BenchmarkTenantFirstAdmission is the cost of a tenant's first admission
+// when no idle entry can be reused: every admission is of a new tenant and
+// stays in flight until the end (b.N of them, at most a million per
+// limiter), so each allocates its entry.
+func BenchmarkTenantFirstAdmission(b *testing.B) {
+	names := make([]string, min(b.N, 1<<20))
+	for i := range names {
+		names[i] = fmt.Sprintf("t%d", i)
+	}
+	b.ReportAllocs()
+	for done := 0; done < b.N; {
+		l, err := shed.New(shed.Config{Limit: benchLimit})
+		if err != nil {
+			b.Fatal(err)
+		}
+		n := min(b.N-done, len(names))
+		held := make([]shed.Permit, n)
+		for i := range n {
+			if held[i], err = l.TryAcquire(shed.Request{Tenant: names[i]}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.StopTimer()
+		for i := range held {
+			held[i].Release(shed.Success)
+		}
+		b.StartTimer()
+		done += n
 	}
 }

@@ -125,6 +125,16 @@ type Config struct {
 	// Default DefaultMaxSamplesPerSecond; negative times every permit.
 	MaxSamplesPerSecond float64
 
+	// TenantWeight, when set, weighs the share of each tenant
+	// (Request.Tenant) within its class: a contended class is shared in
+	// proportion to the weights of its active tenants. It is called when
+	// a tenant that has nothing in flight or queued in a class asks again,
+	// under a lock of the limiter: it must be fast, must not block, and
+	// must not call the Limiter. A result that is not a positive number
+	// counts as 1; others are clamped to [1/1024, 1024]. Nil gives every
+	// tenant weight 1: equal shares.
+	TenantWeight func(tenant string) float64
+
 	// Observer, when set, is told about every decision. Nil costs nothing.
 	Observer Observer
 

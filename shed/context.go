@@ -34,8 +34,5 @@ func (l *Limiter) Holds(p *Permit) bool {
 	if p == nil || p.ref == nil {
 		return false
 	}
-	if p.meta&metaTracked != 0 {
-		return (*tracker)(p.ref).s.l == l
-	}
-	return (*Limiter)(p.ref) == l
+	return p.limiter() == l
 }

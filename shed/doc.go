@@ -40,6 +40,34 @@
 // A class may queue a bounded number of requests for a bounded time. A
 // freed slot goes to exactly one waiter.
 //
+// # Tenants
+//
+// A request may name its tenant (Request.Tenant: a customer, an API key),
+// so that one noisy tenant cannot crowd the others out of a class whose
+// limit is right. While a class is contended, an admission must leave its
+// tenant within its share of the class: the class's capacity times the
+// tenant's weight (Config.TenantWeight, 1 by default) over the weights of
+// the class's active tenants, rounded up. A request over it is rejected
+// with ReasonTenantShare. The class counts as contended when the admission
+// would leave no room for another request like it, when it has waiters,
+// and for Config.DemandHold after a tenant's request within its share was
+// refused for lack of capacity (if that tenant had nothing in flight, the
+// class counts it as one more tenant meanwhile). So a tenant alone, or
+// in an idle class, may use all of it; a tenant above its share never
+// takes the last free place of a busy class, and once its work ends it is
+// held to its share while the others want theirs. Running work is never
+// preempted.
+//
+// A request over its share is rejected rather than queued: waiting would
+// let a noisy tenant fill the class's bounded queue ahead of the others,
+// and it could not be admitted at its turn anyway. A waiter whose tenant
+// is over its share when its turn comes is rejected likewise.
+//
+// Only tenants with work in flight or queued are tracked
+// (ClassSnapshot.Tenants), so memory is bounded by the limit and the
+// queues whatever the number of tenants; an entry is freed when its last
+// work is released, on every path that gives a permit's capacity back.
+//
 // # Deadlines
 //
 // A request may carry a deadline: when its caller stops waiting. Work that
@@ -83,7 +111,10 @@
 // word, plus one atomic add on a per-class counter; they allocate nothing
 // and take no lock. A timed permit also takes and frees a guard slot, one
 // compare-and-swap each, which tells copies of it apart. Queueing,
-// protected-capacity decisions and draining take a mutex. See
+// protected-capacity decisions and draining take a mutex. A request with
+// a tenant also takes the mutex of one shard of the tenant map on each
+// side, and allocates nothing once its shard has an entry to reuse.
+// Requests without a tenant pay one comparison for the feature. See
 // bench_test.go and `make bench`.
 //
 // # Observability

@@ -142,3 +142,34 @@ func ExampleConfig_dryRun() {
 	b.Release(shed.Success)
 	// Output: admitted: true would have been: limit_exceeded
 }
+
+// A tenant alone may use the whole class; once another tenant is active
+// and the class is contended, each is held to its share.
+func ExampleRequest_tenant() {
+	l, err := shed.New(shed.Config{Limit: 4})
+	if err != nil {
+		panic(err)
+	}
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	var held []shed.Permit
+	for range 3 { // the class is idle: "noisy" may take what it wants
+		p, _ := l.TryAcquireAt(now, shed.Request{Tenant: "noisy"})
+		held = append(held, p)
+	}
+	// The last free place: taking it would leave the class contended with
+	// "noisy" over its share (2 of 4, with "quiet" active).
+	q, _ := l.TryAcquireAt(now, shed.Request{Tenant: "quiet"})
+	held[0].ReleaseAt(now, shed.Success)
+	_, err = l.TryAcquireAt(now, shed.Request{Tenant: "noisy"})
+	fmt.Println("noisy:", shed.ReasonOf(err))
+	p, err := l.TryAcquireAt(now, shed.Request{Tenant: "quiet"})
+	fmt.Println("quiet:", err, "- tenants tracked:", l.Snapshot().Tenants)
+	for _, p := range append(held[1:], q, p) {
+		p.ReleaseAt(now, shed.Success)
+	}
+	fmt.Println("tenants tracked after release:", l.Snapshot().Tenants)
+	// Output:
+	// noisy: tenant_share
+	// quiet: <nil> - tenants tracked: 2
+	// tenants tracked after release: 0
+}

@@ -91,8 +91,10 @@ func (m *opMachine) settle(op string) {
 			admittedNow = true
 		default:
 			r := shed.ReasonOf(err)
-			if r != shed.ReasonQueueTimeout && r != shed.ReasonDraining {
-				m.t.Fatalf("%s: waiter rejected with %v (%v), want queue_timeout or draining", op, r, err)
+			// A waiter whose tenant is over its share at its turn is
+			// rejected for it.
+			if r != shed.ReasonQueueTimeout && r != shed.ReasonDraining && (r != shed.ReasonTenantShare || w.Request().Tenant == "") {
+				m.t.Fatalf("%s: waiter rejected with %v (%v), want queue_timeout, draining or (with a tenant) tenant_share", op, r, err)
 			}
 			m.checkRejection(op, err)
 			m.queueEnded[c]++
@@ -118,6 +120,10 @@ func (m *opMachine) check(op string, admittedNow bool) {
 	}
 	if snap.Queued != len(m.queued) {
 		m.t.Fatalf("%s: limiter has %d queued, the model %d", op, snap.Queued, len(m.queued))
+	}
+	// Only tenants with work in flight or queued are tracked.
+	if snap.Tenants > len(m.held)+len(m.queued) {
+		m.t.Fatalf("%s: %d tenants tracked for %d permits and %d waiters", op, snap.Tenants, len(m.held), len(m.queued))
 	}
 	// Scanning the guard table is slow under the race detector: only when
 	// nothing is held, which happens often enough.
@@ -161,14 +167,19 @@ func (m *opMachine) checkRejection(op string, err error) {
 	}
 }
 
+// fuzzTenants are the tenants of fuzzed requests: none, quiet ones and a
+// noisy one.
+var fuzzTenants = [8]string{"", "", "", "a", "b", "noisy", "noisy", "noisy"}
+
 // request builds a request from three bytes: class (one past the last to
-// exercise ErrInvalidRequest), cost (negative sometimes), deadline.
+// exercise ErrInvalidRequest) and, from its top bits, tenant; cost
+// (negative sometimes); deadline.
 func (m *opMachine) request(a, b, c byte) shed.Request {
 	cls := int(a) % (m.classes + 1)
 	if cls == m.classes && a < 0xf0 {
 		cls = 0 // keep unknown classes rare
 	}
-	req := shed.Request{Class: shed.Class(cls)}
+	req := shed.Request{Class: shed.Class(cls), Tenant: fuzzTenants[a>>5]}
 	req.Cost = int64(int8(b))
 	if b == 0x7f {
 		req.Cost = m.cfg.MaxCost + 1 // over the whole budget
@@ -378,8 +389,8 @@ func (m *opMachine) finish() {
 		m.settle("final ExpireAt")
 	}
 	snap := m.l.Snapshot()
-	if snap.InFlight != 0 || snap.InFlightCost != 0 || snap.Queued != 0 {
-		m.t.Fatalf("after releasing everything: in flight %d, cost %d, queued %d", snap.InFlight, snap.InFlightCost, snap.Queued)
+	if snap.InFlight != 0 || snap.InFlightCost != 0 || snap.Queued != 0 || snap.Tenants != 0 {
+		m.t.Fatalf("after releasing everything: in flight %d, cost %d, queued %d, tenants %d", snap.InFlight, snap.InFlightCost, snap.Queued, snap.Tenants)
 	}
 	if g := shed.GuardsHeld(m.l); g != 0 {
 		m.t.Fatalf("after releasing everything: %d guard slots held", g)

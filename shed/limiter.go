@@ -28,6 +28,13 @@ type Request struct {
 	// of admitted or queued. Zero means none. With the wall-clock API, a
 	// request with a deadline costs one reading of the clock.
 	Deadline time.Time
+	// Tenant names who the work is for (a customer, an API key). Empty, the
+	// default, means no tenant. While the class is contended, a request
+	// whose tenant already holds its share of the class is rejected with
+	// ReasonTenantShare, so that one tenant cannot take every slot the
+	// class may use; an uncontended class lets one tenant use all of it.
+	// See Config.TenantWeight and ClassSnapshot.Tenants.
+	Tenant string
 }
 
 // ErrInvalidRequest is wrapped by errors about malformed requests (unknown
@@ -123,6 +130,10 @@ type Limiter struct {
 	demandAny   bool
 	draining    bool
 	drained     chan struct{}
+
+	// tenants tracks the tenants with work in flight or queued (tenant.go).
+	// Last, so that the fields the hot path reads keep their cache lines.
+	tenants *tenantTable
 }
 
 // New returns a Limiter for cfg, or an error naming the invalid field.
@@ -150,6 +161,7 @@ func New(cfg Config) (*Limiter, error) {
 		counts:     make([]classCounters, len(cfg.Classes)),
 	}
 	l.epoch = l.clock()
+	l.tenants = newTenantTable(cfg.TenantWeight)
 	l.quiet = cfg.Observer == nil
 	l.margin = max(cfg.DeadlineMargin, 0)
 	l.perCost = cfg.ServiceTimePerCost
@@ -279,6 +291,9 @@ func (l *Limiter) acquire(now time.Time, hasNow bool, req Request, w *Waiter, ma
 		}
 	}
 	limit := l.limit()
+	if req.Tenant != "" {
+		return l.acquireTenant(now, hasNow, req, cost, w, mayQueue, limit, v)
+	}
 	if s := l.state.Load(); s&slowFlag != 0 || uint64(inFlightOf(s)) >= limit || costOf(s)+cost > l.maxCost {
 		return l.acquireShort(now, hasNow, req, cost, w, mayQueue, limit, v)
 	}
@@ -292,7 +307,7 @@ func (l *Limiter) acquire(now time.Time, hasNow bool, req Request, w *Waiter, ma
 		return l.acquireShort(now, hasNow, req, cost, w, mayQueue, limit, v)
 	}
 	shadow := v.shadow()
-	p := l.newPermit(now, hasNow, req.Class, cost, inFlightOf(s), 0, shadow)
+	p := l.newPermit(now, hasNow, req.Class, cost, inFlightOf(s), 0, shadow, tenantHold{})
 	if l.observer != nil || shadow != ReasonNone {
 		l.admitted(now, hasNow, p, 0)
 	}
@@ -353,11 +368,19 @@ func (l *Limiter) acquireOdd(now time.Time, req Request, cost int64) (Permit, er
 func (l *Limiter) acquireShort(now time.Time, hasNow bool, req Request, cost int64, w *Waiter, mayQueue bool, limit uint64, v verdict) (Permit, error) {
 	if s := l.state.Load(); s&slowFlag == 0 && !l.dryRun && !l.marksDemand[req.Class] && (!mayQueue || l.cfg[req.Class].QueueDepth == 0) &&
 		(uint64(inFlightOf(s)) >= limit || costOf(s)+cost > l.maxCost) {
+		if req.Tenant != "" {
+			l.markShort(now, hasNow, req, cost, l.roomFast(s, req.Class, limit))
+		}
 		return Permit{}, l.reject(now, req.Class, cost, ReasonLimit, l.hint(0, limit), false)
 	}
 	return l.acquireSlow(now, hasNow, req, cost, w, mayQueue, v)
 }
 
+// acquireSlow decides under the lock: admit, queue or reject. A request
+// with a tenant is also held to its tenant's share (see tenant.go): a
+// request over it is rejected with ReasonTenantShare rather than queued,
+// since waiting would let a noisy tenant fill the class's bounded queue
+// ahead of the others, and it could not be admitted at its turn anyway.
 func (l *Limiter) acquireSlow(now time.Time, hasNow bool, req Request, cost int64, w *Waiter, mayQueue bool, v verdict) (Permit, error) {
 	if !hasNow {
 		now, hasNow = l.clock(), true
@@ -371,51 +394,48 @@ func (l *Limiter) acquireSlow(now time.Time, hasNow bool, req Request, cost int6
 	hint := l.rej.max
 	if !l.draining {
 		s := l.state.Load()
+		fair := true
 		if l.fitsLocked(s, c, cost, limit) {
-			l.state.Add(delta(cost))
-			p := l.newPermit(now, hasNow, c, cost, inFlightOf(s)+1, 0, v.shadow())
-			l.thawLocked()
-			l.mu.Unlock()
-			l.admitted(now, hasNow, p, 0)
-			return p, nil
-		}
-		reason = ReasonLimit
-		hint = l.hint(l.queued, limit)
-		if cc := &l.cfg[c]; mayQueue && cc.QueueDepth > 0 && !l.dryRun {
-			wait := l.expectedWaitLocked(c, limit)
-			switch {
-			case l.queues[c].n >= cc.QueueDepth || l.queued >= l.maxQueue:
-				reason = ReasonQueueFull
-			case !req.Deadline.IsZero() && l.tooLateToQueue(now, req, cost, wait, v):
-				reason = ReasonDeadline
-			case w == nil:
+			var h tenantHold
+			if req.Tenant != "" {
+				h, fair = l.tenantDo(c, req.Tenant, cost, l.roomLocked(now, s, c, limit), tenantAdmit, false)
+			}
+			if fair {
+				l.state.Add(delta(cost))
+				p := l.newPermit(now, hasNow, c, cost, inFlightOf(s)+1, 0, v.shadow(), h)
 				l.thawLocked()
 				l.mu.Unlock()
-				return Permit{}, errNeedWaiter
-			case w.queued:
-				l.thawLocked()
-				l.mu.Unlock()
-				return Permit{}, fmt.Errorf("%w: waiter already queued", ErrInvalidRequest)
-			default:
-				l.enqueueLocked(now, req, cost, w, v)
-				l.markDemandLocked(now, c)
-				l.mu.Unlock()
-				l.counts[c].queued.Add(1)
-				if o := l.observer; o != nil {
-					l.reportQueued(o, now, w)
-				}
-				return Permit{}, errQueued
+				l.admitted(now, hasNow, p, 0)
+				return p, nil
 			}
 		}
-		l.markDemandLocked(now, c)
+		reason = ReasonTenantShare
+		hint = l.hint(l.queued, limit)
+		if fair {
+			var p Permit
+			var err error
+			if reason, p, err = l.queueLocked(now, req, cost, w, mayQueue, limit, v); reason == ReasonNone {
+				return p, err // the lock is released
+			}
+			if reason != ReasonTenantShare {
+				l.markDemandLocked(now, c)
+				if req.Tenant != "" {
+					l.markShort(now, true, req, cost, l.roomLocked(now, s, c, limit))
+				}
+			}
+		}
 	}
 	if s := l.state.Load(); l.dryRun && reason != ReasonDraining && inFlightOf(s) < MaxLimit && costOf(s)+cost <= MaxTotalCost {
 		if v == tooLate {
 			reason = ReasonDeadline // the first reason it would have been rejected for
 		}
 		// Report the decision, then admit anyway.
+		var h tenantHold
+		if req.Tenant != "" {
+			h, _ = l.tenantDo(c, req.Tenant, cost, classRoom{}, tenantAdmit, true)
+		}
 		s = l.state.Add(delta(cost))
-		p := l.newPermit(now, hasNow, c, cost, inFlightOf(s), 0, reason)
+		p := l.newPermit(now, hasNow, c, cost, inFlightOf(s), 0, reason, h)
 		l.thawLocked()
 		l.mu.Unlock()
 		l.admitted(now, hasNow, p, hint)
@@ -424,6 +444,53 @@ func (l *Limiter) acquireSlow(now time.Time, hasNow bool, req Request, cost int6
 	l.thawLocked()
 	l.mu.Unlock()
 	return Permit{}, l.reject(now, c, cost, reason, hint, false)
+}
+
+// queueLocked queues a request that does not fit, if its class queues and
+// it may wait. It returns ReasonNone when it is done (w queued, or a caller
+// error), having released the lock, with acquireSlow's results; otherwise
+// the reason to reject it for, with the lock still held.
+func (l *Limiter) queueLocked(now time.Time, req Request, cost int64, w *Waiter, mayQueue bool, limit uint64, v verdict) (Reason, Permit, error) {
+	c := req.Class
+	cc := &l.cfg[c]
+	if !mayQueue || cc.QueueDepth == 0 || l.dryRun {
+		return ReasonLimit, Permit{}, nil
+	}
+	wait := l.expectedWaitLocked(c, limit)
+	switch {
+	case l.queues[c].n >= cc.QueueDepth || l.queued >= l.maxQueue:
+		return ReasonQueueFull, Permit{}, nil
+	case !req.Deadline.IsZero() && l.tooLateToQueue(now, req, cost, wait, v):
+		return ReasonDeadline, Permit{}, nil
+	case w == nil:
+		l.thawLocked()
+		l.mu.Unlock()
+		return ReasonNone, Permit{}, errNeedWaiter
+	case w.queued:
+		l.thawLocked()
+		l.mu.Unlock()
+		return ReasonNone, Permit{}, fmt.Errorf("%w: waiter already queued", ErrInvalidRequest)
+	}
+	var h tenantHold
+	if req.Tenant != "" {
+		// Its share of the class's demand: what it holds, what waits, and
+		// this request.
+		r := l.roomLocked(now, l.state.Load(), c, limit)
+		r.roomN += int64(l.queues[c].n) + 1
+		r.roomC += cost
+		var fair bool
+		if h, fair = l.tenantDo(c, req.Tenant, cost, r, tenantQueue, false); !fair {
+			return ReasonTenantShare, Permit{}, nil
+		}
+	}
+	l.enqueueLocked(now, req, cost, w, v, h.e)
+	l.markDemandLocked(now, c)
+	l.mu.Unlock()
+	l.counts[c].queued.Add(1)
+	if o := l.observer; o != nil {
+		l.reportQueued(o, now, w)
+	}
+	return ReasonNone, Permit{}, errQueued
 }
 
 // freezeLocked sets the slow flag so that the state word changes only under
@@ -594,18 +661,18 @@ func (l *Limiter) admitted(now time.Time, hasNow bool, p Permit, hint time.Durat
 
 // revoke undoes an admission whose permit never reached its caller.
 func (l *Limiter) revoke(now time.Time, hasNow bool, p *Permit) {
+	q := p.untracked()
 	switch {
 	case p.meta&metaTracked != 0:
 		if !(*tracker)(p.ref).done() {
 			return
 		}
-	case p.cw&guarded != 0:
-		if !l.unguard(p) {
-			return
-		}
+		l.settle(&q) // a tenant's ticket
+	case !l.settle(&q):
+		return
 	}
 	p.ref = nil
-	l.returnCapacity(now, hasNow, p, Ignored, false)
+	l.returnCapacity(now, hasNow, &q, Ignored, false)
 }
 
 // reportQueued reports that w joined the queue. If the Observer panics, the

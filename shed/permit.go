@@ -35,7 +35,8 @@ import (
 // A Permit is a plain four-word value: admission allocates nothing, and
 // the Go compiler keeps values of at most four words in registers.
 type Permit struct {
-	// ref is the *Limiter, or the *tracker when metaTracked is set.
+	// ref is the *Limiter; the *tracker when metaTracked is set; else the
+	// *tenantEntry of its tenant when metaTenant is set.
 	ref   unsafe.Pointer
 	start int64 // nanoseconds since the limiter's epoch, when timed
 	// cw holds the cost, and the permit's guard tag when guarded (see
@@ -50,8 +51,9 @@ const (
 	metaClassShift   = countBits        // 4 bits: MaxClasses is 16
 	metaTimed        = 1 << (countBits + 4)
 	metaTracked      = 1 << (countBits + 5)
-	metaShadowShift  = countBits + 6 // 3 bits: the dry-run Reason
-	metaWaitShift    = countBits + 9 // queue wait in microseconds
+	metaShadowShift  = countBits + 6 // 3 bits: the dry-run Reason (shadowBits)
+	metaTenant       = 1 << (countBits + 9)
+	metaWaitShift    = countBits + 10 // queue wait in microseconds
 	maxMetaWait      = 1<<(64-metaWaitShift) - 1
 )
 
@@ -59,21 +61,63 @@ func (p *Permit) cost() int64     { return int64(p.cw & costValueMask) }
 func (p *Permit) inflight() int32 { return int32(p.meta & metaInflightMask) }
 func (p *Permit) class() Class    { return Class(p.meta>>metaClassShift) & (MaxClasses - 1) }
 func (p *Permit) timed() bool     { return p.meta&metaTimed != 0 }
-func (p *Permit) shadow() Reason  { return Reason(p.meta>>metaShadowShift) & 7 }
+func (p *Permit) shadow() Reason  { return shadowReason(p.meta >> metaShadowShift & 7) }
+
+// shadowBits and shadowReason encode a dry-run Reason in 3 bits: every
+// Reason a Limiter produces is below 7 but ReasonTenantShare, which takes
+// the place of ReasonRateLimited (never a Limiter's).
+func shadowBits(r Reason) uint64 {
+	if r == ReasonTenantShare {
+		return 7
+	}
+	return uint64(r)
+}
+
+func shadowReason(b uint64) Reason {
+	if b == 7 {
+		return ReasonTenantShare
+	}
+	return Reason(b)
+}
+
+// limiter returns the limiter of a permit that has not been released.
+func (p *Permit) limiter() *Limiter {
+	switch {
+	case p.meta&metaTracked != 0:
+		return (*tracker)(p.ref).s.l
+	case p.meta&metaTenant != 0:
+		return (*tenantEntry)(p.ref).l
+	}
+	return (*Limiter)(p.ref)
+}
+
+// untracked returns the permit as it is without its tracker: a tracked
+// permit's untracked form, with its reconciled cost, else p itself. Its
+// ref is what release needs to give the capacity back.
+func (p *Permit) untracked() Permit {
+	if p.meta&metaTracked == 0 {
+		return *p
+	}
+	s := (*tracker)(p.ref).s
+	q := s.permit
+	q.cw = q.cw&^costValueMask | uint64(s.cost.Load())
+	return q
+}
 func (p *Permit) wait() time.Duration {
 	return time.Duration(p.meta>>metaWaitShift) * time.Microsecond
 }
 
 // newPermit builds the permit of an admission that has already been added
-// to the state word; it counts the admission (c.admitted), which also
-// decides whether the wall-clock API times it.
-func (l *Limiter) newPermit(now time.Time, hasNow bool, c Class, cost int64, inflight int64, wait time.Duration, shadow Reason) Permit {
+// to the state word (and to its tenant's entry, h, if any); it counts the
+// admission (c.admitted), which also decides whether the wall-clock API
+// times it.
+func (l *Limiter) newPermit(now time.Time, hasNow bool, c Class, cost int64, inflight int64, wait time.Duration, shadow Reason, h tenantHold) Permit {
 	cc := l.hot(c)
 	n := cc.admitted.Add(1)
 	if l.classCost {
 		cc.costIn.Add(cost)
 	}
-	meta := uint64(inflight)&metaInflightMask | uint64(c)<<metaClassShift | uint64(shadow)<<metaShadowShift
+	meta := uint64(inflight)&metaInflightMask | uint64(c)<<metaClassShift | shadowBits(shadow)<<metaShadowShift
 	if wait > 0 {
 		meta |= min(uint64(wait/time.Microsecond), maxMetaWait) << metaWaitShift
 	}
@@ -85,16 +129,23 @@ func (l *Limiter) newPermit(now time.Time, hasNow bool, c Class, cost int64, inf
 	if hasNow {
 		meta |= metaTimed
 		start = int64(now.Sub(l.epoch))
+	}
+	ref := unsafe.Pointer(l)
+	switch {
+	case h.e != nil:
+		// Its ticket in the tenant's entry tells its copies apart.
+		ref = unsafe.Pointer(h.e)
+		meta |= metaTenant
+		cw |= h.ticket << guardTagShift
+	case hasNow && !l.trackLeaks:
 		// Guard the permits that pay for a clock reading anyway (see
 		// guard.go); the untimed ones keep the quick path.
-		if !l.trackLeaks {
-			cw = l.guard(n, c, cost)
-		}
+		cw = l.guard(n, c, cost)
 	}
 	if l.trackLeaks {
-		return l.trackedPermit(Permit{ref: unsafe.Pointer(l), start: start, cw: cw, meta: meta}, now)
+		return l.trackedPermit(Permit{ref: ref, start: start, cw: cw, meta: meta}, now)
 	}
-	return Permit{ref: unsafe.Pointer(l), start: start, cw: cw, meta: meta}
+	return Permit{ref: ref, start: start, cw: cw, meta: meta}
 }
 
 // Valid reports whether p holds an admission that has not been released.
@@ -125,9 +176,10 @@ func (p *Permit) release(now time.Time, hasNow bool, o Outcome) {
 		return
 	}
 	// The commonest release at high rates: an untimed, untracked success
-	// with nobody observing. It needs no clock, no sample, no event, and
-	// no guard slot: only timed permits are guarded.
-	if p.meta&(metaTimed|metaTracked) == 0 && o == Success {
+	// with nobody observing and no tenant. It needs no clock, no sample,
+	// no event, and no guard slot: only timed permits (and those of
+	// tenants) are guarded.
+	if p.meta&(metaTimed|metaTracked|metaTenant) == 0 && o == Success {
 		if l := (*Limiter)(p.ref); l.quiet {
 			p.ref = nil
 			l.releaseQuick(p)
@@ -138,15 +190,17 @@ func (p *Permit) release(now time.Time, hasNow bool, o Outcome) {
 		p.releaseTracked(now, hasNow, o)
 		return
 	}
-	l := (*Limiter)(p.ref)
+	l := p.limiter()
+	q := *p
 	p.ref = nil
-	// A guarded permit takes its guard slot back first: if a copy took it
-	// already, this release would free the capacity twice.
-	if p.cw&guarded != 0 && !l.unguard(p) {
-		l.misused(now, hasNow, p.class(), p.cost())
+	// A guarded (or a tenant's) permit takes its claim back first: if a
+	// copy took it already, this release would free the capacity twice.
+	if !l.settle(&q) {
+		l.misused(now, hasNow, q.class(), q.cost())
 		return
 	}
-	l.finish(now, hasNow, o, p, false)
+	p.cw = q.cw
+	l.finish(now, hasNow, o, &q, false)
 }
 
 // releaseTracked releases a tracked permit: its tracker tells whether a
@@ -154,13 +208,15 @@ func (p *Permit) release(now time.Time, hasNow bool, o Outcome) {
 func (p *Permit) releaseTracked(now time.Time, hasNow bool, o Outcome) {
 	t := (*tracker)(p.ref)
 	l := t.s.l
+	q := p.untracked()
 	p.ref = nil
 	if !t.done() {
 		l.misused(now, hasNow, p.class(), p.cost())
 		return
 	}
-	p.cw = uint64(t.s.cost.Load())
-	l.finish(now, hasNow, o, p, false)
+	l.settle(&q) // a tenant's ticket: the tracker made this release the one
+	p.cw = q.cw
+	l.finish(now, hasNow, o, &q, false)
 }
 
 // finish returns the capacity of a released (or leaked) permit and feeds
@@ -297,12 +353,20 @@ func (p *Permit) reconcile(now time.Time, hasNow bool, actual int64) error {
 	switch {
 	case p.meta&metaTracked != 0:
 		l, d, err = p.reconcileTracked(actual)
+		if q := p.untracked(); err == nil && q.meta&metaTenant != 0 {
+			_, _ = l.reconcileHold((*tenantEntry)(q.ref), q.cw>>guardTagShift&guardTagMask, actual, true)
+		}
+	case p.meta&metaTenant != 0:
+		l = p.limiter()
+		if d, err = l.reconcileHold((*tenantEntry)(p.ref), p.cw>>guardTagShift&guardTagMask, actual, false); err == nil {
+			p.cw = p.cw&^costValueMask | uint64(actual)
+		}
 	case p.cw&guarded != 0:
-		l = (*Limiter)(p.ref)
+		l = p.limiter()
 		d, err = l.reconcileGuarded(p, actual)
 	default:
 		// Unguarded: only the floor of the state word catches a copy.
-		l = (*Limiter)(p.ref)
+		l = p.limiter()
 		if d = actual - p.cost(); d != 0 {
 			err = l.addCost(d)
 		}
@@ -453,7 +517,8 @@ func (s *trackState) reclaim() {
 	}
 	l := s.l
 	p := s.permit
-	p.cw = uint64(s.cost.Load())
+	p.cw = p.cw&^costValueMask | uint64(s.cost.Load())
+	l.settle(&p) // a tenant's ticket
 	leak := Leak{Class: p.class(), ClassName: l.names[p.class()], Cost: p.cost(), Acquired: s.acquired}
 	frames := runtime.CallersFrames(s.stack)
 	for {

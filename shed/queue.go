@@ -28,6 +28,9 @@ type Waiter struct {
 	err    error
 
 	ch chan struct{} // blocking waiters only
+
+	// tenant is the entry of the request's tenant while it is queued.
+	tenant *tenantEntry
 }
 
 // NewWaiter returns a Waiter whose outcome is delivered by calling notify,
@@ -98,10 +101,11 @@ func (d *waiterList) push(w *Waiter) {
 	d.tail = w
 }
 
-// enqueueLocked queues w for req; v is the verdict of its deadline check.
-func (l *Limiter) enqueueLocked(now time.Time, req Request, cost int64, w *Waiter, v verdict) {
+// enqueueLocked queues w for req; v is the verdict of its deadline check,
+// e the entry of its tenant (already counting it as queued), if any.
+func (l *Limiter) enqueueLocked(now time.Time, req Request, cost int64, w *Waiter, v verdict, e *tenantEntry) {
 	c := req.Class
-	w.l, w.req, w.cost, w.enqueued = l, req, cost, now
+	w.l, w.req, w.cost, w.enqueued, w.tenant = l, req, cost, now, e
 	w.deadline = l.waiterDeadline(now, req, cost, l.cfg[c].MaxWait, v)
 	w.permit, w.err, w.queued = Permit{}, nil, true
 	l.queues[c].push(w)
@@ -112,6 +116,10 @@ func (l *Limiter) removeLocked(w *Waiter) {
 	l.queues[w.req.Class].remove(w)
 	l.queued--
 	w.queued = false
+	if e := w.tenant; e != nil {
+		w.tenant = nil
+		l.tenantUnqueue(e)
+	}
 }
 
 // timeoutLocked removes w with a rejection for reason.
@@ -150,9 +158,20 @@ func (l *Limiter) grantLocked(now time.Time, limit uint64, done *waiterList) {
 			if !l.fitsLocked(s, Class(c), w.cost, limit) {
 				break
 			}
+			var h tenantHold
+			if e := w.tenant; e != nil {
+				r := l.roomLocked(now, s, Class(c), limit)
+				r.waiters = q.n > 1
+				var fair bool
+				if h, fair = l.tenantGrantLocked(e, w.cost, r); !fair {
+					l.timeoutLocked(now, w, ReasonTenantShare, limit, done)
+					continue
+				}
+				w.tenant = nil // counted in flight now
+			}
 			l.removeLocked(w)
 			l.state.Add(delta(w.cost))
-			w.permit = l.newPermit(now, true, Class(c), w.cost, inFlightOf(s)+1, now.Sub(w.enqueued), ReasonNone)
+			w.permit = l.newPermit(now, true, Class(c), w.cost, inFlightOf(s)+1, now.Sub(w.enqueued), ReasonNone, h)
 			done.push(w)
 		}
 	}
@@ -302,6 +321,6 @@ var waiterPool = sync.Pool{New: func() any {
 func getBlockingWaiter() *Waiter { return waiterPool.Get().(*Waiter) }
 
 func putBlockingWaiter(w *Waiter) {
-	w.permit, w.err, w.l = Permit{}, nil, nil
+	w.permit, w.err, w.l, w.req = Permit{}, nil, nil, Request{}
 	waiterPool.Put(w)
 }

@@ -35,11 +35,17 @@ const (
 	// limits before admission uses it, so that all rejections share one
 	// vocabulary in metrics and traces.
 	ReasonRateLimited
+	// ReasonTenantShare: the request's class is contended and its tenant
+	// (Request.Tenant) already holds its share of the class, so admitting
+	// it would take capacity from the class's other tenants. Queued
+	// requests whose tenant is over its share when their turn comes are
+	// rejected likewise.
+	ReasonTenantShare
 
 	numReasons = iota
 )
 
-var reasonNames = [numReasons]string{"none", "limit_exceeded", "queue_full", "queue_timeout", "deadline_too_short", "cost_too_large", "draining", "rate_limited"}
+var reasonNames = [numReasons]string{"none", "limit_exceeded", "queue_full", "queue_timeout", "deadline_too_short", "cost_too_large", "draining", "rate_limited", "tenant_share"}
 
 // String returns the reason's stable, low-cardinality name, for example
 // "queue_full". It is safe to use as a metric attribute.

@@ -18,7 +18,10 @@ type Snapshot struct {
 	Queued   int
 	Draining bool
 	DryRun   bool
-	Classes  []ClassSnapshot
+	// Tenants is how many tenants the limiter tracks over all classes
+	// (see ClassSnapshot.Tenants).
+	Tenants int
+	Classes []ClassSnapshot
 }
 
 // ClassSnapshot is the part of a Snapshot about one class.
@@ -60,6 +63,11 @@ type ClassSnapshot struct {
 	// Config.ServiceTimePerCost. Zero until the class has timed work, and
 	// always zero when DeadlineMargin is zero.
 	ServiceTime time.Duration
+	// Tenants is how many tenants (Request.Tenant) have work of the class
+	// in flight or queued: the limiter tracks those, and only those, to
+	// hold each to its share. Rejected[ReasonTenantShare] counts the
+	// requests refused for being over it.
+	Tenants int
 }
 
 // Rejections returns the class's rejections over all reasons.
@@ -121,6 +129,8 @@ func (l *Limiter) Snapshot() Snapshot {
 		cs.Leaked = hc.leaked.Load()
 		cs.Misused = cc.misused.Load()
 		cs.ServiceTime = time.Duration(l.serviceEstimate(c))
+		cs.Tenants = l.trackedTenants(c)
+		snap.Tenants += cs.Tenants
 		if !l.multi {
 			out := uint64(cs.InFlight) + cs.Released[Dropped] + cs.Released[Ignored] + cs.Leaked
 			if cs.Admitted > out {

@@ -29,12 +29,19 @@ func jsonFloat(b []byte, v float64) []byte {
 	return strconv.AppendFloat(b, v, 'g', 6, 64)
 }
 
+// simReason reports whether the series have a column for rejections by r:
+// not for rate limiting (the middleware's) nor the tenant share (the
+// simulator does not model tenants).
+func simReason(r shed.Reason) bool {
+	return r != shed.ReasonRateLimited && r != shed.ReasonTenantShare
+}
+
 // SeriesColumns returns the column names of the series of sc, in the
 // order of WriteSeriesCSV (after the policy column).
 func SeriesColumns(sc *Scenario) []string {
 	cols := []string{"time", "offered", "attempts", "admitted"}
 	for r := shed.Reason(1); r < shed.NumReasons; r++ {
-		if r == shed.ReasonRateLimited {
+		if !simReason(r) {
 			continue
 		}
 		cols = append(cols, "rejected_"+r.String())
@@ -59,7 +66,7 @@ func appendRow(b []byte, row *Row, sep byte, f func([]byte, float64) []byte) []b
 	i(row.Attempts)
 	i(row.Admitted)
 	for r := shed.Reason(1); r < shed.NumReasons; r++ {
-		if r != shed.ReasonRateLimited {
+		if simReason(r) {
 			i(row.Rejected[r])
 		}
 	}

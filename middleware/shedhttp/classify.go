@@ -20,6 +20,16 @@ type Classification struct {
 	// key, a client address. The default is the trusted KeyHeader when
 	// configured and present, else the client's address.
 	Key string
+	// Tenant is who the request is held to a fair share for within its
+	// class (shed.Request.Tenant): while the class is contended, a tenant
+	// that holds its share is rejected (503, tenant_share), so that one
+	// noisy customer cannot take every slot. Empty (the default) means no
+	// fair share, unless the middleware's TenantFromKey is set: then a
+	// request without a Tenant is held to the share of its Key. Set it
+	// only from what the client cannot choose freely (an authenticated
+	// identity, a trusted header, the address): a client that can name
+	// many tenants gets a share for each.
+	Tenant string
 	// Deadline, when set, is when the caller stops waiting. The default is
 	// the one a trusted deadline header announces (the middleware's
 	// DeadlineHeader), else none. The request's deadline is the earlier

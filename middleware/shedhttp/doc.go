@@ -12,7 +12,7 @@
 //  1. answers 413 at once when Content-Length exceeds the maximum body
 //     size (and caps the body at that size for the handler);
 //  2. classifies the request ([Classification]: class, cost, rate-limit key,
-//     deadline, the last from a trusted deadline header);
+//     tenant, deadline, the last from a trusted deadline header);
 //  3. rate limits per key and class ([KeyStore]): 429 when the key is over
 //     its rate;
 //  4. asks the shed.Limiter for admission: 503 when it rejects (413 when
@@ -29,6 +29,13 @@
 //
 // The rate limit comes first because it is cheaper and because a client
 // that exceeds its own rate should not take a place in the admission queue.
+//
+// A request with a tenant (Classification.Tenant, or its key with the
+// middleware's TenantFromKey) is also held to the tenant's share of its
+// class while the class is contended (shed.Request.Tenant): over it, it
+// gets 503 (tenant_share) with Retry-After, like the other overload
+// rejections. The rate limit bounds what a key may send over time; the
+// share bounds what it may hold at once when others need the capacity.
 //
 // # Trust
 //

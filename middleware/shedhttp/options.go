@@ -46,6 +46,14 @@ type Options struct {
 	// forwarding headers only when Echo.IPExtractor is configured to
 	// trust them.
 	KeyHeader string
+	// TenantFromKey holds every request to a fair share of its class for
+	// its rate-limit key (KeyHeader, else the client's address, else what
+	// Classify set) unless Classify set a Tenant of its own: while a
+	// class is contended, a key that holds its share of the class is
+	// rejected with 503 (tenant_share) and Retry-After, so that one noisy
+	// tenant cannot crowd out the others (see shed.Request.Tenant). Off by
+	// default: no fair share unless Classify sets Tenant.
+	TenantFromKey bool
 	// DeadlineHeader names a trusted request header that carries the
 	// caller's remaining time, as retrybudget.Transport sends it
 	// (TransportConfig.DeadlineHeader): whole milliseconds

@@ -25,7 +25,8 @@
 //	shedkit.admission.inflight.cost     updowncounter  {unit}     cost of that work; shedkit.class
 //	shedkit.admission.cost.budget       gauge          {unit}     the cost budget (only when there is one)
 //	shedkit.admission.queue.depth       updowncounter  {request}  requests waiting; shedkit.class
-//	shedkit.admission.decisions         counter        {request}  shedkit.class, shedkit.decision (admitted, queued, rejected, cancelled), shedkit.reason on rejections
+//	shedkit.admission.tenants           updowncounter  {tenant}   tenants with work in flight or queued (shed.Request.Tenant); shedkit.class
+//	shedkit.admission.decisions         counter        {request}  shedkit.class, shedkit.decision (admitted, queued, rejected, cancelled), shedkit.reason on rejections (tenant_share: over the tenant's share)
 //	shedkit.admission.releases          counter        {request}  shedkit.class, shedkit.outcome (success, dropped, ignored, leaked)
 //	shedkit.admission.queue.wait        histogram      s          time in the queue; shedkit.class, shedkit.decision (admitted, rejected, cancelled)
 //	shedkit.admission.latency           histogram      s          how long timed permits were held; shedkit.class, shedkit.outcome

@@ -156,6 +156,9 @@ func (m *Metrics) Register(l *shed.Limiter) (metric.Registration, error) {
 	depth, err := m.meter.Int64ObservableUpDownCounter("shedkit.admission.queue.depth", metric.WithUnit("{request}"),
 		metric.WithDescription("Requests waiting in the admission queue."))
 	obs(depth, err)
+	tenants, err := m.meter.Int64ObservableUpDownCounter("shedkit.admission.tenants", metric.WithUnit("{tenant}"),
+		metric.WithDescription("Tenants with work in flight or queued, each held to its share of a contended class."))
+	obs(tenants, err)
 	decisions, err := m.meter.Int64ObservableCounter("shedkit.admission.decisions", metric.WithUnit("{request}"),
 		metric.WithDescription("Admission decisions by class, decision and reason."))
 	obs(decisions, err)
@@ -204,6 +207,7 @@ func (m *Metrics) Register(l *shed.Limiter) (metric.Registration, error) {
 			o.ObserveInt64(inflight, int64(c.InFlight), metric.WithAttributeSet(s.class))
 			o.ObserveInt64(cost, c.InFlightCost, metric.WithAttributeSet(s.class))
 			o.ObserveInt64(depth, int64(c.Queued), metric.WithAttributeSet(s.class))
+			o.ObserveInt64(tenants, int64(c.Tenants), metric.WithAttributeSet(s.class))
 			o.ObserveInt64(decisions, int64(c.Admitted), metric.WithAttributeSet(s.admitted))
 			o.ObserveInt64(decisions, int64(c.Enqueued), metric.WithAttributeSet(s.queued))
 			o.ObserveInt64(decisions, int64(c.Cancelled), metric.WithAttributeSet(s.cancelled))
@@ -220,7 +224,7 @@ func (m *Metrics) Register(l *shed.Limiter) (metric.Registration, error) {
 			}
 		}
 		return nil
-	}, limit, budget, inflight, cost, depth, decisions, releases)
+	}, limit, budget, inflight, cost, depth, tenants, decisions, releases)
 }
 
 // AttrLimitReason is the reason of an adaptive limit's decision

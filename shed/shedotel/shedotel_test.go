@@ -90,8 +90,8 @@ func TestMetrics(t *testing.T) {
 		{Name: "interactive", Protected: 0.5, QueueDepth: 2, MaxWait: time.Second},
 		{Name: "batch"},
 	}})
-	a, _ := l.TryAcquireAt(at(0), shed.Request{Class: 1, Cost: 10})
-	b, _ := l.TryAcquireAt(at(0), shed.Request{Class: 0, Cost: 20})
+	a, _ := l.TryAcquireAt(at(0), shed.Request{Class: 1, Cost: 10, Tenant: "acme"})
+	b, _ := l.TryAcquireAt(at(0), shed.Request{Class: 0, Cost: 20, Tenant: "acme"})
 	if _, err := l.TryAcquireAt(at(1), shed.Request{Class: 1}); err == nil {
 		t.Fatal("admitted over the limit")
 	}
@@ -120,6 +120,8 @@ func TestMetrics(t *testing.T) {
 		{"shedkit.admission.inflight", []attribute.KeyValue{gw, bt}, 0},
 		{"shedkit.admission.inflight.cost", []attribute.KeyValue{gw, i}, 21},
 		{"shedkit.admission.queue.depth", []attribute.KeyValue{gw, i}, 0},
+		{"shedkit.admission.tenants", []attribute.KeyValue{gw, i}, 1},
+		{"shedkit.admission.tenants", []attribute.KeyValue{gw, bt}, 0},
 		{"shedkit.admission.decisions", []attribute.KeyValue{i, shedotel.AttrDecision.String("admitted")}, 2},
 		{"shedkit.admission.decisions", []attribute.KeyValue{i, shedotel.AttrDecision.String("queued")}, 1},
 		{"shedkit.admission.decisions", []attribute.KeyValue{bt, shedotel.AttrDecision.String("rejected"), shedotel.AttrReason.String("limit_exceeded")}, 1},

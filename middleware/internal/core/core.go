@@ -63,6 +63,7 @@ type Engine struct {
 	v6Bits       int
 	rates        [shed.MaxClasses]rateRule
 	anyRate      bool
+	tenantKey    bool // TenantFromKey
 	store        shedhttp.KeyStore
 	rateDryRun   bool
 	maxBody      int64
@@ -96,6 +97,7 @@ func New(cfg Config) (*Engine, error) {
 		noRetry:      !cfg.DisableNoRetryHeader,
 		observer:     cfg.Observer,
 		clock:        cfg.Clock,
+		tenantKey:    cfg.TenantFromKey,
 	}
 	for _, c := range cfg.Limiter.Snapshot().Classes {
 		e.classNames = append(e.classNames, c.Name)
@@ -239,7 +241,7 @@ func validHeaderName(s string) bool {
 
 // NeedsKey reports whether some class is rate limited, so that requests
 // need a rate-limit key.
-func (e *Engine) NeedsKey() bool { return e.anyRate }
+func (e *Engine) NeedsKey() bool { return e.anyRate || e.tenantKey }
 
 // MaxBody returns the maximum body size, 0 for none.
 func (e *Engine) MaxBody() int64 { return e.maxBody }
@@ -405,10 +407,14 @@ func (e *Engine) Admit(r *http.Request, cl shedhttp.Classification) (*State, she
 	}
 	ctx, dl, cancel := withDeadline(r.Context(), cl.Deadline)
 	in := inbound{r: r, deadline: dl}
+	tenant := cl.Tenant
+	if tenant == "" && e.tenantKey {
+		tenant = cl.Key
+	}
 	if trace.SpanFromContext(ctx).IsRecording() {
 		in.arrived = time.Now() // for the queue span of a request that waits
 	}
-	p, err := e.lim.Acquire(ctx, shed.Request{Class: cl.Class, Cost: cl.Cost, Deadline: dl})
+	p, err := e.lim.Acquire(ctx, shed.Request{Class: cl.Class, Cost: cl.Cost, Deadline: dl, Tenant: tenant})
 	if err != nil {
 		if cancel != nil {
 			cancel()
