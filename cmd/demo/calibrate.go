@@ -79,11 +79,11 @@ func calibrate(o *options, measured *runResult, stdout io.Writer) error {
 		return fmt.Errorf("calibrate: fit: %w", err)
 	}
 	sc := demoScenario(o, fit)
-	res, err := sim.Run(sc, demoPolicy(o), sim.Options{Seed: o.seed})
+	preds, err := predict(sc, o)
 	if err != nil {
-		return fmt.Errorf("calibrate: simulate: %w", err)
+		return err
 	}
-	pred := predictedSeconds(res)
+	pred := preds[0]
 	fmt.Fprintf(stdout, "\n== calibration: the simulator (processor-sharing upstream) against the protected run ==\n")
 	fmt.Fprintf(stdout, "fitted from %d records: service time %s (median %v), capacity estimate %.1f (%s), used: -capacity %d\n",
 		fit.Records, fit.ServiceTime.Dist.Kind, medianOf(fit.ServiceTime.Dist).Round(100*time.Microsecond),
@@ -91,8 +91,15 @@ func calibrate(o *options, measured *runResult, stdout io.Writer) error {
 	for c, name := range classNames {
 		fmt.Fprintf(stdout, "%s: fitted rate %.1f/s (offered %.0f/s)\n", name, sc.Classes[c].Rate, o.rates[c])
 	}
-	cmp := comparePhases(o.sched, measured.secs, pred)
-	fmt.Fprint(stdout, cmp.String())
+	fmt.Fprintf(stdout, "predicted: mean over %d seeds (from -seed %d), their range in parentheses\n", len(preds), o.seed)
+	fmt.Fprint(stdout, comparePhases(o.sched, measured.secs, preds).String())
+	// The simulator's default upstream, for contrast: FIFO servers.
+	fifo := *sc
+	fifo.Upstream.Discipline = sim.FIFO
+	if fp, err := predict(&fifo, o); err == nil {
+		fmt.Fprintf(stdout, "the same with a FIFO upstream (the simulator's default) instead:\n%s",
+			comparePhases(o.sched, measured.secs, fp).String())
+	}
 	if o.out == "" {
 		return nil
 	}
@@ -115,6 +122,23 @@ func calibrate(o *options, measured *runResult, stdout io.Writer) error {
 }
 
 var classNames = [numClasses]string{"interactive", "batch"}
+
+// calibrationSeeds is the number of simulated runs a prediction averages.
+const calibrationSeeds = 5
+
+// predict simulates sc with calibrationSeeds seeds from -seed, and
+// returns the series of each, the one of -seed first.
+func predict(sc *sim.Scenario, o *options) ([][]second, error) {
+	var out [][]second
+	for i := range uint64(calibrationSeeds) {
+		res, err := sim.Run(sc, demoPolicy(o), sim.Options{Seed: o.seed + i})
+		if err != nil {
+			return nil, fmt.Errorf("calibrate: simulate: %w", err)
+		}
+		out = append(out, predictedSeconds(res))
+	}
+	return out, nil
+}
 
 func medianOf(d sim.Dist) time.Duration {
 	switch d.Kind {
@@ -236,15 +260,18 @@ func figures(secs []second, from, to int) phaseFigures {
 	return f
 }
 
-// comparison is measured against predicted, phase by phase.
+// comparison is measured against predicted, phase by phase. The
+// prediction is made with several seeds: a simulated run is as noisy as a
+// real one, and one seed could agree by chance.
 type comparison struct {
-	phases          []string
-	measured, predi []phaseFigures
+	phases   []string
+	measured []phaseFigures
+	pred     [][]phaseFigures // by phase, then seed
 }
 
-// comparePhases cuts both series into the schedule's phases: healthy,
-// slowdown, and after it.
-func comparePhases(s schedule, measured, predicted []second) comparison {
+// comparePhases cuts the series into the schedule's phases: healthy,
+// slowdown, and after it. predicted holds one series per seed.
+func comparePhases(s schedule, measured []second, predicted [][]second) comparison {
 	sec := func(d time.Duration) int { return int(d / time.Second) }
 	bounds := []struct {
 		name     string
@@ -261,40 +288,58 @@ func comparePhases(s schedule, measured, predicted []second) comparison {
 		}
 		cmp.phases = append(cmp.phases, fmt.Sprintf("%s %ds-%ds", b.name, b.from, b.to))
 		cmp.measured = append(cmp.measured, figures(measured, b.from, b.to))
-		cmp.predi = append(cmp.predi, figures(predicted, b.from, b.to))
+		var ps []phaseFigures
+		for _, p := range predicted {
+			ps = append(ps, figures(p, b.from, b.to))
+		}
+		cmp.pred = append(cmp.pred, ps)
 	}
 	return cmp
 }
 
-// String prints one line per figure: measured, predicted and the gap
-// (points of goodput, percent of the limit) for each phase.
+// spread returns the mean, min and max of f over the seeds.
+func spread(ps []phaseFigures, f func(*phaseFigures) float64) (mean, lo, hi float64) {
+	lo, hi = math.Inf(1), math.Inf(-1)
+	for i := range ps {
+		v := f(&ps[i])
+		mean += v
+		lo, hi = min(lo, v), max(hi, v)
+	}
+	return mean / float64(len(ps)), lo, hi
+}
+
+// String prints one line per figure and, for each phase, the measured
+// figure, the predicted one (mean over the seeds, and their range) and the
+// gap: points of goodput, percent of the limit.
 func (c comparison) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%-20s", "")
 	for _, p := range c.phases {
-		fmt.Fprintf(&b, " | %-26s", p)
+		fmt.Fprintf(&b, " | %-37s", p)
 	}
 	fmt.Fprintf(&b, "\n%-20s", "")
 	for range c.phases {
-		fmt.Fprintf(&b, " | %8s %8s %8s", "measured", "predict", "gap")
+		fmt.Fprintf(&b, " | %7s %7s %12s %8s", "meas.", "pred.", "(seeds)", "gap")
 	}
 	b.WriteString("\n")
 	for k := range numClasses {
 		fmt.Fprintf(&b, "%-20s", "goodput "+classNames[k])
 		for i := range c.phases {
-			m, p := 100*c.measured[i].goodput[k], 100*c.predi[i].goodput[k]
-			fmt.Fprintf(&b, " | %7.1f%% %7.1f%% %+6.1fpt", m, p, p-m)
+			m := 100 * c.measured[i].goodput[k]
+			p, lo, hi := spread(c.pred[i], func(f *phaseFigures) float64 { return 100 * f.goodput[k] })
+			fmt.Fprintf(&b, " | %6.1f%% %6.1f%% %12s %+6.1fpt", m, p, fmt.Sprintf("(%.0f-%.0f)", lo, hi), p-m)
 		}
 		b.WriteString("\n")
 	}
 	fmt.Fprintf(&b, "%-20s", "mean limit")
 	for i := range c.phases {
-		m, p := c.measured[i].limit, c.predi[i].limit
+		m := c.measured[i].limit
+		p, lo, hi := spread(c.pred[i], func(f *phaseFigures) float64 { return f.limit })
 		gap := math.NaN()
 		if m > 0 {
 			gap = 100 * (p/m - 1)
 		}
-		fmt.Fprintf(&b, " | %8.1f %8.1f %+7.0f%%", m, p, gap)
+		fmt.Fprintf(&b, " | %7.1f %7.1f %12s %+7.0f%%", m, p, fmt.Sprintf("(%.0f-%.0f)", lo, hi), gap)
 	}
 	b.WriteString("\n")
 	return b.String()
