@@ -18,6 +18,12 @@ type psQueue struct {
 	last int64   // real time (ns) up to which v is advanced
 	jobs psHeap
 	gen  uint32 // bumped at every reschedule: older completion events are stale
+	// armed says a completion event of generation gen is pending, for the
+	// job finishing at armFinish at rate armRate: while both hold, it
+	// stays right, and is kept (an arrival behind the first to finish,
+	// below capacity, changes neither).
+	armed              bool
+	armFinish, armRate float64
 	// served is the service delivered: the integral of min(n, c) dt, ns.
 	// Only the tests read it (work conservation).
 	served float64
@@ -58,20 +64,28 @@ func (u *upstream) psArrive(e *engine, j *task) {
 }
 
 // psReschedule schedules the next completion at the current rate, making
-// any completion event scheduled before stale.
+// any completion event scheduled before stale, unless the one pending is
+// still right.
 func (u *upstream) psReschedule(e *engine) {
 	q := &u.ps
-	q.gen++
 	n := q.jobs.len()
 	if n == 0 {
+		q.gen++
+		q.armed = false
 		return
 	}
-	dv := q.jobs.top().finish - q.v
+	rate, finish := psRate(n, u.servers), q.jobs.top().finish
+	if q.armed && rate == q.armRate && finish == q.armFinish {
+		return
+	}
+	q.gen++
+	dv := finish - q.v
 	dt := int64(1)
 	if dv > 0 {
-		dt = max(int64(dv/psRate(n, u.servers))+1, 1) // rounded up: the job is done by then
+		dt = max(int64(dv/rate)+1, 1) // rounded up: the job is done by then
 	}
 	e.h.push(event{at: e.now + dt, kind: evPSDone, slot: -1, gen: q.gen, arg: u.idx})
+	q.armed, q.armRate, q.armFinish = true, rate, finish
 }
 
 // psDone completes the jobs whose work is done, then schedules the next
@@ -82,6 +96,7 @@ func (u *upstream) psDone(e *engine, gen uint32) {
 	if gen != q.gen {
 		return
 	}
+	q.armed = false
 	q.advance(e.now, u.servers)
 	for q.jobs.len() > 0 && q.jobs.top().finish <= q.v+psEpsilon {
 		j := q.jobs.pop().t
