@@ -30,6 +30,10 @@ type psServer struct {
 	v    float64 // virtual time, ns of work
 	last time.Duration
 	jobs []psReq // min-heap on finish
+	// armed says the timer is set for the request finishing at armFinish
+	// at rate armRate: while both hold it is right, and not reset.
+	armed              bool
+	armFinish, armRate float64
 }
 
 // psReq is a request in progress: its finish virtual time and the channel
@@ -77,6 +81,7 @@ func (s *psServer) inFlight() int {
 func (s *psServer) fire() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.armed = false
 	s.advance()
 	for len(s.jobs) > 0 && s.jobs[0].finish <= s.v+psEpsilon {
 		close(s.pop().done)
@@ -105,8 +110,13 @@ func (s *psServer) rearm() {
 	if len(s.jobs) == 0 {
 		return // a timer already armed finds nothing to do
 	}
-	d := time.Duration((s.jobs[0].finish-s.v)/s.rate()) + 1
+	rate, finish := s.rate(), s.jobs[0].finish
+	if s.armed && rate == s.armRate && finish == s.armFinish {
+		return
+	}
+	d := time.Duration((finish-s.v)/rate) + 1
 	s.arm(max(d, 1))
+	s.armed, s.armRate, s.armFinish = true, rate, finish
 }
 
 func (s *psServer) push(r psReq) {
