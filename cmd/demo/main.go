@@ -10,6 +10,13 @@
 // had given up, and the upstream's time spent on work whose caller had
 // gone: the waste that overload and unknown deadlines create.
 //
+// The upstream shares its capacity among the requests in flight
+// (processor sharing), the model of the simulator's upstream.discipline:
+// ps. With -record the protected run is recorded at the gateway (package
+// record); with -calibrate too, the recording is fitted, the run simulated
+// under the demo's configuration, and prediction compared with
+// measurement (make calibrate-demo).
+//
 // While it runs, Prometheus metrics are served on -metrics-addr/metrics.
 // Traces and metrics are also exported by OTLP when the standard
 // OpenTelemetry variables ask for it (OTEL_EXPORTER_OTLP_ENDPOINT, ...).
