@@ -239,3 +239,33 @@ func TestFIFOIsDefault(t *testing.T) {
 		t.Error("discipline 7 accepted")
 	}
 }
+
+// TestMaxInFlight: under either discipline, an upstream bounded to 3 jobs
+// present at 4x overload never holds more, and the jobs it refuses fail
+// (clients see errors, not timeouts alone).
+func TestMaxInFlight(t *testing.T) {
+	for _, d := range []Discipline{FIFO, PS} {
+		sc := &Scenario{
+			Name: "bounded", Duration: 10 * time.Second,
+			Classes:  []Class{{Name: "c", Rate: 400, Timeout: time.Second}},
+			Upstream: Upstream{Capacity: 1, Discipline: d, MaxInFlight: 3, ServiceTime: Exp(1e7)},
+		}
+		e, err := newEngine(mustNormalize(t, sc), mustPolicy(t, "none"), 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		most := 0
+		e.onJob = func(*task) { most = max(most, e.ups[0].present()) }
+		if err := e.run(); err != nil {
+			t.Fatal(err)
+		}
+		s := e.result("none", 1).Summary
+		if most > 3 || most == 0 {
+			t.Errorf("%v: %d jobs present at most, want 1 to 3", d, most)
+		}
+		// The upstream serves 100/s of the 400/s offered: the rest fails.
+		if f := float64(s.Failed) / float64(s.Logical); f < 0.6 || s.Goodput == 0 {
+			t.Errorf("%v: %d of %d failed, %d good: want most refused and some served", d, s.Failed, s.Logical, s.Goodput)
+		}
+	}
+}
