@@ -269,15 +269,17 @@ type comparison struct {
 	pred     [][]phaseFigures // by phase, then seed
 }
 
-// comparePhases cuts the series into the schedule's phases: healthy,
-// slowdown, and after it. predicted holds one series per seed.
+// comparePhases cuts the series into the schedule's phases: healthy
+// (from the second second, as the demo's summary: the first is the
+// process's and the limit's warm-up), slowdown, and after it. predicted
+// holds one series per seed.
 func comparePhases(s schedule, measured []second, predicted [][]second) comparison {
 	sec := func(d time.Duration) int { return int(d / time.Second) }
 	bounds := []struct {
 		name     string
 		from, to int
 	}{
-		{"healthy", 0, sec(s.SlowStart)},
+		{"healthy", min(1, sec(s.SlowStart)-1), sec(s.SlowStart)},
 		{"slowdown", sec(s.SlowStart), sec(s.SlowStart + s.SlowFor)},
 		{"after", sec(s.SlowStart + s.SlowFor), sec(s.Duration)},
 	}

@@ -30,7 +30,7 @@ func TestCalibrateShortRun(t *testing.T) {
 		t.Fatalf("%v\n%s", err, stdout.String())
 	}
 	t.Log(stdout.String())
-	for _, want := range []string{"== calibration", "goodput interactive", "goodput batch", "mean limit", "healthy 0s-2s", "slowdown 2s-3s"} {
+	for _, want := range []string{"== calibration", "goodput interactive", "goodput batch", "mean limit", "healthy 1s-2s", "slowdown 2s-3s"} {
 		if !strings.Contains(stdout.String(), want) {
 			t.Errorf("output lacks %q", want)
 		}
