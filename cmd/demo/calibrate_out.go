@@ -66,6 +66,9 @@ func calibrationChart(path string, s schedule, measured, predicted []second) err
 		{"limit", func(s *second) float64 { return float64(s.limit) }},
 	}
 	ymax := 0.0
+	// The demo's last second holds only the stragglers: leave it out.
+	n := min(len(measured), len(predicted))
+	measured, predicted = measured[:n], predicted[:n]
 	for k, sr := range series {
 		for j, secs := range [][]second{measured, predicted} {
 			pts := make(plotter.XYs, 0, len(secs))
