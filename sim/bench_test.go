@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"strings"
 	"testing"
 	"time"
 )
@@ -20,13 +21,18 @@ func benchScenario() *Scenario {
 // per second of wall time, for each kind of policy (the limiter and limit
 // source run for real, so their cost is included).
 func BenchmarkSimulatedRequests(b *testing.B) {
-	for _, name := range []string{"none", "static", "shedkit-gradient", "gcl-gradient2"} {
+	for _, name := range []string{"none", "static", "shedkit-gradient", "gcl-gradient2", "shedkit-gradient/ps"} {
 		b.Run(name, func(b *testing.B) {
+			sc := benchScenario()
+			if n, ok := strings.CutSuffix(name, "/ps"); ok {
+				// The same with a processor-sharing upstream.
+				name = n
+				sc.Upstream.Discipline = PS
+			}
 			p, err := ParsePolicy(name)
 			if err != nil {
 				b.Fatal(err)
 			}
-			sc := benchScenario()
 			b.ReportAllocs()
 			var n int64
 			start := time.Now()

@@ -63,6 +63,11 @@
 // caller gave up is finished anyway: that is wasted work, as in real
 // systems. With Degradation 0 and no events the upstream is an M/G/c
 // queue; the tests check M/M/1 and M/M/c against theory and Little's law.
+// With discipline ps the upstream is a processor-sharing server instead
+// (every job present is served, each at min(1, capacity/n) of full speed
+// with n present), as CPU-bound and thread-per-request services are: the
+// tests check M/M/1-PS and M/G/1-PS against theory, and that the service
+// delivered equals the work completed.
 //
 // # Measures
 //
@@ -136,6 +141,8 @@
 //	  no_deadline_propagation: false  # replicas see no deadline (callers send none)
 //	upstream:
 //	  capacity: 100              # servers: the concurrency where latency starts to grow
+//	  discipline: fifo           # fifo: the rest wait; ps: all share the servers
+//	  max_in_flight: 0           # jobs present beyond which one fails at once (0: no bound)
 //	  service_time: {dist: lognormal, median: 50ms, sigma: 0.5}
 //	  degradation: 0.5           # a job starting while q wait is 1 + 0.5 q/capacity times slower...
 //	  max_degradation: 10        # ...at most this much

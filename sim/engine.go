@@ -65,6 +65,7 @@ type task struct {
 	res      result
 	nanc     int8
 	fail     bool // upstream jobs: the job fails
+	refused  bool // upstream jobs: refused at once (Upstream.MaxInFlight)
 	replica  int32
 	attempts int32
 	// anc are the callers above the task (parent first) with the
@@ -147,6 +148,7 @@ type engine struct {
 
 	ctx    context.Context
 	onTick func()
+	onJob  func(*task) // tests: called when a job's work is done
 	err    error
 }
 
@@ -375,9 +377,9 @@ func (e *engine) dispatch(ev *event) {
 	case evPhase:
 		e.rec.phase(e.now)
 	case evUpstream:
-		u := e.ups[ev.arg]
-		u.refresh(e.now)
-		u.fill(e)
+		e.ups[ev.arg].change(e)
+	case evPSDone:
+		e.ups[ev.arg].psDone(e, ev.gen)
 	}
 }
 
@@ -752,14 +754,27 @@ func (e *engine) outcome(t *task, res result) shed.Outcome {
 }
 
 func (e *engine) jobDone(j *task) {
+	if j.refused {
+		e.respond(j, resError, 0)
+		e.freeTask(j)
+		return
+	}
 	u := e.replicas[j.replica].up
 	u.done(e, j)
+	e.endJob(j)
+	u.fill(e)
+}
+
+// endJob answers job j's caller once its work is done.
+func (e *engine) endJob(j *task) {
 	res := resOK
 	if j.fail {
 		res = resError
 	}
+	if e.onJob != nil {
+		e.onJob(j)
+	}
 	e.rec.job(e, j, !e.waited(j))
 	e.respond(j, res, 0)
 	e.freeTask(j)
-	u.fill(e)
 }

@@ -28,6 +28,9 @@ type FitOptions struct {
 	// Seed seeds the reservoir sampling of latencies and costs, so that
 	// a fit is reproducible. Default 1.
 	Seed uint64
+	// Discipline is the fitted upstream's discipline (Upstream.Discipline):
+	// a recording does not tell FIFO from PS, its owner may. Default FIFO.
+	Discipline Discipline
 }
 
 // Reservoir sizes: enough samples for quantiles to 1%, bounded memory
@@ -104,6 +107,9 @@ func NewFitter(opt FitOptions) (*Fitter, error) {
 	}
 	if opt.Seed == 0 {
 		opt.Seed = 1
+	}
+	if int(opt.Discipline) >= len(disciplineNames) {
+		return nil, configError("Discipline", "must be FIFO or PS, got %d", opt.Discipline)
 	}
 	f := &Fitter{opt: opt, dt: int64(opt.Interval), rng: newStream(opt.Seed, "fit"), limits: [2]int{math.MaxInt, 0}}
 	f.lat.init(fitLatencySamples)

@@ -134,7 +134,7 @@ func (f *Fitter) scenario(fit *Fit) *Scenario {
 		}
 		sc.Classes = append(sc.Classes, cl)
 	}
-	sc.Upstream = Upstream{Capacity: max(int(math.Round(fit.Capacity.Servers)), 1), ServiceTime: fit.ServiceTime.Dist}
+	sc.Upstream = Upstream{Capacity: max(int(math.Round(fit.Capacity.Servers)), 1), ServiceTime: fit.ServiceTime.Dist, Discipline: f.opt.Discipline}
 	if l := f.limits; l[0] == l[1] && l[0] < shed.MaxLimit {
 		sc.Service.StaticLimit = l[0]
 		fit.Notes = append(fit.Notes, fmt.Sprintf("the recorded limit was constant, %d: service.static_limit is set to it", l[0]))

@@ -6,7 +6,7 @@ type event struct {
 	at   int64  // virtual time, ns since the start of the run
 	seq  uint64 // scheduling order: the tie-break that makes runs deterministic
 	slot int32  // the task concerned, -1 for none
-	gen  uint32 // the task's generation when scheduled: a later one makes the event stale
+	gen  uint32 // the task's generation when scheduled (evPSDone: the upstream's): a later one makes the event stale
 	kind evKind
 	lane int16 // the lane the event came from, -1 for none
 	arg  int32 // class or replica index
@@ -25,6 +25,7 @@ const (
 	evTick                   // end of a measurement interval
 	evUpstream               // upstream arg changes state (a schedule boundary)
 	evPhase                  // a summary window opens or closes
+	evPSDone                 // the next job of PS upstream arg finishes (stale unless gen is the upstream's)
 )
 
 // eventHeap is a 4-ary min-heap ordered by (at, seq), plus lanes: FIFO

@@ -184,6 +184,35 @@ func (b Balancer) String() string {
 	return "unknown"
 }
 
+// Discipline is how an upstream's servers share the jobs present.
+type Discipline uint8
+
+const (
+	// FIFO serves at most Capacity jobs at once, each at full speed, the
+	// others waiting in arrival order (M/G/c with no degradation or
+	// events): a model of worker pools and connection pools.
+	FIFO Discipline = iota
+	// PS is egalitarian processor sharing over Capacity servers: with n
+	// jobs present each progresses at min(1, Capacity/n) of full speed,
+	// so a job's latency grows with everything present, not only with
+	// what arrived before it. It models CPU-bound servers, thread-per-
+	// request servers with more threads than cores, and anything whose
+	// work is time-sliced. Its mean sojourn time, unlike FIFO's, does not
+	// depend on the shape of the service time distribution (M/G/1-PS
+	// behaves as M/M/1), and slow requests do not block fast ones.
+	PS
+)
+
+var disciplineNames = [...]string{"fifo", "ps"}
+
+// String returns the discipline's name as written in scenario files.
+func (d Discipline) String() string {
+	if int(d) < len(disciplineNames) {
+		return disciplineNames[d]
+	}
+	return "unknown"
+}
+
 // Service is the layer protected by the limiters under test: Replicas
 // copies behind a load balancer, each with its own shed.Limiter built by
 // the policy. A replica admits a request, calls the upstream (retrying per
@@ -226,16 +255,27 @@ type Service struct {
 	DeadlineMargin float64
 }
 
-// Upstream is what each replica depends on: Capacity servers taking work
-// in arrival order, with service times drawn from ServiceTime. Past
-// capacity, work waits, and with Degradation it also gets slower: a job
-// that starts while q jobs wait takes 1 + Degradation x q / Capacity
-// times longer (at most MaxDegradation times), as thrashing servers do.
-// Work whose caller gave up is finished anyway: it is wasted.
+// Upstream is what each replica depends on: Capacity servers, with
+// service times (the work of a job) drawn from ServiceTime. Under the
+// default discipline, FIFO, past capacity work waits in arrival order,
+// and with Degradation it also gets slower: a job that starts while q
+// jobs wait takes 1 + Degradation x q / Capacity times longer (at most
+// MaxDegradation times), as thrashing servers do. Under PS (processor
+// sharing) nothing waits: every job present is served at once, and past
+// capacity they all slow down together (see Discipline). Work whose
+// caller gave up is finished anyway: it is wasted.
 type Upstream struct {
-	// Capacity is the number of jobs served at once, the concurrency at
-	// which latency starts to grow. Required.
+	// Capacity is the number of jobs served at once at full speed, the
+	// concurrency at which latency starts to grow. Required.
 	Capacity int
+	// Discipline is how the servers share the jobs present: FIFO (the
+	// default) or PS.
+	Discipline Discipline
+	// MaxInFlight, when > 0, bounds the jobs present: a job that arrives
+	// when MaxInFlight are present fails at once, without service, as a
+	// server whose worker pool and accept queue are full answers 503.
+	// Default 0: no bound.
+	MaxInFlight int
 	// ServiceTime is the time a job takes at nominal speed, in
 	// nanoseconds. Required.
 	ServiceTime Dist
@@ -614,6 +654,12 @@ func (s *Service) normalize(sc *Scenario) error {
 func (u *Upstream) normalize(sc *Scenario) error {
 	if u.Capacity <= 0 || u.Capacity > 1_000_000 {
 		return fieldErr("upstream.capacity", "must be in [1, 1000000], got %d", u.Capacity)
+	}
+	if int(u.Discipline) >= len(disciplineNames) {
+		return fieldErr("upstream.discipline", "must be fifo or ps, got %d", u.Discipline)
+	}
+	if u.MaxInFlight < 0 {
+		return fieldErr("upstream.max_in_flight", "must be >= 0, got %d", u.MaxInFlight)
 	}
 	if u.ServiceTime.IsZero() {
 		return fieldErr("upstream.service_time", "is required")

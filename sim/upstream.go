@@ -9,9 +9,12 @@ import (
 
 // upstream is a multi-server FIFO queue: servers jobs at once, the rest
 // wait in arrival order. With no degradation, no events and exponential
-// service times it is exactly M/M/c (M/G/c in general).
+// service times it is exactly M/M/c (M/G/c in general). Under discipline
+// PS it is a processor-sharing server instead (see psQueue).
 type upstream struct {
 	cfg     *Upstream
+	idx     int32
+	ps      psQueue
 	events  []UpstreamEvent // those that apply to this upstream
 	servers int             // current number of servers
 	slow    float64         // current slowdown factor
@@ -23,7 +26,7 @@ type upstream struct {
 }
 
 func newUpstream(cfg *Upstream, idx int, seed uint64) *upstream {
-	u := &upstream{cfg: cfg, servers: cfg.Capacity, slow: 1}
+	u := &upstream{cfg: cfg, idx: int32(idx), servers: cfg.Capacity, slow: 1}
 	for _, ev := range cfg.Events {
 		if ev.Replicas == 0 || idx < ev.Replicas {
 			u.events = append(u.events, ev)
@@ -61,6 +64,18 @@ func (u *upstream) stateAt(t int64) (capF, slow, errs float64) {
 	return capF, slow, 1 - ok
 }
 
+// change applies the events in force now: a schedule boundary.
+func (u *upstream) change(e *engine) {
+	if u.cfg.Discipline == PS {
+		u.ps.advance(e.now, u.servers) // at the old capacity up to now
+		u.refresh(e.now)
+		u.psReschedule(e)
+		return
+	}
+	u.refresh(e.now)
+	u.fill(e)
+}
+
 // refresh applies the events in force now.
 func (u *upstream) refresh(now int64) {
 	capF, slow, errs := u.stateAt(now)
@@ -68,8 +83,23 @@ func (u *upstream) refresh(now int64) {
 	u.slow, u.errs = slow, errs
 }
 
+// present returns the jobs at the upstream, in service or waiting.
+func (u *upstream) present() int {
+	return u.busy + u.queue.n + u.ps.jobs.len()
+}
+
 func (u *upstream) arrive(e *engine, j *task) {
+	if m := u.cfg.MaxInFlight; m > 0 && u.present() >= m {
+		// Refused at once: the answer is an error, at this instant.
+		j.refused, j.fail = true, true
+		e.scheduleLane(e.nowLane, e.now, evJobDone, j)
+		return
+	}
 	e.rec.upPresent++
+	if u.cfg.Discipline == PS {
+		u.psArrive(e, j)
+		return
+	}
 	if u.busy < u.servers {
 		u.start(e, j)
 		return
@@ -79,10 +109,17 @@ func (u *upstream) arrive(e *engine, j *task) {
 
 func (u *upstream) start(e *engine, j *task) {
 	u.busy++
+	u.take(e, j, u.queue.n)
+	e.schedule(e.now+j.work, evJobDone, j, 0)
+}
+
+// take draws the work of job j, which starts while q jobs wait (beyond
+// capacity), and whether it fails.
+func (u *upstream) take(e *engine, j *task, q int) {
 	c := u.cfg
 	d := c.ServiceTime.sample(u.svcRng) * u.slow
-	if c.Degradation > 0 && u.queue.n > 0 {
-		d *= min(1+c.Degradation*float64(u.queue.n)/float64(c.Capacity), c.MaxDegradation)
+	if c.Degradation > 0 && q > 0 {
+		d *= min(1+c.Degradation*float64(q)/float64(c.Capacity), c.MaxDegradation)
 	}
 	if c.CostScaling > 0 {
 		d *= math.Pow(float64(j.actual)/c.CostRef, c.CostScaling)
@@ -93,7 +130,6 @@ func (u *upstream) start(e *engine, j *task) {
 	if p := e.parent(j); p != nil && p.permit.Valid() && p.permit.Cost() != j.actual {
 		_ = p.permit.ReconcileAt(e.nowT, j.actual)
 	}
-	e.schedule(e.now+j.work, evJobDone, j, 0)
 }
 
 func (u *upstream) done(e *engine, j *task) {

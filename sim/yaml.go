@@ -534,7 +534,20 @@ func (d *decoder) scenario(n *yaml.Node, sc *Scenario) error {
 		"upstream": func(n *yaml.Node, p string) error {
 			u := &sc.Upstream
 			return d.mapping(n, p, map[string]fieldFunc{
-				"capacity":        d.integer(&u.Capacity),
+				"capacity": d.integer(&u.Capacity),
+				"discipline": func(n *yaml.Node, p string) error {
+					v, err := d.scalar(n, p, "a discipline")
+					if err != nil {
+						return err
+					}
+					i := slices.Index(disciplineNames[:], v)
+					if i < 0 {
+						return d.errf(n, p, "want one of %s, got %q", strings.Join(disciplineNames[:], ", "), v)
+					}
+					u.Discipline = Discipline(i)
+					return nil
+				},
+				"max_in_flight":   d.integer(&u.MaxInFlight),
 				"service_time":    d.dist(&u.ServiceTime, true),
 				"degradation":     d.float(&u.Degradation),
 				"max_degradation": d.float(&u.MaxDegradation),

@@ -40,6 +40,8 @@ func TestParseScenarioErrors(t *testing.T) {
 		{"overlapping schedule", strings.Replace(validYAML, "rate: 100", "rate: 100\n    schedule:\n      - {at: 10s, factor: 2, for: 10s}\n      - {at: 15s, rate: 5}", 1), `f.yaml:8:14: classes[0].schedule[1].at: 15s is before the end of the previous change (20s)`},
 		{"rate and factor", strings.Replace(validYAML, "rate: 100", "rate: 100\n    schedule:\n      - {at: 10s, factor: 2, rate: 5}", 1), `f.yaml:7:9: classes[0].schedule[0]: a change sets exactly one of rate and factor`},
 		{"open and closed loop", strings.Replace(validYAML, "rate: 100", "rate: 100\n    users: 5", 1), `f.yaml:6:12: classes[0].users: a class is either open-loop`},
+		{"bad discipline", strings.Replace(validYAML, "capacity: 10", "capacity: 10\n  discipline: lifo", 1), `f.yaml:8:15: upstream.discipline: want one of fifo, ps, got "lifo"`},
+		{"negative max in flight", strings.Replace(validYAML, "capacity: 10", "capacity: 10\n  max_in_flight: -1", 1), `f.yaml:8:18: upstream.max_in_flight: must be >= 0, got -1`},
 		{"bad balancer", validYAML + "service: {replicas: 2, balancer: random}\n", `f.yaml:9:34: service.balancer: want one of round_robin, least_in_flight, power_of_two, got "random"`},
 		{"unknown policy", validYAML + "policies: [none, magic]\n", `f.yaml:9:18: policies[1]: unknown policy "magic"`},
 		{"unknown metric", validYAML + "expect:\n  - {policy: none, metric: speed, min: 1}\n", `f.yaml:10:28: expect[0].metric: unknown metric "speed"`},

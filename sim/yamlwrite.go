@@ -235,6 +235,10 @@ func serviceNode(s *Service) *yaml.Node {
 func upstreamNode(u *Upstream) *yaml.Node {
 	m := newMap(false)
 	m.integer("capacity", int64(u.Capacity))
+	if u.Discipline != FIFO {
+		m.node("discipline", scalar(u.Discipline.String()))
+	}
+	m.integer("max_in_flight", int64(u.MaxInFlight))
 	m.node("service_time", distNode(u.ServiceTime, true))
 	m.num("degradation", u.Degradation)
 	m.num("max_degradation", u.MaxDegradation)

@@ -78,7 +78,7 @@ func TestMarshalScenarioYAMLEveryField(t *testing.T) {
 		Gateway: &Gateway{},
 		Service: Service{Replicas: 3, Balancer: PowerOfTwo, MaxCost: 10000, StaticLimit: 40, Strict: true, MaxQueue: 30,
 			DemandHold: time.Second, Timeout: 300 * time.Millisecond, Retry: Retry{MaxAttempts: 2}},
-		Upstream: Upstream{Capacity: 100, ServiceTime: Dist{Kind: Constant, Value: 5e7, ClampMin: 1}, Degradation: 0.5, MaxDegradation: 4,
+		Upstream: Upstream{Capacity: 100, Discipline: PS, MaxInFlight: 2500, ServiceTime: Dist{Kind: Constant, Value: 5e7, ClampMin: 1}, Degradation: 0.5, MaxDegradation: 4,
 			CostScaling: 1, CostRef: 1000, Events: []UpstreamEvent{{At: 0, For: 10 * time.Second, Slowdown: 10, Errors: 0.5, Capacity: 0.25, Replicas: 2}}},
 		Policies: []string{"none", "static:limit=80"},
 		Expect:   []Expect{{Policy: "none", Metric: "goodput", Min: 0, Max: math.Inf(1)}, {Policy: "static", Metric: "recovery", Min: math.Inf(-1), Max: 1.5}},

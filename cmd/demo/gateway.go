@@ -17,6 +17,7 @@ import (
 	"github.com/shedkit/shedkit/limits"
 	"github.com/shedkit/shedkit/middleware/nethttp"
 	"github.com/shedkit/shedkit/middleware/shedhttp"
+	"github.com/shedkit/shedkit/record"
 	"github.com/shedkit/shedkit/retrybudget"
 	"github.com/shedkit/shedkit/shed"
 	"github.com/shedkit/shedkit/shed/shedotel"
@@ -53,7 +54,8 @@ type gatewayConfig struct {
 	latencyCeiling time.Duration
 	queueWait      time.Duration
 	attemptTimeout time.Duration
-	propagate      bool // deadlines: read from clients, sent upstream
+	propagate      bool             // deadlines: read from clients, sent upstream
+	recorder       *record.Recorder // protected: records the traffic (nil: none)
 }
 
 func startGateway(ctx context.Context, cfg gatewayConfig) (*gateway, error) {
@@ -110,6 +112,7 @@ func startGateway(ctx context.Context, cfg gatewayConfig) (*gateway, error) {
 				// The load generator is the demo's own client: trusted.
 				DeadlineHeader: dlHeader,
 			},
+			Recorder: cfg.recorder,
 		})
 		if err != nil {
 			return nil, err

@@ -10,6 +10,13 @@
 // had given up, and the upstream's time spent on work whose caller had
 // gone: the waste that overload and unknown deadlines create.
 //
+// The upstream shares its capacity among the requests in flight
+// (processor sharing), the model of the simulator's upstream.discipline:
+// ps. With -record the protected run is recorded at the gateway (package
+// record); with -calibrate too, the recording is fitted, the run simulated
+// under the demo's configuration, and prediction compared with
+// measurement (make calibrate-demo).
+//
 // While it runs, Prometheus metrics are served on -metrics-addr/metrics.
 // Traces and metrics are also exported by OTLP when the standard
 // OpenTelemetry variables ask for it (OTEL_EXPORTER_OTLP_ENDPOINT, ...).
@@ -24,6 +31,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"time"
 
@@ -48,6 +56,8 @@ type options struct {
 	queueWait      time.Duration
 	attemptTimeout time.Duration
 	noPropagation  bool
+	record         string // directory for the protected run's recording
+	calibrate      bool
 }
 
 func parseFlags(args []string, stderr io.Writer) (*options, error) {
@@ -91,6 +101,8 @@ Flags:
 	fs.DurationVar(&o.queueWait, "queue-wait", 250*time.Millisecond, "shedkit: longest an interactive request waits for admission")
 	fs.DurationVar(&o.attemptTimeout, "attempt-timeout", 800*time.Millisecond, "shedkit: timeout of one attempt to the upstream")
 	fs.BoolVar(&o.noPropagation, "no-deadline-propagation", false, "shedkit: clients do not send their deadline, so the gateway does not know it")
+	fs.StringVar(&o.record, "record", "", "record the protected run's traffic at the gateway to this directory (package record; for shedsim fit and -calibrate)")
+	fs.BoolVar(&o.calibrate, "calibrate", false, "after the protected run, fit its recording (-record) with a processor-sharing upstream, simulate the run under the same configuration and compare prediction with measurement")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -104,6 +116,9 @@ Flags:
 		o.modes = []string{*mode}
 	default:
 		return nil, fmt.Errorf("-mode must be both, protected or unprotected, got %q", *mode)
+	}
+	if o.calibrate && (o.record == "" || !slices.Contains(o.modes, "protected")) {
+		return nil, fmt.Errorf("-calibrate needs -record and the protected run")
 	}
 	if err := o.sched.validate(); err != nil {
 		return nil, err
@@ -184,6 +199,9 @@ func run(ctx context.Context, o *options, stdout io.Writer) error {
 		}
 		fmt.Fprintf(stdout, "\nreport: %s/report.md (charts: goodput, latency, inflight, amplification .png)\n", o.out)
 	}
+	if o.calibrate {
+		return calibrate(o, results[len(results)-1], stdout)
+	}
 	return nil
 }
 
@@ -217,6 +235,10 @@ func runOnce(ctx context.Context, o *options, mode string, tel *telemetry, stdou
 	go func() { _ = upSrv.Serve(ln) }()
 	defer upSrv.Close()
 
+	recording, err := newRecording(o, mode)
+	if err != nil {
+		return nil, err
+	}
 	gw, err := startGateway(ctx, gatewayConfig{
 		protected:      mode == "protected",
 		upstream:       "http://" + ln.Addr().String(),
@@ -226,11 +248,18 @@ func runOnce(ctx context.Context, o *options, mode string, tel *telemetry, stdou
 		queueWait:      o.queueWait,
 		attemptTimeout: o.attemptTimeout,
 		propagate:      !o.noPropagation,
+		recorder:       recording,
 	})
 	if err != nil {
 		return nil, err
 	}
 	defer gw.close(context.Background())
+	if recording != nil {
+		if err := recording.Start(); err != nil {
+			return nil, err
+		}
+		defer stopRecording(recording, o.record, stdout)
+	}
 
 	start := time.Now()
 	up.reset(start)

@@ -9,15 +9,17 @@ import (
 	"time"
 )
 
-// upstream is the dependency the gateway calls. Its service time follows
-// the schedule, with lognormal noise, and grows once more than capacity
-// requests are in flight (processor sharing: each request gets
+// upstream is the dependency the gateway calls. A request's work (its
+// time at full speed) follows the schedule at its arrival, with lognormal
+// noise; capacity workers share the requests in flight (processor
+// sharing, psServer: past capacity every request slows down, each getting
 // capacity/inflight of a worker). Work continues when the caller has gone
 // away, as it does in real services: that is the wasted work overload
 // creates.
 type upstream struct {
 	sched    schedule
 	capacity int
+	ps       *psServer
 	// maxInFlight bounds the requests it holds (its worker pool and accept
 	// queue); beyond that it answers 503 at once, like most servers.
 	maxInFlight int64
@@ -25,8 +27,8 @@ type upstream struct {
 
 	inflight atomic.Int64
 	served   atomic.Int64 // requests that reached the handler (attempts on the wire)
-	// busy is the time spent working, abandoned the part of it spent on
-	// requests whose caller had gone when the work ended (ns).
+	// busy is the work done (ns at full speed), abandoned the part of it
+	// done for requests whose caller had gone when the work ended.
 	busy, abandoned atomic.Int64
 
 	mu  sync.Mutex
@@ -34,7 +36,7 @@ type upstream struct {
 }
 
 func newUpstream(s schedule, capacity int, seed uint64) *upstream {
-	return &upstream{sched: s, capacity: capacity, maxInFlight: int64(25 * capacity), rng: rand.New(rand.NewPCG(seed, 7))}
+	return &upstream{sched: s, capacity: capacity, ps: newPSServer(capacity), maxInFlight: int64(25 * capacity), rng: rand.New(rand.NewPCG(seed, 7))}
 }
 
 func (u *upstream) reset(now time.Time) {
@@ -44,16 +46,13 @@ func (u *upstream) reset(now time.Time) {
 	u.abandoned.Store(0)
 }
 
-// serviceTime draws the time one request takes at offset t with n in flight.
-func (u *upstream) serviceTime(t time.Duration, n int64) time.Duration {
+// work draws the work of a request that arrives at offset t: the time it
+// takes at full speed.
+func (u *upstream) work(t time.Duration) time.Duration {
 	u.mu.Lock()
 	noise := math.Exp(0.25 * u.rng.NormFloat64())
 	u.mu.Unlock()
-	d := float64(u.sched.Healthy) * u.sched.factorAt(t) * noise
-	if over := float64(n) / float64(u.capacity); over > 1 {
-		d *= over
-	}
-	return time.Duration(d)
+	return time.Duration(float64(u.sched.Healthy) * u.sched.factorAt(t) * noise)
 }
 
 func (u *upstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -65,8 +64,8 @@ func (u *upstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "overloaded", http.StatusServiceUnavailable)
 		return
 	}
-	d := u.serviceTime(t, n)
-	time.Sleep(d) // not cut short by r.Context(): the work is done anyway
+	d := u.work(t)
+	<-u.ps.serve(d) // not cut short by r.Context(): the work is done anyway
 	u.busy.Add(int64(d))
 	if r.Context().Err() != nil {
 		// The caller cancelled (its own caller gave up, or its deadline

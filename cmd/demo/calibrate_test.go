@@ -1,0 +1,110 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/shedkit/shedkit/sim"
+)
+
+// A short protected run, recorded and calibrated: the comparison is
+// printed and its files written. Figures are not asserted: they depend on
+// the machine.
+func TestCalibrateShortRun(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	out, recDir := t.TempDir(), filepath.Join(t.TempDir(), "rec")
+	o, err := parseFlags([]string{"-mode", "protected", "-duration", "4s", "-slow-start", "2s", "-slow-for", "1s",
+		"-interactive-rate", "60", "-batch-rate", "60", "-out", out, "-metrics-addr", "127.0.0.1:0", "-quiet",
+		"-record", recDir, "-calibrate"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.Unsetenv("OTEL_EXPORTER_OTLP_ENDPOINT")
+	var stdout bytes.Buffer
+	if err := run(context.Background(), o, &stdout); err != nil {
+		t.Fatalf("%v\n%s", err, stdout.String())
+	}
+	t.Log(stdout.String())
+	for _, want := range []string{"== calibration", "goodput interactive", "goodput batch", "mean limit", "healthy 1s-2s", "slowdown 2s-3s"} {
+		if !strings.Contains(stdout.String(), want) {
+			t.Errorf("output lacks %q", want)
+		}
+	}
+	for _, f := range []string{"calibration.csv", "calibration.png", "calibration.yaml"} {
+		if fi, err := os.Stat(filepath.Join(out, f)); err != nil || fi.Size() == 0 {
+			t.Errorf("calibration file %s: %v", f, err)
+		}
+	}
+	// A second run into the same recording directory is refused.
+	if err := run(context.Background(), o, io.Discard); err == nil || !strings.Contains(err.Error(), "already holds a recording") {
+		t.Errorf("a second recording into %s: %v", recDir, err)
+	}
+}
+
+func TestCalibrateFlags(t *testing.T) {
+	for _, args := range [][]string{{"-calibrate"}, {"-calibrate", "-record", "x", "-mode", "unprotected"}} {
+		if _, err := parseFlags(args, io.Discard); err == nil || !strings.Contains(err.Error(), "-calibrate needs") {
+			t.Errorf("%v: %v", args, err)
+		}
+	}
+}
+
+// The scenario of a calibration is the demo's configuration: it is valid,
+// and carries the gateway's classes, retries and the upstream's model.
+func TestDemoScenario(t *testing.T) {
+	o, err := parseFlags([]string{"-slow-factor", "4", "-capacity", "30", "-attempt-timeout", "600ms"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fit := &sim.Fit{Scenario: &sim.Scenario{Classes: []sim.Class{{Name: "batch", Rate: 50}, {Name: "interactive", Rate: 100,
+		Schedule: []sim.RateChange{{At: 10 * time.Second, Rate: 80}, {At: 40 * time.Second, Rate: 10}}}}},
+		ServiceTime: sim.DistFit{Dist: sim.LogNorm(4e7, 0.25)}}
+	sc := demoScenario(o, fit)
+	if err := sc.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	in, b := sc.Classes[interactive], sc.Classes[batch]
+	if in.Name != "interactive" || in.Rate != 100 || len(in.Schedule) != 1 || in.Protected != 0.8 || in.Queue != 200 || in.MaxWait != o.queueWait || in.Timeout != time.Second {
+		t.Errorf("interactive: %+v", in)
+	}
+	if b.Name != "batch" || b.Rate != 50 || b.Protected != 0 || b.Timeout != 3*time.Second {
+		t.Errorf("batch: %+v", b)
+	}
+	if s := sc.Service; s.Timeout != 600*time.Millisecond || s.Retry.MaxAttempts != 3 || s.Retry.Budget == nil {
+		t.Errorf("service: %+v", s)
+	}
+	u := sc.Upstream
+	if u.Discipline != sim.PS || u.Capacity != 30 || u.MaxInFlight != 750 || len(u.Events) != 1 || u.Events[0].Slowdown != 4 || u.Events[0].At != 8*time.Second {
+		t.Errorf("upstream: %+v", u)
+	}
+}
+
+// comparePhases cuts both series at the same seconds, and the table shows
+// the gap in points and percent.
+func TestComparePhases(t *testing.T) {
+	s := schedule{SlowStart: 2 * time.Second, SlowFor: 2 * time.Second, Duration: 5 * time.Second}
+	sec := func(good, offered, limit int) second {
+		return second{good: [numClasses]int{good, good}, offered: [numClasses]int{offered, offered}, limit: limit}
+	}
+	measured := []second{sec(0, 10, 20), sec(10, 10, 40), sec(5, 10, 10), sec(5, 10, 10), sec(10, 10, 40)}
+	predicted := []second{sec(0, 10, 20), sec(9, 10, 40), sec(4, 10, 12), sec(4, 10, 12), sec(10, 10, 40)}
+	c := comparePhases(s, measured, [][]second{predicted, predicted})
+	want := []string{"healthy 1s-2s", "slowdown 2s-4s", "after 4s-5s"}
+	if strings.Join(c.phases, ",") != strings.Join(want, ",") {
+		t.Fatalf("phases %v, want %v", c.phases, want)
+	}
+	out := c.String()
+	for _, w := range []string{"100.0%   90.0%", "-10.0pt", "50.0%   40.0%", "10.0    12.0", "+20%"} {
+		if !strings.Contains(out, w) {
+			t.Errorf("table lacks %q:\n%s", w, out)
+		}
+	}
+}
