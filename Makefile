@@ -67,8 +67,8 @@ bench: ## benchmarks with allocations, at GOMAXPROCS 1 and 2, in every module of
 bench-peers: ## hot path against x/sync/semaphore, go-concurrency-limits and failsafe-go (module bench/, about 4 minutes)
 	cd bench && $(SOLO) $(GO) test -run '^$$' -bench . -benchmem -cpu 1,2 -count 5 . | tee results/hotpath.txt | $(SOLO) $(GO) run ./cmd/hotpath
 
-sim-peers: ## the simulator suite with the peers, failsafe-go included (module bench/)
-	cd bench && $(SOLO) $(GO) run ./cmd/shedsim -suite -policies 'static;shedkit-gradient;shedkit-aimd;gcl-gradient2;gcl-aimd;failsafe-adaptive' -out ../out/sim-peers
+sim-peers: ## the simulator suite with every peer at its defaults: table in bench/results/suite-all.txt, CSV and charts under out/sim-peers (module bench/, about 7 minutes)
+	cd bench && $(SOLO) $(GO) run ./cmd/shedsim -suite -quiet -policies 'none;static;shedkit-gradient;shedkit-aimd;gcl-gradient2;gcl-vegas;gcl-aimd;failsafe-adaptive' -out ../out/sim-peers > results/suite-all.txt
 
 # The peers compared warm ({warm}: an initial limit at the healthy work in
 # flight) and with the room each instance needs ({max}).
