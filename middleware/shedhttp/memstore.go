@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"hash/maphash"
+	"net/http"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -121,6 +122,11 @@ func (s *MemoryStore) AllowAt(now time.Time, class shed.Class, key string, limit
 // AllowNAt takes n tokens (n < 1 counts as 1) from the bucket of (class,
 // key) at time now, as AllowAt takes one: for a cost quota (LLM tokens per
 // tenant). A cost larger than limit.Burst is never allowed; retryAfter is
+// AllowRequest implements RequestKeyStore: AllowNAt, r aside.
+func (s *MemoryStore) AllowRequest(_ *http.Request, now time.Time, class shed.Class, key string, limit RateLimit, n int) (bool, time.Duration) {
+	return s.AllowNAt(now, class, key, limit, n)
+}
+
 // then the time the bucket takes to fill, after which it is still refused.
 func (s *MemoryStore) AllowNAt(now time.Time, class shed.Class, key string, limit RateLimit, n int) (bool, time.Duration) {
 	if limit.Rate == rate.Inf {

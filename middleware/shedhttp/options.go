@@ -95,6 +95,13 @@ type Options struct {
 	// Observer) but lets the requests through, to roll a rate limit out
 	// safely. The limiter's own dry run is shed.Config.DryRun.
 	RateLimitDryRun bool
+	// RateLimitCost makes each request take its cost (Classification.Cost,
+	// at least 1) from its key's bucket instead of one token, so that a
+	// RateLimit counts cost per second: tokens per second, or per minute
+	// with rate.Every(time.Minute / n), for LLM work. It needs a KeyStore
+	// that implements RequestKeyStore (MemoryStore and shedredis.Store
+	// do); a cost above the bucket's Burst is never admitted.
+	RateLimitCost bool
 
 	// MaxBodyBytes, when > 0, bounds the request body: a request whose
 	// Content-Length exceeds it gets 413 at once, and the handler reads

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net/http"
 	"time"
 
 	"golang.org/x/time/rate"
@@ -43,6 +44,20 @@ type KeyStore interface {
 	// may proceed and, when it may not, how long until it would (the
 	// Retry-After hint).
 	AllowAt(now time.Time, class shed.Class, key string, limit RateLimit) (ok bool, retryAfter time.Duration)
+}
+
+// RequestKeyStore is a KeyStore that also sees the request and charges a
+// cost. The middleware calls AllowRequest instead of AllowAt when its
+// KeyStore implements it, so that a store shared by replicas can bound
+// its call by the request's context and report on the request's span
+// (whether its decision fell back, for one), and so that a rate limit can
+// count the request's cost (Options.RateLimitCost) rather than requests:
+// tokens per second for LLM work.
+type RequestKeyStore interface {
+	KeyStore
+	// AllowRequest takes n tokens (n >= 1) from the bucket of (class,
+	// key) for r at time now, as AllowAt takes one.
+	AllowRequest(r *http.Request, now time.Time, class shed.Class, key string, limit RateLimit, n int) (ok bool, retryAfter time.Duration)
 }
 
 // DefaultIPv6KeyPrefix is the prefix length, in bits, by which the

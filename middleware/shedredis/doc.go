@@ -64,10 +64,12 @@
 // error.type), shedkit.store.fallbacks (by operation and cause: timeout,
 // error, breaker_open) and shedkit.store.duration (seconds, by
 // operation). [Decision.FellBack], [Lease.FellBack] and [Store.FellBack]
-// tell whether a decision fell back; [ConcurrencyMiddleware] puts it on the
-// request's span ([AttrFallback]). The shedkit middleware calls
-// KeyStore.AllowAt without the request's context, so a rate-limit decision
-// cannot reach the span by itself.
+// tell whether a decision fell back; [ConcurrencyMiddleware] and, through
+// [Store.AllowRequest] (shedhttp.RequestKeyStore), the shedkit middleware's
+// rate limit put it on the request's span ([AttrFallback], [AttrCause]).
+// With shedhttp.Options.RateLimitCost the middleware charges each
+// request's cost, so a RateLimit in tokens per minute is a tenant's token
+// quota for the whole fleet.
 //
 // # Why quotas are shared and adaptive limits are not
 //

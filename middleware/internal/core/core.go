@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"go.opentelemetry.io/otel/trace"
+	"math"
 	"net"
 	"net/http"
 	"net/netip"
@@ -66,6 +67,8 @@ type Engine struct {
 	tenantKey    bool // TenantFromKey
 	store        shedhttp.KeyStore
 	rateDryRun   bool
+	rateCost     bool                     // RateLimitCost
+	reqStore     shedhttp.RequestKeyStore // store, when it sees requests
 	maxBody      int64
 	skip         map[string]struct{}
 	skipMethods  []string
@@ -91,6 +94,7 @@ func New(cfg Config) (*Engine, error) {
 		lim:          cfg.Limiter,
 		store:        cfg.KeyStore,
 		rateDryRun:   cfg.RateLimitDryRun,
+		rateCost:     cfg.RateLimitCost,
 		maxBody:      cfg.MaxBodyBytes,
 		outcome:      cfg.Outcome,
 		holdHijacked: cfg.HoldHijacked,
@@ -179,6 +183,10 @@ func New(cfg Config) (*Engine, error) {
 			return nil, err
 		}
 		e.store = s
+	}
+	e.reqStore, _ = e.store.(shedhttp.RequestKeyStore)
+	if e.rateCost && e.anyRate && e.reqStore == nil {
+		return nil, configError("RateLimitCost", "the KeyStore (%T) cannot charge a cost: it does not implement shedhttp.RequestKeyStore", e.store)
 	}
 	if cfg.MaxBodyBytes < 0 {
 		return nil, configError("MaxBodyBytes", "must be >= 0, got %d", cfg.MaxBodyBytes)
@@ -441,7 +449,17 @@ func (e *Engine) rateLimit(r *http.Request, cl shedhttp.Classification) (dryReas
 		return "", rej, false
 	}
 	now := e.clock()
-	ok, wait := e.store.AllowAt(now, cl.Class, cl.Key, rule.limit)
+	var ok bool
+	var wait time.Duration
+	if e.reqStore != nil {
+		n := 1
+		if e.rateCost {
+			n = int(min(max(cl.Cost, 1), math.MaxInt32))
+		}
+		ok, wait = e.reqStore.AllowRequest(r, now, cl.Class, cl.Key, rule.limit, n)
+	} else {
+		ok, wait = e.store.AllowAt(now, cl.Class, cl.Key, rule.limit)
+	}
 	if ok {
 		return "", rej, false
 	}

@@ -44,6 +44,13 @@ func TestProtocolMatchesRetryBudget(t *testing.T) {
 	}
 }
 
+// requestsOnly is a KeyStore that counts requests only.
+type requestsOnly struct{}
+
+func (requestsOnly) AllowAt(time.Time, shed.Class, string, shedhttp.RateLimit) (bool, time.Duration) {
+	return true, 0
+}
+
 func TestConfigErrors(t *testing.T) {
 	l := limiter(t)
 	for _, tc := range []struct {
@@ -61,6 +68,8 @@ func TestConfigErrors(t *testing.T) {
 		{"zero rate", core.Config{Limiter: l, RateLimits: map[string]shedhttp.RateLimit{"batch": {Burst: 1}}}, `RateLimits["batch"]: rate`},
 		{"zero burst", core.Config{Limiter: l, RateLimits: map[string]shedhttp.RateLimit{"batch": {Rate: 1}}}, `RateLimits["batch"]: burst`},
 		{"negative body", core.Config{Limiter: l, MaxBodyBytes: -1}, "MaxBodyBytes"},
+		{"cost on a store that cannot charge it", core.Config{Limiter: l, RateLimitCost: true, KeyStore: requestsOnly{},
+			RateLimits: map[string]shedhttp.RateLimit{"batch": {Rate: 1, Burst: 1}}}, "RateLimitCost"},
 		{"empty skip path", core.Config{Limiter: l, SkipPaths: []string{"/ok", ""}}, "SkipPaths[1]"},
 		{"empty skip method", core.Config{Limiter: l, SkipMethods: []string{""}}, "SkipMethods[0]"},
 		{"negative IPv6 prefix", core.Config{Limiter: l, IPv6KeyPrefix: -1}, "IPv6KeyPrefix"},

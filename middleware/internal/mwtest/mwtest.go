@@ -244,6 +244,7 @@ func Run(t *testing.T, a Adapter) {
 		{"InteractiveBatch", testInteractiveBatch},
 		{"RateLimit", testRateLimit},
 		{"RateLimitDryRun", testRateLimitDryRun},
+		{"RateLimitCost", testRateLimitCost},
 		{"SpoofedClassHeader", testSpoofedClassHeader},
 		{"SpoofedKeyHeader", testSpoofedKeyHeader},
 		{"KeyFlood", testKeyFlood},
