@@ -156,7 +156,11 @@ func (s *Server) acquire(ctx context.Context, call *Call) (shed.Permit, string, 
 			}
 		}
 	}
-	p, err := s.lim.Acquire(ctx, shed.Request{Class: cl.Class, Cost: cl.Cost, Deadline: cl.Deadline})
+	tenant := cl.Tenant
+	if tenant == "" && s.tenantKey {
+		tenant = cl.Key
+	}
+	p, err := s.lim.Acquire(ctx, shed.Request{Class: cl.Class, Cost: cl.Cost, Deadline: cl.Deadline, Tenant: tenant})
 	if err != nil {
 		return shed.Permit{}, "", s.rejection(ctx, cl, err)
 	}

@@ -37,6 +37,13 @@ type ServerConfig struct {
 	// key. Empty, absent or repeated: the key is the peer's address (see
 	// IPv6KeyPrefix).
 	KeyMetadata string
+	// TenantFromKey holds every call to a fair share of its class for its
+	// rate-limit key (KeyMetadata, else the peer's address, else what
+	// Classify set) unless Classify set a Tenant of its own: while a class
+	// is contended, a key that holds its share is answered Unavailable
+	// with a pushback (tenant_share), so that one noisy tenant cannot
+	// crowd out the others (see shed.Request.Tenant). Off by default.
+	TenantFromKey bool
 	// IPv6KeyPrefix is the prefix length, in bits, of the default key of
 	// an IPv6 peer: all the addresses of one /64 (the default,
 	// shedhttp.DefaultIPv6KeyPrefix) share one rate-limit bucket. IPv4
@@ -158,6 +165,7 @@ type Server struct {
 	clock       func() time.Time
 	classNames  []string
 	needPeerKey bool
+	tenantKey   bool // TenantFromKey
 }
 
 // NewServer validates cfg and returns the interceptors' Server, or an error
@@ -220,7 +228,8 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	if s.clock == nil {
 		s.clock = time.Now
 	}
-	s.needPeerKey = s.anyRate || s.classify != nil
+	s.tenantKey = cfg.TenantFromKey
+	s.needPeerKey = s.anyRate || s.classify != nil || s.tenantKey
 	return s, nil
 }
 
