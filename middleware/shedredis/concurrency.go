@@ -300,12 +300,14 @@ func (c *Concurrency) renew() {
 	}
 	byKey := map[string][]any{}
 	ttl := c.cfg.LeaseTTL.Milliseconds()
+	renewed := make([]*Lease, 0, len(c.active))
 	for l := range c.active {
 		args := byKey[l.rkey]
 		if args == nil {
 			args = []any{ttl}
 		}
 		byKey[l.rkey] = append(args, l.member)
+		renewed = append(renewed, l)
 	}
 	orphans := c.orphans
 	c.orphans = nil
@@ -329,9 +331,34 @@ func (c *Concurrency) renew() {
 		})
 		return err
 	})
+	// A lease released after the snapshot above may have been removed
+	// before this renewal wrote it back: remove it again, or it counts
+	// for a whole LeaseTTL with no lease behind it. Its released flag is
+	// set before its own removal is sent, so none is missed.
+	var back []orphan
+	for _, l := range renewed {
+		if l.released.Load() {
+			back = append(back, orphan{l.rkey, l.member})
+		}
+	}
+	if cause == "" && len(back) > 0 {
+		cause = c.g.doWithin(context.Background(), OpRelease, c.renewTO, func(ctx context.Context) error {
+			_, err := c.cfg.Client.Pipelined(ctx, func(p redis.Pipeliner) error {
+				for _, o := range back {
+					p.ZRem(ctx, o.rkey, o.member)
+				}
+				return nil
+			})
+			return err
+		})
+		orphans = nil // removed by the renewal that succeeded
+	}
 	if cause != "" {
 		c.mu.Lock()
 		for _, o := range orphans {
+			c.addOrphan(o.rkey, o.member)
+		}
+		for _, o := range back {
 			c.addOrphan(o.rkey, o.member)
 		}
 		c.mu.Unlock()
