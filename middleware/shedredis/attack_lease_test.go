@@ -1,6 +1,8 @@
 package shedredis
 
 import (
+	"context"
+	"errors"
 	"strconv"
 	"sync"
 	"testing"
@@ -56,4 +58,58 @@ func TestReleaseDuringRenewalNotResurrected(t *testing.T) {
 			t.Errorf("key %s: %d live leases in Redis after every lease was released", k, n)
 		}
 	}
+}
+
+// An Acquire whose caller's deadline passed while Redis was slow may still
+// run in Redis once it answers: the member must be cleaned up by the next
+// renewal like a timed-out one, not block the tenant for a whole LeaseTTL.
+func TestCallerDeadlineAcquireCleanedUp(t *testing.T) {
+	p := startRedis(t)
+	client := p.client(t)
+	const ttl = 3 * time.Second
+	c, err := NewConcurrency(Config{Client: client, Replicas: 1, Timeout: 500 * time.Millisecond, LeaseTTL: ttl, BreakerFailures: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	// Warm the pool, so that the acquire below is sent on a ready connection.
+	if err := client.Ping(t.Context()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := acquireScript.Load(t.Context(), client).Err(); err != nil {
+		t.Fatal(err)
+	}
+	p.pause()
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Millisecond)
+	_, err = c.Acquire(ctx, "t", 1)
+	cancel()
+	if !errors.Is(err, context.DeadlineExceeded) {
+		p.resume()
+		t.Fatalf("Acquire with a 30 ms deadline on a paused Redis: %v, want DeadlineExceeded", err)
+	}
+	p.resume()
+	// Let the script run if it was sent, then make sure it was.
+	rkey := c.key("t")
+	deadline := time.Now().Add(time.Second)
+	for {
+		n, err := client.ZCard(t.Context(), rkey).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Skip("the acquire never reached Redis; nothing to clean up")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	// One renewal (ttl/3) later, the tenant's slot is free again.
+	time.Sleep(ttl/3 + 400*time.Millisecond)
+	l, err := c.Acquire(t.Context(), "t", 1)
+	if err != nil {
+		m, _ := client.ZRange(t.Context(), rkey, 0, -1).Result()
+		t.Fatalf("a renewal after the abandoned acquire the tenant is still refused: %v (Redis holds %v)", err, m)
+	}
+	l.Release()
 }

@@ -188,6 +188,11 @@ func (c *Concurrency) Acquire(ctx context.Context, key string, limit int) (*Leas
 		return nil
 	})
 	if cause == causeCanceled {
+		// The script may have run (or may still run) in Redis: the
+		// next renewal removes the member, as for a timeout.
+		c.mu.Lock()
+		c.addOrphan(l.rkey, l.member)
+		c.mu.Unlock()
 		return nil, ctx.Err()
 	}
 	c.mu.Lock()
