@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -112,4 +113,27 @@ func TestCallerDeadlineAcquireCleanedUp(t *testing.T) {
 		t.Fatalf("a renewal after the abandoned acquire the tenant is still refused: %v (Redis holds %v)", err, m)
 	}
 	l.Release()
+}
+
+// The scripts count leases in whole milliseconds (LeaseTTL.Milliseconds()):
+// a LeaseTTL under a millisecond is a TTL of 0, with which the acquire
+// script writes a lease that has already expired and deletes the set
+// (PEXPIRE 0), so that Redis admits every Acquire. Such a config must be
+// refused.
+func TestSubMillisecondLeaseTTLRejected(t *testing.T) {
+	p := startRedis(t)
+	client := p.client(t)
+	for i := range 2 {
+		v, err := acquireScript.Run(t.Context(), client, []string{"ttl0"}, 1, int64(0), "m"+strconv.Itoa(i)).Int64Slice()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v[0] != 1 {
+			t.Logf("with a TTL of 0 ms Redis refused the second lease: %v", v)
+		}
+	}
+	_, err := NewConcurrency(Config{Client: client, Replicas: 1, Timeout: 200 * time.Microsecond, LeaseTTL: 900 * time.Microsecond})
+	if !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), "LeaseTTL") {
+		t.Fatalf("LeaseTTL 900µs: error %v, want ErrInvalidConfig naming LeaseTTL", err)
+	}
 }
