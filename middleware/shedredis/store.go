@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"math"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -196,17 +197,22 @@ func (s *Store) share(limit shedhttp.RateLimit) shedhttp.RateLimit {
 }
 
 // key is the Redis key of (class, key), without redis_rate's own "rate:"
-// prefix. Keys longer than shedhttp.MaxKeyBytes are stored as a digest.
+// prefix. Keys longer than shedhttp.MaxKeyBytes, or that start with
+// "sha256:", are stored as a digest.
 func (s *Store) key(class shed.Class, key string) string {
 	return s.cfg.Prefix + "q:" + strconv.Itoa(int(class)) + ":" + hashKey(key)
 }
 
+const digestPrefix = "sha256:"
+
 // hashKey returns key, or its digest when it is longer than
-// shedhttp.MaxKeyBytes, so that a key cannot make Redis state large.
+// shedhttp.MaxKeyBytes, so that a key cannot make Redis state large. A key
+// that starts like a digest is digested too, so that no tenant can name
+// itself after another's digest and share its bucket.
 func hashKey(key string) string {
-	if len(key) > shedhttp.MaxKeyBytes {
+	if len(key) > shedhttp.MaxKeyBytes || strings.HasPrefix(key, digestPrefix) {
 		sum := sha256.Sum256([]byte(key))
-		return "sha256:" + hex.EncodeToString(sum[:16])
+		return digestPrefix + hex.EncodeToString(sum[:16])
 	}
 	return key
 }

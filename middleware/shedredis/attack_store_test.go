@@ -1,0 +1,48 @@
+package shedredis
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/shedkit/shedkit/middleware/shedhttp"
+)
+
+// A short key spelled like the digest of a long key must not share the long
+// key's bucket: a tenant that names itself "sha256:<digest>" would spend
+// another tenant's quota (or use it).
+func TestDigestKeyCollision(t *testing.T) {
+	p := startRedis(t)
+	s, err := NewStore(Config{Client: p.client(t), Replicas: 1, Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	long := strings.Repeat("victim-", 40)
+	sum := sha256.Sum256([]byte(long))
+	forged := "sha256:" + hex.EncodeToString(sum[:16])
+	lim := shedhttp.RateLimit{Rate: 0.001, Burst: 1}
+	now := time.Now()
+	if d := s.Decide(t.Context(), now, 0, forged, lim, 1); !d.Allowed || d.FellBack {
+		t.Fatalf("forged key's first request: %+v", d)
+	}
+	if d := s.Decide(t.Context(), now, 0, long, lim, 1); !d.Allowed {
+		t.Fatalf("the long key's first request was refused after a forged key spent its bucket: %+v", d)
+	}
+	c, err := NewConcurrency(Config{Client: p.client(t), Replicas: 1, Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	l, err := c.Acquire(t.Context(), forged, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Release()
+	if l2, err := c.Acquire(t.Context(), long, 1); err != nil {
+		t.Fatalf("the long key's lease was refused while a forged key held one: %v", err)
+	} else {
+		l2.Release()
+	}
+}
