@@ -3,9 +3,12 @@ package shedredis
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/time/rate"
 
 	"github.com/shedkit/shedkit/middleware/shedhttp"
 )
@@ -44,5 +47,41 @@ func TestDigestKeyCollision(t *testing.T) {
 		t.Fatalf("the long key's lease was refused while a forged key held one: %v", err)
 	} else {
 		l2.Release()
+	}
+}
+
+// Tiny but valid rates ("one per century": a quota that is in effect only
+// its burst) must still enforce the burst. The emission interval 1/Rate
+// overflowed time.Duration below about 1e-9 per second and became
+// negative, which let redis_rate admit everything.
+func TestExtremeRates(t *testing.T) {
+	p := startRedis(t)
+	s, err := NewStore(Config{Client: p.client(t), Replicas: 1, Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	for i, r := range []rate.Limit{1e-300, 1e-12, 1e-10, 1e-9} {
+		lim := shedhttp.RateLimit{Rate: r, Burst: 3}
+		key := "r" + strconv.Itoa(i)
+		var allowed int
+		for range 10 {
+			d := s.Decide(t.Context(), now, 0, key, lim, 1)
+			if d.FellBack {
+				t.Errorf("rate %g: fell back (%s)", float64(r), d.Cause)
+			}
+			if d.Allowed {
+				allowed++
+			}
+		}
+		if d := s.Decide(t.Context(), now, 0, key, lim, 1); d.Allowed || d.RetryAfter < time.Hour {
+			t.Errorf("rate %g, burst spent: %+v, want a refusal for a long time", float64(r), d)
+		}
+		if allowed == 0 {
+			t.Errorf("rate %g burst 3: nothing allowed on a new key", float64(r))
+		}
+		if allowed > 3 {
+			t.Errorf("rate %g burst 3: %d allowed at once", float64(r), allowed)
+		}
 	}
 }

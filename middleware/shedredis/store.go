@@ -218,7 +218,14 @@ func hashKey(key string) string {
 }
 
 // redisLimit expresses l for redis_rate, whose rate is a whole number of
-// events per period: one event per emission interval 1/Rate.
+// events per period: one event per emission interval 1/Rate. An interval
+// longer than time.Duration holds (a rate under about 1e-9 per second)
+// is the longest one: converted as it is, it would overflow to a negative
+// period, with which redis_rate admits everything.
 func redisLimit(l shedhttp.RateLimit) redis_rate.Limit {
-	return redis_rate.Limit{Rate: 1, Burst: l.Burst, Period: time.Duration(float64(time.Second) / float64(l.Rate))}
+	period := time.Duration(math.MaxInt64)
+	if p := float64(time.Second) / float64(l.Rate); p < float64(math.MaxInt64) {
+		period = time.Duration(p)
+	}
+	return redis_rate.Limit{Rate: 1, Burst: l.Burst, Period: period}
 }
