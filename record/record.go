@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"time"
+	"unicode/utf8"
 
 	"github.com/shedkit/shedkit/shed"
 )
@@ -199,7 +201,7 @@ type Config struct {
 	// Default DefaultFlushEvery.
 	FlushEvery time.Duration
 	// Classes names the classes by index when no limiter is watched (see
-	// Recorder.Watch).
+	// Recorder.Watch): distinct, non-empty, valid UTF-8 names.
 	Classes []string
 }
 
@@ -256,6 +258,16 @@ func (c Config) validate() (Config, error) {
 	}
 	if len(c.Classes) > shed.MaxClasses {
 		return c, configError("Classes", "at most %d classes, got %d", shed.MaxClasses, len(c.Classes))
+	}
+	for i, n := range c.Classes {
+		// The Reader refuses a header with such names: the whole
+		// recording would be unreadable.
+		if n == "" || slices.Contains(c.Classes[:i], n) {
+			return c, configError("Classes", "class %d: empty or repeated name %q", i, n)
+		}
+		if !utf8.ValidString(n) {
+			return c, configError("Classes", "class %d: name %q is not valid UTF-8", i, n)
+		}
 	}
 	c.Classes = append([]string(nil), c.Classes...)
 	return c, nil
