@@ -32,3 +32,27 @@ func TestConfigClassesTheReaderRefuses(t *testing.T) {
 		}
 	}
 }
+
+// Class names outside the Basic Multilingual Plane must come back as they
+// were: "x😀" and "x😁" were both written as "x\ufffd", which the Reader
+// then refused as a repeated name.
+func TestAstralClassNamesRoundTrip(t *testing.T) {
+	names := []string{"x😀", "x😁", "tenant\"{}\n\\"}
+	var buf bytes.Buffer
+	rec := newRec(t, record.Config{Writer: &buf, Classes: names, MaxRecordsPerSecond: -1})
+	rec.Add(record.Record{Kind: record.KindRequest, Time: t0, Class: 1, Status: 200})
+	if err := rec.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	rd := record.NewReader(&buf)
+	r, err := rd.Next()
+	if err != nil {
+		t.Fatalf("%v\n%s", err, buf.Bytes())
+	}
+	if r.ClassName != names[1] {
+		t.Errorf("class name %q, want %q", r.ClassName, names[1])
+	}
+	if h, _ := rd.Header(); strings.Join(h.Classes, "|") != strings.Join(names, "|") {
+		t.Errorf("header classes %q, want %q", h.Classes, names)
+	}
+}
