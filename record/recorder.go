@@ -1,6 +1,7 @@
 package record
 
 import (
+	"math"
 	"math/bits"
 	"sync"
 	"sync/atomic"
@@ -119,7 +120,9 @@ func (r *Recorder) Watch(l *shed.Limiter) {
 // of your own. Arrivals, rejections and releases are counted exactly; the
 // records themselves are sampled (Config.MaxRecordsPerSecond). An event
 // without a time (the wall-clock API times only a sample of permits)
-// takes the latest time seen.
+// takes the latest time seen. An event the format cannot hold (negative
+// cost or durations, an unknown reason or outcome) is counted, not
+// recorded.
 func (r *Recorder) Observe(ev shed.Event) {
 	if int(ev.Class) >= shed.MaxClasses {
 		return
@@ -132,6 +135,10 @@ func (r *Recorder) Observe(ev shed.Event) {
 	if t == 0 {
 		r.untimed.Add(1)
 		return
+	}
+	if ev.Cost < 0 || ev.Wait < 0 || (ev.Timed && ev.Latency < 0) || ev.InFlight < 0 || ev.InFlight > math.MaxInt32 ||
+		int(ev.Reason) >= shed.NumReasons || ev.Outcome > shed.Ignored {
+		return // counted, but the format cannot hold it (see fits)
 	}
 	if r.seq.Add(1)&r.mask.Load() != 0 {
 		return
@@ -209,11 +216,13 @@ func (r *Recorder) Done(c shed.Class) {
 }
 
 // Add records rec, a record its caller sampled (see Arrive); it does not
-// count it. Tick records and records without a time are ignored. For a
-// KindRequest record, Time is the arrival and the request ended at
-// Time + Wait + Latency, which advances the ticks.
+// count it. Tick records, records without a time and records the format
+// cannot hold (negative costs or durations, a Status outside 0-999, an
+// InFlight outside the int32 range, an unknown Decision, Reason or
+// Outcome) are ignored. For a KindRequest record, Time is the arrival and
+// the request ended at Time + Wait + Latency, which advances the ticks.
 func (r *Recorder) Add(rec Record) {
-	if rec.Kind == 0 || rec.Kind >= KindTick || rec.Time.IsZero() || int(rec.Class) >= shed.MaxClasses {
+	if rec.Kind == 0 || rec.Kind >= KindTick || rec.Time.IsZero() || int(rec.Class) >= shed.MaxClasses || !fits(&rec) {
 		return
 	}
 	t := rec.Time.UnixNano()
@@ -232,6 +241,15 @@ func (r *Recorder) Add(rec Record) {
 		e.flags |= flagTimed
 	}
 	r.push(e)
+}
+
+// fits reports whether the file format can hold rec's fields, as the
+// Reader accepts them: anything else would be written wrapped (Status,
+// InFlight) or as a line that stops every reader of the recording.
+func fits(rec *Record) bool {
+	return rec.Cost >= 0 && rec.Actual >= 0 && rec.Wait >= 0 && (!rec.Timed || rec.Latency >= 0) &&
+		rec.Status >= 0 && rec.Status <= 999 && rec.InFlight >= 0 && rec.InFlight <= math.MaxInt32 &&
+		rec.Decision <= Cancelled && int(rec.Reason) < shed.NumReasons && rec.Outcome <= shed.Ignored
 }
 
 // push hands e to the writer, or drops it when the buffer is full.
