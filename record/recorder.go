@@ -64,6 +64,7 @@ type Recorder struct {
 	nextTick atomic.Int64
 	lost     atomic.Uint64
 	untimed  atomic.Uint64
+	ended    atomic.Bool // Stop was called: push drops and counts
 	counts   [shed.MaxClasses]classCount
 	watch    atomic.Pointer[watched]
 
@@ -254,6 +255,10 @@ func fits(rec *Record) bool {
 
 // push hands e to the writer, or drops it when the buffer is full.
 func (r *Recorder) push(e entry) {
+	if r.ended.Load() {
+		r.lost.Add(1)
+		return
+	}
 	select {
 	case r.ch <- e:
 	default:
