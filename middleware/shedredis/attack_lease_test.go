@@ -137,3 +137,31 @@ func TestSubMillisecondLeaseTTLRejected(t *testing.T) {
 		t.Fatalf("LeaseTTL 900µs: error %v, want ErrInvalidConfig naming LeaseTTL", err)
 	}
 }
+
+// An Acquire after Close must not grant a lease: the renewer is stopped, so
+// the lease would expire in Redis after LeaseTTL while its work still runs,
+// and the fleet would admit more than the limit.
+func TestAcquireAfterClose(t *testing.T) {
+	p := startRedis(t)
+	const ttl = 300 * time.Millisecond
+	c, err := NewConcurrency(Config{Client: p.client(t), Replicas: 1, Timeout: 50 * time.Millisecond, LeaseTTL: ttl})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	l, err := c.Acquire(t.Context(), "k", 1)
+	if err == nil {
+		defer l.Release()
+		time.Sleep(ttl + 100*time.Millisecond)
+		if l2, err := c.Acquire(t.Context(), "k", 1); err == nil {
+			l2.Release()
+			t.Fatal("after Close, a lease was granted, expired unrenewed while held, and a second lease of a limit of 1 was granted")
+		}
+		t.Fatal("after Close, Acquire granted a lease that nothing renews")
+	}
+	if !errors.Is(err, ErrClosed) {
+		t.Errorf("Acquire after Close: %v, want ErrClosed", err)
+	}
+}

@@ -18,6 +18,10 @@ import (
 // already has its limit of leases in flight across the fleet.
 var ErrConcurrencyLimit = errors.New("shedredis: concurrency limit reached")
 
+// ErrClosed is returned by Acquire after Close: with the renewer stopped,
+// a lease would stop counting in Redis while its work still ran.
+var ErrClosed = errors.New("shedredis: concurrency closed")
+
 // LimitError is the error of an Acquire refused at the limit.
 type LimitError struct {
 	// InFlight is the key's leases counted when it was refused: across
@@ -162,8 +166,8 @@ func NewConcurrency(cfg Config) (*Concurrency, error) {
 
 // Acquire takes a lease of key, whose limit is limit leases in flight
 // across the fleet. It returns a *LimitError (wrapping
-// ErrConcurrencyLimit) when the key is at its limit, and ctx's error when
-// ctx ended during the call. It never fails because of Redis: on timeout
+// ErrConcurrencyLimit) when the key is at its limit, ctx's error when
+// ctx ended during the call, and ErrClosed after Close. It never fails because of Redis: on timeout
 // or error the decision falls back to this replica's share. ctx bounds
 // the Redis call besides Timeout.
 func (c *Concurrency) Acquire(ctx context.Context, key string, limit int) (*Lease, error) {
@@ -172,6 +176,12 @@ func (c *Concurrency) Acquire(ctx context.Context, key string, limit int) (*Leas
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
+	}
+	c.mu.Lock()
+	closed := c.closed
+	c.mu.Unlock()
+	if closed {
+		return nil, ErrClosed
 	}
 	l := &Lease{c: c, key: key, rkey: c.key(key), member: c.id + ":" + strconv.FormatUint(c.seq.Add(1), 36)}
 	ttl := c.cfg.LeaseTTL.Milliseconds()
@@ -196,14 +206,22 @@ func (c *Concurrency) Acquire(ctx context.Context, key string, limit int) (*Leas
 		return nil, ctx.Err()
 	}
 	c.mu.Lock()
+	if c.closed {
+		// Closed during the call: nothing would renew the lease.
+		c.mu.Unlock()
+		if cause == "" && admitted != 0 {
+			c.g.do(context.Background(), OpRelease, func(ctx context.Context) error {
+				return releaseScript.Run(ctx, c.cfg.Client, []string{l.rkey}, l.member).Err()
+			})
+		}
+		return nil, ErrClosed
+	}
 	defer c.mu.Unlock()
 	if cause == "" {
 		if admitted == 0 {
 			return nil, &LimitError{InFlight: int(inFlight), RetryAfter: time.Second}
 		}
-		if !c.closed {
-			c.active[l] = struct{}{}
-		}
+		c.active[l] = struct{}{}
 		return l, nil
 	}
 	share := (limit + c.cfg.Replicas - 1) / c.cfg.Replicas
@@ -215,9 +233,7 @@ func (c *Concurrency) Acquire(ctx context.Context, key string, limit int) (*Leas
 	}
 	c.local[key]++
 	l.local = true
-	if !c.closed {
-		c.active[l] = struct{}{}
-	}
+	c.active[l] = struct{}{}
 	return l, nil
 }
 
