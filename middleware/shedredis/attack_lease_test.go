@@ -3,11 +3,14 @@ package shedredis
 import (
 	"context"
 	"errors"
+	"math"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // A lease released while the renewer's pipeline is on its way must not be
@@ -164,4 +167,24 @@ func TestAcquireAfterClose(t *testing.T) {
 	if !errors.Is(err, ErrClosed) {
 		t.Errorf("Acquire after Close: %v, want ErrClosed", err)
 	}
+}
+
+// The local share is at least one lease whatever Replicas says: a huge
+// Replicas overflowed limit+Replicas-1 and refused every lease in fallback.
+func TestHugeReplicasShare(t *testing.T) {
+	dead := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", ContextTimeoutEnabled: true, MaxRetries: -1})
+	defer dead.Close()
+	c, err := NewConcurrency(Config{Client: dead, Replicas: math.MaxInt, Timeout: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	l, err := c.Acquire(t.Context(), "k", 5)
+	if err != nil {
+		t.Fatalf("Replicas MaxInt, Redis down: %v, want a lease on the local share of at least one", err)
+	}
+	if !l.FellBack() {
+		t.Error("lease did not fall back with Redis down")
+	}
+	l.Release()
 }

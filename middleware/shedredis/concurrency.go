@@ -224,7 +224,7 @@ func (c *Concurrency) Acquire(ctx context.Context, key string, limit int) (*Leas
 		c.active[l] = struct{}{}
 		return l, nil
 	}
-	share := (limit + c.cfg.Replicas - 1) / c.cfg.Replicas
+	share := (limit-1)/c.cfg.Replicas + 1 // rounded up, at least 1, without overflow
 	if n := c.local[key]; n >= share {
 		if cause == CauseTimeout {
 			c.addOrphan(l.rkey, l.member)

@@ -192,7 +192,7 @@ func (s *Store) share(limit shedhttp.RateLimit) shedhttp.RateLimit {
 	}
 	return shedhttp.RateLimit{
 		Rate:  limit.Rate / rate.Limit(r),
-		Burst: max(1, (limit.Burst+r-1)/r),
+		Burst: (limit.Burst-1)/r + 1, // rounded up, at least 1 (Burst >= 1), without overflow
 	}
 }
 
