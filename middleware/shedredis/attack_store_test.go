@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"golang.org/x/time/rate"
 
 	"github.com/shedkit/shedkit/middleware/shedhttp"
@@ -83,5 +84,28 @@ func TestExtremeRates(t *testing.T) {
 		if allowed > 3 {
 			t.Errorf("rate %g burst 3: %d allowed at once", float64(r), allowed)
 		}
+	}
+}
+
+// The same forgery while Redis is down: the local share
+// (shedhttp.MemoryStore) digests long keys into the same "sha256:<hex>"
+// spelling, so the forged key shared the long key's local bucket too.
+func TestDigestKeyCollisionFallback(t *testing.T) {
+	dead := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", ContextTimeoutEnabled: true, MaxRetries: -1})
+	defer dead.Close()
+	s, err := NewStore(Config{Client: dead, Replicas: 1, Timeout: 20 * time.Millisecond, BreakerOpen: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	long := strings.Repeat("victim-", 40)
+	sum := sha256.Sum256([]byte(long))
+	forged := "sha256:" + hex.EncodeToString(sum[:16])
+	lim := shedhttp.RateLimit{Rate: 0.001, Burst: 1}
+	now := time.Now()
+	if d := s.Decide(t.Context(), now, 0, forged, lim, 1); !d.Allowed || !d.FellBack {
+		t.Fatalf("forged key's first request with Redis down: %+v", d)
+	}
+	if d := s.Decide(t.Context(), now, 0, long, lim, 1); !d.Allowed {
+		t.Fatalf("Redis down: the long key's first request was refused after a forged key spent its bucket: %+v", d)
 	}
 }

@@ -181,7 +181,9 @@ func (s *Store) localAllow(now time.Time, class shed.Class, key string, limit sh
 	share := s.share(limit)
 	// A cost the share's bucket cannot hold is charged as a full bucket:
 	// the fleet's quota would allow it.
-	return s.local.AllowNAt(now, class, key, share, min(n, share.Burst))
+	// The key is digested as in Redis: the local store digests long keys
+	// into the same spelling a short key can forge.
+	return s.local.AllowNAt(now, class, hashKey(key), share, min(n, share.Burst))
 }
 
 // share is this replica's part of limit while Redis cannot be used.
