@@ -109,3 +109,32 @@ func TestDigestKeyCollisionFallback(t *testing.T) {
 		t.Fatalf("Redis down: the long key's first request was refused after a forged key spent its bucket: %+v", d)
 	}
 }
+
+// While Redis is down, a cost larger than the local share's burst (within
+// the fleet's) must take the share's rate: charged as one full share
+// bucket, it admitted the whole cost, and each replica admitted up to
+// Replicas times its share of the cost rate (the fleet Replicas times the
+// quota).
+func TestFallbackLargeCostsOverAdmit(t *testing.T) {
+
+	dead := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", ContextTimeoutEnabled: true, MaxRetries: -1})
+	defer dead.Close()
+	const replicas = 4
+	s, err := NewStore(Config{Client: dead, Replicas: replicas, Timeout: 20 * time.Millisecond, BreakerOpen: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lim := shedhttp.RateLimit{Rate: 8, Burst: 8} // share: 2/s, burst 2
+	now := time.Now()
+	var tokens int
+	for i := range 1000 { // 10 s, every 10 ms, a request of cost 8
+		if ok, _ := s.AllowNAt(now.Add(time.Duration(i)*10*time.Millisecond), 0, "t", lim, 8); ok {
+			tokens += 8
+		}
+	}
+	// This replica's share over 10 s: its burst 2 plus 2/s, about 22
+	// tokens (a whole request of 8 may round it up to 24 or 32).
+	if tokens > 32 {
+		t.Errorf("one of %d replicas admitted %d tokens in 10 s; its share is about 22 (the fleet's quota 88)", replicas, tokens)
+	}
+}

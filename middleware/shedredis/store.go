@@ -179,11 +179,15 @@ func (s *Store) Decide(ctx context.Context, now time.Time, class shed.Class, key
 // localAllow decides on this replica's share of limit.
 func (s *Store) localAllow(now time.Time, class shed.Class, key string, limit shedhttp.RateLimit, n int) (bool, time.Duration) {
 	share := s.share(limit)
-	// A cost the share's bucket cannot hold is charged as a full bucket:
-	// the fleet's quota would allow it.
+	// A cost the share's bucket cannot hold (the fleet's quota allows it:
+	// n <= limit.Burst) needs a bucket that holds it: this key's bucket
+	// grows to the cost and refills at the share's rate. Charged as a
+	// full share bucket instead, each replica admitted such costs at
+	// up to Replicas times its share of the rate.
+	share.Burst = max(share.Burst, n)
 	// The key is digested as in Redis: the local store digests long keys
 	// into the same spelling a short key can forge.
-	return s.local.AllowNAt(now, class, hashKey(key), share, min(n, share.Burst))
+	return s.local.AllowNAt(now, class, hashKey(key), share, n)
 }
 
 // share is this replica's part of limit while Redis cannot be used.
