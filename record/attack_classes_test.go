@@ -13,12 +13,12 @@ import (
 // New, not written into a header that makes the whole recording
 // unreadable.
 func TestConfigClassesTheReaderRefuses(t *testing.T) {
-	for _, classes := range [][]string{{"a", "a"}, {""}, {"a", ""}} {
+	for _, classes := range [][]string{{"a", "a"}, {""}, {"a", ""}, {strings.Repeat("n", 70<<10)}} {
 		var buf bytes.Buffer
 		rec, err := record.New(record.Config{Writer: &buf, Classes: classes})
 		if err != nil {
 			if !errors.Is(err, record.ErrInvalidConfig) || !strings.Contains(err.Error(), "Classes") {
-				t.Errorf("Classes %q: error %v does not name Classes", classes, err)
+				t.Errorf("Classes %.20q: error %v does not name Classes", classes, err)
 			}
 			continue
 		}
@@ -28,7 +28,7 @@ func TestConfigClassesTheReaderRefuses(t *testing.T) {
 		}
 		rd := record.NewReader(&buf)
 		if _, err := rd.Next(); err != nil {
-			t.Errorf("Classes %q accepted by New, and its recording is unreadable: %v", classes, err)
+			t.Errorf("Classes %.20q accepted by New, and its recording is unreadable: %v", classes, err)
 		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/shedkit/shedkit/shed"
 )
@@ -99,7 +100,8 @@ func New(cfg Config) (*Recorder, error) {
 }
 
 // Watch makes the ticks sample l's limit and in-flight work, and names
-// the classes after l's. Call it once, right after shed.New, when the
+// the classes after l's (unless one of them is not valid UTF-8 or is
+// longer than MaxClassNameBytes: then the header names none). Call it once, right after shed.New, when the
 // Recorder is l's Observer; the net/http middleware calls it itself.
 func (r *Recorder) Watch(l *shed.Limiter) {
 	if l == nil {
@@ -109,6 +111,12 @@ func (r *Recorder) Watch(l *shed.Limiter) {
 	for i := 0; i < shed.MaxClasses; i++ {
 		n := l.ClassName(shed.Class(i))
 		if n == "" {
+			break
+		}
+		if !utf8.ValidString(n) || len(n) > MaxClassNameBytes {
+			// A header the Reader would refuse: the classes go
+			// unnamed (the Reader calls them class0, class1, ...).
+			w.names = nil
 			break
 		}
 		w.names = append(w.names, n)
