@@ -284,10 +284,26 @@ func (r *Recorder) stamp(t time.Time, inflight int) int64 {
 	if ns > r.lastT.Load() {
 		r.lastT.Store(ns)
 	}
-	if ns >= r.nextTick.Load() {
+	if next := r.nextTick.Load(); ns >= next || r.jumpedBack(ns, next) {
 		r.tick(ns, inflight, false)
 	}
 	return ns
+}
+
+// maxBackTicks is how many tick periods time may go back before the ticks
+// restart from there: records are only roughly in time order, but a time
+// far ahead (a skewed caller, a wall clock stepped back) must not stop the
+// ticks, and with them the sampling, until time reaches it again.
+const maxBackTicks = 10
+
+// jumpedBack reports whether ns is so far before the next tick that time
+// went back.
+func (r *Recorder) jumpedBack(ns, next int64) bool {
+	every := int64(r.cfg.TickEvery)
+	if every > math.MaxInt64/(2*maxBackTicks) {
+		return false // periods that long: no time is that far back
+	}
+	return ns < next-maxBackTicks*every
 }
 
 // tick samples the counters, the limit and the work in flight at ns, the
@@ -297,7 +313,7 @@ func (r *Recorder) stamp(t time.Time, inflight int) int64 {
 func (r *Recorder) tick(ns int64, inflight int, final bool) {
 	r.tickMu.Lock()
 	defer r.tickMu.Unlock()
-	if (!final && ns < r.nextTick.Load()) || (final && ns <= r.prevT) {
+	if next := r.nextTick.Load(); (!final && ns < next && !r.jumpedBack(ns, next)) || (final && ns <= r.prevT) {
 		return // another caller took this tick
 	}
 	every := int64(r.cfg.TickEvery)
