@@ -136,6 +136,10 @@ func (r *Recorder) Observe(ev shed.Event) {
 	if int(ev.Class) >= shed.MaxClasses {
 		return
 	}
+	if !ev.Time.IsZero() && !inUnixNano(ev.Time) {
+		r.count(&ev) // counted, but its time cannot be written
+		return
+	}
 	k := r.count(&ev)
 	t := r.stamp(ev.Time, ev.InFlight)
 	if k == 0 {
@@ -225,20 +229,23 @@ func (r *Recorder) Done(c shed.Class) {
 }
 
 // Add records rec, a record its caller sampled (see Arrive); it does not
-// count it. Tick records, records without a time and records the format
-// cannot hold (negative costs or durations, a Status outside 0-999, an
-// InFlight outside the int32 range, an unknown Decision, Reason or
-// Outcome) are ignored. For a KindRequest record, Time is the arrival and
+// count it. Tick records, records without a time or with one outside the
+// years 1678-2261, and records the format cannot hold (negative costs or
+// durations, a Status outside 0-999, an InFlight outside the int32 range,
+// an unknown Decision, Reason or Outcome) are ignored. For a KindRequest record, Time is the arrival and
 // the request ended at Time + Wait + Latency, which advances the ticks.
 func (r *Recorder) Add(rec Record) {
 	if rec.Kind == 0 || rec.Kind >= KindTick || rec.Time.IsZero() || int(rec.Class) >= shed.MaxClasses || !fits(&rec) {
 		return
 	}
-	t := rec.Time.UnixNano()
 	end := rec.Time
 	if rec.Kind == KindRequest {
 		end = end.Add(rec.Wait + rec.Latency)
 	}
+	if !inUnixNano(rec.Time) || !inUnixNano(end) {
+		return
+	}
+	t := rec.Time.UnixNano()
 	r.stamp(end, rec.InFlight)
 	e := entry{kind: rec.Kind, t: t, class: uint8(rec.Class), reason: uint8(rec.Reason), cost: rec.Cost, actual: rec.Actual,
 		wait: int64(rec.Wait), outcome: uint8(rec.Outcome), decision: uint8(rec.Decision), inflight: int32(rec.InFlight), status: int16(rec.Status)}
@@ -251,6 +258,12 @@ func (r *Recorder) Add(rec Record) {
 	}
 	r.push(e)
 }
+
+// The times Unix nanoseconds can hold (1677 to 2262): beyond them
+// UnixNano wraps around.
+var minUnixNano, maxUnixNano = time.Unix(0, math.MinInt64), time.Unix(0, math.MaxInt64)
+
+func inUnixNano(t time.Time) bool { return !t.Before(minUnixNano) && !t.After(maxUnixNano) }
 
 // fits reports whether the file format can hold rec's fields, as the
 // Reader accepts them: anything else would be written wrapped (Status,
