@@ -138,3 +138,49 @@ func TestFallbackLargeCostsOverAdmit(t *testing.T) {
 		t.Errorf("one of %d replicas admitted %d tokens in 10 s; its share is about 22 (the fleet's quota 88)", replicas, tokens)
 	}
 }
+
+// A Redis that answers reads but holds writes (CLIENT PAUSE WRITE, as
+// during a failover): every decision and lease falls back within the
+// budget instead of waiting, and decisions go back to Redis once it
+// resumes.
+func TestClientPauseWrite(t *testing.T) {
+	p := startRedis(t)
+	client := p.client(t)
+	cfg := Config{Client: client, Replicas: 2, Timeout: 30 * time.Millisecond, BreakerFailures: 3, BreakerOpen: 100 * time.Millisecond}
+	s, err := NewStore(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := NewConcurrency(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	lim := shedhttp.RateLimit{Rate: 100, Burst: 10}
+	if d := s.Decide(t.Context(), time.Now(), 0, "k", lim, 1); d.FellBack {
+		t.Fatalf("before the pause: %+v", d)
+	}
+	if err := client.Do(t.Context(), "CLIENT", "PAUSE", "600", "WRITE").Err(); err != nil {
+		t.Skipf("CLIENT PAUSE WRITE: %v", err)
+	}
+	for i := range 10 {
+		start := time.Now()
+		d := s.Decide(t.Context(), time.Now(), 0, "k", lim, 1)
+		l, err := c.Acquire(t.Context(), "k", 4)
+		if took := time.Since(start); took > 200*time.Millisecond {
+			t.Errorf("decision %d with writes paused took %v", i, took)
+		}
+		if !d.FellBack || err != nil || !l.FellBack() {
+			t.Errorf("decision %d with writes paused: %+v, lease %v %v; want both on the local share", i, d, l, err)
+		}
+		l.Release()
+	}
+	time.Sleep(700 * time.Millisecond)
+	deadline := time.Now().Add(2 * time.Second)
+	for s.Decide(t.Context(), time.Now(), 0, "k", lim, 1).FellBack {
+		if time.Now().After(deadline) {
+			t.Fatal("decisions still fall back a second after the pause ended")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
