@@ -75,7 +75,9 @@
 // "tick" of record time: limit and n from the watched limiter, and
 // cumulative exact counts per class of arrivals (arr), rejections and
 // cancellations (shed) and ended work (done); lost is the cumulative
-// count of records not written, every the sampling in force. Records are
+// count of records not written, every the sampling in force. When the
+// records' time goes back by more than ten periods (a clock stepped back,
+// a record dated far ahead), the ticks restart from there. Records are
 // roughly, not strictly, in time order. Readers skip lines of kinds they do
 // not know.
 //

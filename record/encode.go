@@ -3,6 +3,7 @@ package record
 import (
 	"strconv"
 	"time"
+	"unicode/utf16"
 
 	"github.com/shedkit/shedkit/shed"
 )
@@ -27,27 +28,32 @@ func appendHeader(b []byte, epoch int64, classes []string, tick time.Duration) [
 	return append(b, "}\n"...)
 }
 
-// appendJSONString quotes s for JSON: strconv.Quote's escapes are JSON's,
-// except for the \x and \U forms, which class names never need; anything
-// outside printable ASCII is escaped as \u.
+// appendJSONString quotes s for JSON: anything outside printable ASCII is
+// escaped as \u, a rune outside the Basic Multilingual Plane as its UTF-16
+// surrogate pair (as JSON spells it), so that every valid name reads back
+// as it was; invalid UTF-8 becomes U+FFFD.
 func appendJSONString(b []byte, s string) []byte {
 	b = append(b, '"')
 	for _, r := range s {
 		switch {
 		case r == '"' || r == '\\':
 			b = append(b, '\\', byte(r))
+		case r > 0xffff:
+			r1, r2 := utf16.EncodeRune(r)
+			b = appendU(appendU(b, r1), r2)
 		case r < 0x20 || r >= 0x7f:
-			if r > 0xffff {
-				r = 0xfffd
-			}
-			b = append(b, `\u`...)
-			const hex = "0123456789abcdef"
-			b = append(b, hex[r>>12&15], hex[r>>8&15], hex[r>>4&15], hex[r&15])
+			b = appendU(b, r)
 		default:
 			b = append(b, byte(r))
 		}
 	}
 	return append(b, '"')
+}
+
+// appendU appends r (at most 0xffff) as a \u escape.
+func appendU(b []byte, r rune) []byte {
+	const hex = "0123456789abcdef"
+	return append(b, '\\', 'u', hex[r>>12&15], hex[r>>8&15], hex[r>>4&15], hex[r&15])
 }
 
 func appendField(b []byte, name string, v int64) []byte {

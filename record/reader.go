@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"math"
 	"os"
 	"path/filepath"
@@ -44,11 +45,13 @@ func (e *FormatError) Is(target error) bool { return target == ErrFormat }
 const MaxLineBytes = 64 << 10
 
 // Reader reads a recording: one stream (NewReader), or a file or a
-// recording's directory (Open), whose files it reads oldest first. Each
+// recording's directory (Open), whose files it reads oldest first (a file
+// deleted since Open, as a live writer deletes the oldest, is skipped). Each
 // file starts with a header; lines of unknown kinds are skipped, so that
 // newer writers stay readable.
 type Reader struct {
 	files  []string // left to open, for Open on a directory
+	dir    bool     // files were listed from a directory
 	cur    io.Reader
 	closer io.Closer
 	sc     *bufio.Scanner
@@ -80,6 +83,7 @@ func Open(path string) (*Reader, error) {
 		if err != nil {
 			return nil, err
 		}
+		r.dir = true
 		if len(names) == 0 {
 			return nil, fmt.Errorf("record: no record-NNNNNN.jsonl files in %s", path)
 		}
@@ -100,14 +104,22 @@ func (r *Reader) reset(rd io.Reader, name string) {
 }
 
 func (r *Reader) openNext() error {
-	f, err := os.Open(r.files[0])
-	if err != nil {
-		return err
+	for {
+		f, err := os.Open(r.files[0])
+		if err != nil && r.dir && len(r.files) > 1 && errors.Is(err, fs.ErrNotExist) {
+			// A live writer deleted it (the oldest beyond MaxFiles)
+			// since Open listed the directory: newer files follow.
+			r.files = r.files[1:]
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		r.reset(f, r.files[0])
+		r.closer = f
+		r.files = r.files[1:]
+		return nil
 	}
-	r.reset(f, r.files[0])
-	r.closer = f
-	r.files = r.files[1:]
-	return nil
 }
 
 // Close closes the file being read, if any.

@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"time"
+	"unicode/utf8"
 
 	"github.com/shedkit/shedkit/shed"
 )
@@ -199,9 +201,14 @@ type Config struct {
 	// Default DefaultFlushEvery.
 	FlushEvery time.Duration
 	// Classes names the classes by index when no limiter is watched (see
-	// Recorder.Watch).
+	// Recorder.Watch): distinct, non-empty, valid UTF-8 names of at most
+	// MaxClassNameBytes.
 	Classes []string
 }
+
+// MaxClassNameBytes bounds a class name in a header, so that a header of
+// MaxClasses names, escaped, fits in a line (MaxLineBytes).
+const MaxClassNameBytes = 512
 
 // ErrInvalidConfig is wrapped by every error New returns for a bad Config.
 var ErrInvalidConfig = errors.New("record: invalid config")
@@ -256,6 +263,19 @@ func (c Config) validate() (Config, error) {
 	}
 	if len(c.Classes) > shed.MaxClasses {
 		return c, configError("Classes", "at most %d classes, got %d", shed.MaxClasses, len(c.Classes))
+	}
+	for i, n := range c.Classes {
+		// The Reader refuses a header with such names: the whole
+		// recording would be unreadable.
+		if n == "" || slices.Contains(c.Classes[:i], n) {
+			return c, configError("Classes", "class %d: empty or repeated name %q", i, n)
+		}
+		if !utf8.ValidString(n) {
+			return c, configError("Classes", "class %d: name %q is not valid UTF-8", i, n)
+		}
+		if len(n) > MaxClassNameBytes {
+			return c, configError("Classes", "class %d: name of %d bytes, at most %d", i, len(n), MaxClassNameBytes)
+		}
 	}
 	c.Classes = append([]string(nil), c.Classes...)
 	return c, nil

@@ -1,10 +1,12 @@
 package record
 
 import (
+	"math"
 	"math/bits"
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/shedkit/shedkit/shed"
 )
@@ -63,6 +65,7 @@ type Recorder struct {
 	nextTick atomic.Int64
 	lost     atomic.Uint64
 	untimed  atomic.Uint64
+	ended    atomic.Bool // Stop was called: push drops and counts
 	counts   [shed.MaxClasses]classCount
 	watch    atomic.Pointer[watched]
 
@@ -97,7 +100,8 @@ func New(cfg Config) (*Recorder, error) {
 }
 
 // Watch makes the ticks sample l's limit and in-flight work, and names
-// the classes after l's. Call it once, right after shed.New, when the
+// the classes after l's (unless one of them is not valid UTF-8 or is
+// longer than MaxClassNameBytes: then the header names none). Call it once, right after shed.New, when the
 // Recorder is l's Observer; the net/http middleware calls it itself.
 func (r *Recorder) Watch(l *shed.Limiter) {
 	if l == nil {
@@ -107,6 +111,12 @@ func (r *Recorder) Watch(l *shed.Limiter) {
 	for i := 0; i < shed.MaxClasses; i++ {
 		n := l.ClassName(shed.Class(i))
 		if n == "" {
+			break
+		}
+		if !utf8.ValidString(n) || len(n) > MaxClassNameBytes {
+			// A header the Reader would refuse: the classes go
+			// unnamed (the Reader calls them class0, class1, ...).
+			w.names = nil
 			break
 		}
 		w.names = append(w.names, n)
@@ -119,9 +129,15 @@ func (r *Recorder) Watch(l *shed.Limiter) {
 // of your own. Arrivals, rejections and releases are counted exactly; the
 // records themselves are sampled (Config.MaxRecordsPerSecond). An event
 // without a time (the wall-clock API times only a sample of permits)
-// takes the latest time seen.
+// takes the latest time seen. An event the format cannot hold (negative
+// cost or durations, an unknown reason or outcome) is counted, not
+// recorded.
 func (r *Recorder) Observe(ev shed.Event) {
 	if int(ev.Class) >= shed.MaxClasses {
+		return
+	}
+	if !ev.Time.IsZero() && !inUnixNano(ev.Time) {
+		r.count(&ev) // counted, but its time cannot be written
 		return
 	}
 	k := r.count(&ev)
@@ -132,6 +148,10 @@ func (r *Recorder) Observe(ev shed.Event) {
 	if t == 0 {
 		r.untimed.Add(1)
 		return
+	}
+	if ev.Cost < 0 || ev.Wait < 0 || (ev.Timed && ev.Latency < 0) || ev.InFlight < 0 || ev.InFlight > math.MaxInt32 ||
+		int(ev.Reason) >= shed.NumReasons || ev.Outcome > shed.Ignored {
+		return // counted, but the format cannot hold it (see fits)
 	}
 	if r.seq.Add(1)&r.mask.Load() != 0 {
 		return
@@ -209,18 +229,23 @@ func (r *Recorder) Done(c shed.Class) {
 }
 
 // Add records rec, a record its caller sampled (see Arrive); it does not
-// count it. Tick records and records without a time are ignored. For a
-// KindRequest record, Time is the arrival and the request ended at
-// Time + Wait + Latency, which advances the ticks.
+// count it. Tick records, records without a time or with one outside the
+// years 1678-2261, and records the format cannot hold (negative costs or
+// durations, a Status outside 0-999, an InFlight outside the int32 range,
+// an unknown Decision, Reason or Outcome) are ignored. For a KindRequest record, Time is the arrival and
+// the request ended at Time + Wait + Latency, which advances the ticks.
 func (r *Recorder) Add(rec Record) {
-	if rec.Kind == 0 || rec.Kind >= KindTick || rec.Time.IsZero() || int(rec.Class) >= shed.MaxClasses {
+	if rec.Kind == 0 || rec.Kind >= KindTick || rec.Time.IsZero() || int(rec.Class) >= shed.MaxClasses || !fits(&rec) {
 		return
 	}
-	t := rec.Time.UnixNano()
 	end := rec.Time
 	if rec.Kind == KindRequest {
 		end = end.Add(rec.Wait + rec.Latency)
 	}
+	if !inUnixNano(rec.Time) || !inUnixNano(end) {
+		return
+	}
+	t := rec.Time.UnixNano()
 	r.stamp(end, rec.InFlight)
 	e := entry{kind: rec.Kind, t: t, class: uint8(rec.Class), reason: uint8(rec.Reason), cost: rec.Cost, actual: rec.Actual,
 		wait: int64(rec.Wait), outcome: uint8(rec.Outcome), decision: uint8(rec.Decision), inflight: int32(rec.InFlight), status: int16(rec.Status)}
@@ -234,8 +259,27 @@ func (r *Recorder) Add(rec Record) {
 	r.push(e)
 }
 
+// The times Unix nanoseconds can hold (1677 to 2262): beyond them
+// UnixNano wraps around.
+var minUnixNano, maxUnixNano = time.Unix(0, math.MinInt64), time.Unix(0, math.MaxInt64)
+
+func inUnixNano(t time.Time) bool { return !t.Before(minUnixNano) && !t.After(maxUnixNano) }
+
+// fits reports whether the file format can hold rec's fields, as the
+// Reader accepts them: anything else would be written wrapped (Status,
+// InFlight) or as a line that stops every reader of the recording.
+func fits(rec *Record) bool {
+	return rec.Cost >= 0 && rec.Actual >= 0 && rec.Wait >= 0 && (!rec.Timed || rec.Latency >= 0) &&
+		rec.Status >= 0 && rec.Status <= 999 && rec.InFlight >= 0 && rec.InFlight <= math.MaxInt32 &&
+		rec.Decision <= Cancelled && int(rec.Reason) < shed.NumReasons && rec.Outcome <= shed.Ignored
+}
+
 // push hands e to the writer, or drops it when the buffer is full.
 func (r *Recorder) push(e entry) {
+	if r.ended.Load() {
+		r.lost.Add(1)
+		return
+	}
 	select {
 	case r.ch <- e:
 	default:
@@ -253,10 +297,26 @@ func (r *Recorder) stamp(t time.Time, inflight int) int64 {
 	if ns > r.lastT.Load() {
 		r.lastT.Store(ns)
 	}
-	if ns >= r.nextTick.Load() {
+	if next := r.nextTick.Load(); ns >= next || r.jumpedBack(ns, next) {
 		r.tick(ns, inflight, false)
 	}
 	return ns
+}
+
+// maxBackTicks is how many tick periods time may go back before the ticks
+// restart from there: records are only roughly in time order, but a time
+// far ahead (a skewed caller, a wall clock stepped back) must not stop the
+// ticks, and with them the sampling, until time reaches it again.
+const maxBackTicks = 10
+
+// jumpedBack reports whether ns is so far before the next tick that time
+// went back.
+func (r *Recorder) jumpedBack(ns, next int64) bool {
+	every := int64(r.cfg.TickEvery)
+	if every > math.MaxInt64/(2*maxBackTicks) {
+		return false // periods that long: no time is that far back
+	}
+	return ns < next-maxBackTicks*every
 }
 
 // tick samples the counters, the limit and the work in flight at ns, the
@@ -266,7 +326,7 @@ func (r *Recorder) stamp(t time.Time, inflight int) int64 {
 func (r *Recorder) tick(ns int64, inflight int, final bool) {
 	r.tickMu.Lock()
 	defer r.tickMu.Unlock()
-	if (!final && ns < r.nextTick.Load()) || (final && ns <= r.prevT) {
+	if next := r.nextTick.Load(); (!final && ns < next && !r.jumpedBack(ns, next)) || (final && ns <= r.prevT) {
 		return // another caller took this tick
 	}
 	every := int64(r.cfg.TickEvery)

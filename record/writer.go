@@ -46,6 +46,7 @@ func (r *Recorder) Stop() error {
 	r.runMu.Lock()
 	if !r.stopped {
 		r.stopped = true
+		r.ended.Store(true)
 		if r.running {
 			close(r.stop)
 			<-r.done

@@ -18,6 +18,10 @@ import (
 // already has its limit of leases in flight across the fleet.
 var ErrConcurrencyLimit = errors.New("shedredis: concurrency limit reached")
 
+// ErrClosed is returned by Acquire after Close: with the renewer stopped,
+// a lease would stop counting in Redis while its work still ran.
+var ErrClosed = errors.New("shedredis: concurrency closed")
+
 // LimitError is the error of an Acquire refused at the limit.
 type LimitError struct {
 	// InFlight is the key's leases counted when it was refused: across
@@ -162,8 +166,8 @@ func NewConcurrency(cfg Config) (*Concurrency, error) {
 
 // Acquire takes a lease of key, whose limit is limit leases in flight
 // across the fleet. It returns a *LimitError (wrapping
-// ErrConcurrencyLimit) when the key is at its limit, and ctx's error when
-// ctx ended during the call. It never fails because of Redis: on timeout
+// ErrConcurrencyLimit) when the key is at its limit, ctx's error when
+// ctx ended during the call, and ErrClosed after Close. It never fails because of Redis: on timeout
 // or error the decision falls back to this replica's share. ctx bounds
 // the Redis call besides Timeout.
 func (c *Concurrency) Acquire(ctx context.Context, key string, limit int) (*Lease, error) {
@@ -172,6 +176,12 @@ func (c *Concurrency) Acquire(ctx context.Context, key string, limit int) (*Leas
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
+	}
+	c.mu.Lock()
+	closed := c.closed
+	c.mu.Unlock()
+	if closed {
+		return nil, ErrClosed
 	}
 	l := &Lease{c: c, key: key, rkey: c.key(key), member: c.id + ":" + strconv.FormatUint(c.seq.Add(1), 36)}
 	ttl := c.cfg.LeaseTTL.Milliseconds()
@@ -188,20 +198,33 @@ func (c *Concurrency) Acquire(ctx context.Context, key string, limit int) (*Leas
 		return nil
 	})
 	if cause == causeCanceled {
+		// The script may have run (or may still run) in Redis: the
+		// next renewal removes the member, as for a timeout.
+		c.mu.Lock()
+		c.addOrphan(l.rkey, l.member)
+		c.mu.Unlock()
 		return nil, ctx.Err()
 	}
 	c.mu.Lock()
+	if c.closed {
+		// Closed during the call: nothing would renew the lease.
+		c.mu.Unlock()
+		if cause == "" && admitted != 0 {
+			c.g.do(context.Background(), OpRelease, func(ctx context.Context) error {
+				return releaseScript.Run(ctx, c.cfg.Client, []string{l.rkey}, l.member).Err()
+			})
+		}
+		return nil, ErrClosed
+	}
 	defer c.mu.Unlock()
 	if cause == "" {
 		if admitted == 0 {
 			return nil, &LimitError{InFlight: int(inFlight), RetryAfter: time.Second}
 		}
-		if !c.closed {
-			c.active[l] = struct{}{}
-		}
+		c.active[l] = struct{}{}
 		return l, nil
 	}
-	share := (limit + c.cfg.Replicas - 1) / c.cfg.Replicas
+	share := (limit-1)/c.cfg.Replicas + 1 // rounded up, at least 1, without overflow
 	if n := c.local[key]; n >= share {
 		if cause == CauseTimeout {
 			c.addOrphan(l.rkey, l.member)
@@ -210,9 +233,7 @@ func (c *Concurrency) Acquire(ctx context.Context, key string, limit int) (*Leas
 	}
 	c.local[key]++
 	l.local = true
-	if !c.closed {
-		c.active[l] = struct{}{}
-	}
+	c.active[l] = struct{}{}
 	return l, nil
 }
 
@@ -300,12 +321,14 @@ func (c *Concurrency) renew() {
 	}
 	byKey := map[string][]any{}
 	ttl := c.cfg.LeaseTTL.Milliseconds()
+	renewed := make([]*Lease, 0, len(c.active))
 	for l := range c.active {
 		args := byKey[l.rkey]
 		if args == nil {
 			args = []any{ttl}
 		}
 		byKey[l.rkey] = append(args, l.member)
+		renewed = append(renewed, l)
 	}
 	orphans := c.orphans
 	c.orphans = nil
@@ -329,9 +352,34 @@ func (c *Concurrency) renew() {
 		})
 		return err
 	})
+	// A lease released after the snapshot above may have been removed
+	// before this renewal wrote it back: remove it again, or it counts
+	// for a whole LeaseTTL with no lease behind it. Its released flag is
+	// set before its own removal is sent, so none is missed.
+	var back []orphan
+	for _, l := range renewed {
+		if l.released.Load() {
+			back = append(back, orphan{l.rkey, l.member})
+		}
+	}
+	if cause == "" && len(back) > 0 {
+		cause = c.g.doWithin(context.Background(), OpRelease, c.renewTO, func(ctx context.Context) error {
+			_, err := c.cfg.Client.Pipelined(ctx, func(p redis.Pipeliner) error {
+				for _, o := range back {
+					p.ZRem(ctx, o.rkey, o.member)
+				}
+				return nil
+			})
+			return err
+		})
+		orphans = nil // removed by the renewal that succeeded
+	}
 	if cause != "" {
 		c.mu.Lock()
 		for _, o := range orphans {
+			c.addOrphan(o.rkey, o.member)
+		}
+		for _, o := range back {
 			c.addOrphan(o.rkey, o.member)
 		}
 		c.mu.Unlock()

@@ -69,7 +69,7 @@ type Config struct {
 	// LeaseTTL (Concurrency only) is how long a lease counts in Redis
 	// unless renewed. A replica renews its leases every LeaseTTL/3 while
 	// their work runs; a crashed replica's leases expire within LeaseTTL.
-	// Default DefaultLeaseTTL (10 s); at least 4 × Timeout.
+	// Default DefaultLeaseTTL (10 s); at least 4 × Timeout and 1 ms.
 	LeaseTTL time.Duration
 	// Name is the value of the shedkit.store.name attribute on the
 	// metrics, to tell stores apart. Default "redis".
@@ -130,6 +130,11 @@ func (cfg *Config) validate() error {
 		return configError("LeaseTTL", "must be >= 0, got %v", cfg.LeaseTTL)
 	case cfg.LeaseTTL == 0:
 		cfg.LeaseTTL = DefaultLeaseTTL
+	}
+	if cfg.LeaseTTL < time.Millisecond {
+		// The scripts count in whole milliseconds: a TTL of 0 ms would
+		// write leases already expired, and admit every Acquire.
+		return configError("LeaseTTL", "must be at least 1ms, got %v", cfg.LeaseTTL)
 	}
 	if cfg.LeaseTTL < 4*cfg.Timeout {
 		return configError("LeaseTTL", "must be at least 4 × Timeout (%v), got %v", 4*cfg.Timeout, cfg.LeaseTTL)

@@ -21,7 +21,8 @@
 // # How state is kept in Redis
 //
 // Every key starts with Config.Prefix ("shedkit:" by default); keys longer
-// than shedhttp.MaxKeyBytes are stored as a digest.
+// than shedhttp.MaxKeyBytes, and keys that start with "sha256:" (so that
+// none can pose as another's digest), are stored as a digest.
 //
 //   - Quotas: "rate:<prefix>q:<class>:<key>" holds one number, the GCRA
 //     theoretical arrival time, set by redis_rate's Lua script (one

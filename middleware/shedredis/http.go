@@ -48,7 +48,7 @@ var noRetryValues = []string{"overloaded"}[:1:1]
 // the fleet: a request takes a lease of its key before the next handler
 // runs and releases it when the handler returns (or panics). A key at its
 // limit is answered 429 with Retry-After (503 when the request's context
-// ended while the lease was asked for). Put it outside the shedkit
+// ended while the lease was asked for, or after Concurrency.Close). Put it outside the shedkit
 // middleware (nethttp.New), so that a tenant at its limit does not take a
 // place in the admission queue; the per-replica adaptive limit still
 // bounds what each replica runs.
@@ -95,8 +95,9 @@ func ConcurrencyMiddleware(cfg MiddlewareConfig) (func(http.Handler) http.Handle
 				if le != nil {
 					rej.RetryAfter = le.RetryAfter
 				} else {
-					// The request's context ended during the call: the
-					// client went away, or the server is cancelling it.
+					// The request's context ended during the call (the
+					// client went away, or the server is cancelling it),
+					// or the Concurrency was closed (ErrClosed).
 					rej.Status, rej.Reason = http.StatusServiceUnavailable, shed.ReasonNone
 				}
 				h := w.Header()

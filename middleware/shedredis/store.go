@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"math"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -178,9 +179,15 @@ func (s *Store) Decide(ctx context.Context, now time.Time, class shed.Class, key
 // localAllow decides on this replica's share of limit.
 func (s *Store) localAllow(now time.Time, class shed.Class, key string, limit shedhttp.RateLimit, n int) (bool, time.Duration) {
 	share := s.share(limit)
-	// A cost the share's bucket cannot hold is charged as a full bucket:
-	// the fleet's quota would allow it.
-	return s.local.AllowNAt(now, class, key, share, min(n, share.Burst))
+	// A cost the share's bucket cannot hold (the fleet's quota allows it:
+	// n <= limit.Burst) needs a bucket that holds it: this key's bucket
+	// grows to the cost and refills at the share's rate. Charged as a
+	// full share bucket instead, each replica admitted such costs at
+	// up to Replicas times its share of the rate.
+	share.Burst = max(share.Burst, n)
+	// The key is digested as in Redis: the local store digests long keys
+	// into the same spelling a short key can forge.
+	return s.local.AllowNAt(now, class, hashKey(key), share, n)
 }
 
 // share is this replica's part of limit while Redis cannot be used.
@@ -191,28 +198,40 @@ func (s *Store) share(limit shedhttp.RateLimit) shedhttp.RateLimit {
 	}
 	return shedhttp.RateLimit{
 		Rate:  limit.Rate / rate.Limit(r),
-		Burst: max(1, (limit.Burst+r-1)/r),
+		Burst: (limit.Burst-1)/r + 1, // rounded up, at least 1 (Burst >= 1), without overflow
 	}
 }
 
 // key is the Redis key of (class, key), without redis_rate's own "rate:"
-// prefix. Keys longer than shedhttp.MaxKeyBytes are stored as a digest.
+// prefix. Keys longer than shedhttp.MaxKeyBytes, or that start with
+// "sha256:", are stored as a digest.
 func (s *Store) key(class shed.Class, key string) string {
 	return s.cfg.Prefix + "q:" + strconv.Itoa(int(class)) + ":" + hashKey(key)
 }
 
+const digestPrefix = "sha256:"
+
 // hashKey returns key, or its digest when it is longer than
-// shedhttp.MaxKeyBytes, so that a key cannot make Redis state large.
+// shedhttp.MaxKeyBytes, so that a key cannot make Redis state large. A key
+// that starts like a digest is digested too, so that no tenant can name
+// itself after another's digest and share its bucket.
 func hashKey(key string) string {
-	if len(key) > shedhttp.MaxKeyBytes {
+	if len(key) > shedhttp.MaxKeyBytes || strings.HasPrefix(key, digestPrefix) {
 		sum := sha256.Sum256([]byte(key))
-		return "sha256:" + hex.EncodeToString(sum[:16])
+		return digestPrefix + hex.EncodeToString(sum[:16])
 	}
 	return key
 }
 
 // redisLimit expresses l for redis_rate, whose rate is a whole number of
-// events per period: one event per emission interval 1/Rate.
+// events per period: one event per emission interval 1/Rate. An interval
+// longer than time.Duration holds (a rate under about 1e-9 per second)
+// is the longest one: converted as it is, it would overflow to a negative
+// period, with which redis_rate admits everything.
 func redisLimit(l shedhttp.RateLimit) redis_rate.Limit {
-	return redis_rate.Limit{Rate: 1, Burst: l.Burst, Period: time.Duration(float64(time.Second) / float64(l.Rate))}
+	period := time.Duration(math.MaxInt64)
+	if p := float64(time.Second) / float64(l.Rate); p < float64(math.MaxInt64) {
+		period = time.Duration(p)
+	}
+	return redis_rate.Limit{Rate: 1, Burst: l.Burst, Period: period}
 }

@@ -1,0 +1,246 @@
+package shedredis
+
+import (
+	"context"
+	"errors"
+	"math"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// A lease released while the renewer's pipeline is on its way must not be
+// written back by that renewal: the released member would count against the
+// tenant for a whole LeaseTTL with nothing left to remove it.
+func TestReleaseDuringRenewalNotResurrected(t *testing.T) {
+	p := startRedis(t)
+	client := p.client(t)
+	const ttl = 300 * time.Millisecond // renewals every 100 ms
+	c, err := NewConcurrency(Config{Client: client, Replicas: 1, Timeout: 30 * time.Millisecond, LeaseTTL: ttl, BreakerFailures: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	stop := time.Now().Add(time.Second)
+	var wg sync.WaitGroup
+	for w := range 6 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			key := "k" + string(rune('a'+w%2))
+			for time.Now().Before(stop) {
+				l, err := c.Acquire(t.Context(), key, 1000)
+				if err != nil {
+					continue
+				}
+				time.Sleep(time.Duration(1000+w*300) * time.Microsecond)
+				l.Release()
+			}
+		}()
+	}
+	wg.Wait()
+	// Leave a renewal in flight time to end (and a failed one's orphans
+	// the next renewal): what is still live then was written back.
+	time.Sleep(ttl / 2)
+	// Everything is released: Redis must hold no live lease. The script
+	// drops only expired members, so look at the live ones.
+	now, err := client.Time(t.Context()).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ms := now.UnixMilli()
+	for _, k := range []string{"ka", "kb"} {
+		n, err := client.ZCount(t.Context(), c.key(k), "("+strconv.FormatInt(ms, 10), "+inf").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n != 0 {
+			t.Errorf("key %s: %d live leases in Redis after every lease was released", k, n)
+		}
+	}
+}
+
+// An Acquire whose caller's deadline passed while Redis was slow may still
+// run in Redis once it answers: the member must be cleaned up by the next
+// renewal like a timed-out one, not block the tenant for a whole LeaseTTL.
+func TestCallerDeadlineAcquireCleanedUp(t *testing.T) {
+	p := startRedis(t)
+	client := p.client(t)
+	const ttl = 3 * time.Second
+	c, err := NewConcurrency(Config{Client: client, Replicas: 1, Timeout: 500 * time.Millisecond, LeaseTTL: ttl, BreakerFailures: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	// Warm the pool, so that the acquire below is sent on a ready connection.
+	if err := client.Ping(t.Context()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := acquireScript.Load(t.Context(), client).Err(); err != nil {
+		t.Fatal(err)
+	}
+	p.pause()
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Millisecond)
+	_, err = c.Acquire(ctx, "t", 1)
+	cancel()
+	if !errors.Is(err, context.DeadlineExceeded) {
+		p.resume()
+		t.Fatalf("Acquire with a 30 ms deadline on a paused Redis: %v, want DeadlineExceeded", err)
+	}
+	p.resume()
+	// Let the script run if it was sent, then make sure it was.
+	rkey := c.key("t")
+	deadline := time.Now().Add(time.Second)
+	for {
+		n, err := client.ZCard(t.Context(), rkey).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Skip("the acquire never reached Redis; nothing to clean up")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	// One renewal (ttl/3) later, the tenant's slot is free again.
+	time.Sleep(ttl/3 + 400*time.Millisecond)
+	l, err := c.Acquire(t.Context(), "t", 1)
+	if err != nil {
+		m, _ := client.ZRange(t.Context(), rkey, 0, -1).Result()
+		t.Fatalf("a renewal after the abandoned acquire the tenant is still refused: %v (Redis holds %v)", err, m)
+	}
+	l.Release()
+}
+
+// The scripts count leases in whole milliseconds (LeaseTTL.Milliseconds()):
+// a LeaseTTL under a millisecond is a TTL of 0, with which the acquire
+// script writes a lease that has already expired and deletes the set
+// (PEXPIRE 0), so that Redis admits every Acquire. Such a config must be
+// refused.
+func TestSubMillisecondLeaseTTLRejected(t *testing.T) {
+	p := startRedis(t)
+	client := p.client(t)
+	for i := range 2 {
+		v, err := acquireScript.Run(t.Context(), client, []string{"ttl0"}, 1, int64(0), "m"+strconv.Itoa(i)).Int64Slice()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v[0] != 1 {
+			t.Logf("with a TTL of 0 ms Redis refused the second lease: %v", v)
+		}
+	}
+	_, err := NewConcurrency(Config{Client: client, Replicas: 1, Timeout: 200 * time.Microsecond, LeaseTTL: 900 * time.Microsecond})
+	if !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), "LeaseTTL") {
+		t.Fatalf("LeaseTTL 900µs: error %v, want ErrInvalidConfig naming LeaseTTL", err)
+	}
+}
+
+// An Acquire after Close must not grant a lease: the renewer is stopped, so
+// the lease would expire in Redis after LeaseTTL while its work still runs,
+// and the fleet would admit more than the limit.
+func TestAcquireAfterClose(t *testing.T) {
+	p := startRedis(t)
+	const ttl = 300 * time.Millisecond
+	c, err := NewConcurrency(Config{Client: p.client(t), Replicas: 1, Timeout: 50 * time.Millisecond, LeaseTTL: ttl})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	l, err := c.Acquire(t.Context(), "k", 1)
+	if err == nil {
+		defer l.Release()
+		time.Sleep(ttl + 100*time.Millisecond)
+		if l2, err := c.Acquire(t.Context(), "k", 1); err == nil {
+			l2.Release()
+			t.Fatal("after Close, a lease was granted, expired unrenewed while held, and a second lease of a limit of 1 was granted")
+		}
+		t.Fatal("after Close, Acquire granted a lease that nothing renews")
+	}
+	if !errors.Is(err, ErrClosed) {
+		t.Errorf("Acquire after Close: %v, want ErrClosed", err)
+	}
+}
+
+// The local share is at least one lease whatever Replicas says: a huge
+// Replicas overflowed limit+Replicas-1 and refused every lease in fallback.
+func TestHugeReplicasShare(t *testing.T) {
+	dead := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", ContextTimeoutEnabled: true, MaxRetries: -1})
+	defer dead.Close()
+	c, err := NewConcurrency(Config{Client: dead, Replicas: math.MaxInt, Timeout: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	l, err := c.Acquire(t.Context(), "k", 5)
+	if err != nil {
+		t.Fatalf("Replicas MaxInt, Redis down: %v, want a lease on the local share of at least one", err)
+	}
+	if !l.FellBack() {
+		t.Error("lease did not fall back with Redis down")
+	}
+	l.Release()
+}
+
+// Leases released twice, from two goroutines at once, and Close in the
+// middle of it all: no panic, no race, nothing held on this replica
+// afterwards; Redis restarted empty (FLUSHALL) while leases are held gets
+// its count back at the next renewal.
+func TestLeaseMisuseAndFlushAll(t *testing.T) {
+	p := startRedis(t)
+	client := p.client(t)
+	const ttl = 600 * time.Millisecond
+	c, err := NewConcurrency(Config{Client: client, Replicas: 1, Timeout: 100 * time.Millisecond, LeaseTTL: ttl})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := c.Acquire(t.Context(), "k", 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := c.Acquire(t.Context(), "k", 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := client.FlushAll(t.Context()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(ttl/3 + 150*time.Millisecond)
+	if l, err := c.Acquire(t.Context(), "k", 2); err == nil {
+		l.Release()
+		t.Fatal("a renewal after FLUSHALL, a third lease of a limit of 2 was granted")
+	}
+	var wg sync.WaitGroup
+	for _, l := range []*Lease{a, b, a, b} {
+		wg.Add(1)
+		go func() { defer wg.Done(); l.Release() }()
+	}
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 20 {
+				if l, err := c.Acquire(t.Context(), "m", 3); err == nil {
+					go l.Release()
+					l.Release()
+				}
+			}
+		}()
+	}
+	wg.Add(1)
+	go func() { defer wg.Done(); time.Sleep(5 * time.Millisecond); _ = c.Close(); _ = c.Close() }()
+	wg.Wait()
+	time.Sleep(50 * time.Millisecond) // the Releases started with go
+	if n := c.InFlightLocal(); n != 0 {
+		t.Errorf("%d leases held after every one was released and Close", n)
+	}
+	var nilLease *Lease
+	nilLease.Release()
+}
