@@ -1,6 +1,7 @@
 package nethttp_test
 
 import (
+	"github.com/shedkit/shedkit/middleware/shedhttp"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -26,7 +27,7 @@ func TestRecorderStoppedUnderLoad(t *testing.T) {
 	if err := rec.Start(); err != nil {
 		t.Fatal(err)
 	}
-	mw, err := nethttp.New(nethttp.Config{Limiter: recLimiter(t, 4), Recorder: rec, Routes: map[string]string{"/api/": "interactive"}})
+	mw, err := nethttp.New(nethttp.Config{Options: shedhttp.Options{Limiter: recLimiter(t, 4), Routes: map[string]string{"/api/": "interactive"}}, Recorder: rec})
 	if err != nil {
 		t.Fatal(err)
 	}

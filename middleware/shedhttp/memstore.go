@@ -28,6 +28,9 @@ const (
 	MaxKeyBytes = 128
 )
 
+// digestPrefix starts the stored form of a key longer than MaxKeyBytes.
+const digestPrefix = "sha256:"
+
 // MemoryStoreConfig configures a MemoryStore.
 type MemoryStoreConfig struct {
 	// MaxKeys bounds the number of buckets (one per class and key). The
@@ -133,9 +136,11 @@ func (s *MemoryStore) AllowNAt(now time.Time, class shed.Class, key string, limi
 		return true, 0
 	}
 	n = max(n, 1)
-	if len(key) > MaxKeyBytes {
+	if len(key) > MaxKeyBytes || strings.HasPrefix(key, digestPrefix) {
+		// A key spelled like a digest is digested too, so that no client
+		// can name another key's bucket.
 		sum := sha256.Sum256([]byte(key))
-		key = "sha256:" + hex.EncodeToString(sum[:16])
+		key = digestPrefix + hex.EncodeToString(sum[:16])
 	}
 	h := maphash.String(s.seed, key)
 	sh := &s.shards[(h^uint64(class)*0x9e3779b97f4a7c15)&s.mask]
