@@ -118,6 +118,7 @@ func tune(ctx context.Context, o tuneOptions, sc *sim.Scenario, stdout, stderr i
 	}
 	fmt.Fprintf(stdout, "shedsim tune %s -seed %d -seeds %d -budget %d\n", sc.Name, o.seed, o.seeds, o.budget)
 	writeTuneRanking(stdout, res, o.top)
+	writeBaseline(stdout, res, cands[0].String())
 	return writeWinner(o, sc, res.Ranked[0].Candidate, stdout, stderr)
 }
 
@@ -142,6 +143,17 @@ func writeTuneRanking(w io.Writer, res *sim.TuneResult, top int) {
 			fmt.Fprintf(w, "  %-22s", tuneCell(f))
 		}
 		fmt.Fprintf(w, "  %s%s\n", r.Candidate.String(), mark)
+	}
+}
+
+// writeBaseline says where the scenario's own settings (the first
+// candidate) rank, so that a small gain over them is seen as such.
+func writeBaseline(w io.Writer, res *sim.TuneResult, base string) {
+	for i, r := range res.Ranked {
+		if r.Candidate.String() == base {
+			fmt.Fprintf(w, "\nbaseline (the scenario's own settings, shedkit-gradient defaults): rank %d, worst %s\n", i+1, tuneCell(r.Worst))
+			return
+		}
 	}
 }
 

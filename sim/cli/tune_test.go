@@ -51,7 +51,7 @@ func runTuneCLI(t *testing.T, args ...string) string {
 // printed scenario parses with the winner's settings.
 func TestTuneOutput(t *testing.T) {
 	out := runTuneCLI(t, "-budget", "4", "-top", "3")
-	for _, want := range []string{"tiny-slowdown", "tiny-spike", "tiny-retry-storm", "recommended: ", "func newAdmission()", "shed.New(shed.Config{", "retrybudget.NewBudget("} {
+	for _, want := range []string{"tiny-slowdown", "tiny-spike", "tiny-retry-storm", "recommended: ", "baseline (", "func newAdmission()", "shed.New(shed.Config{", "retrybudget.NewBudget("} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
