@@ -134,7 +134,11 @@ func TestTuneSnippetCompiles(t *testing.T) {
 		cmd := exec.Command(goBin, args...)
 		cmd.Dir = dir
 		cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=mod", "GOPROXY=off")
-		if b, err := cmd.CombinedOutput(); err != nil {
+		b, err := cmd.CombinedOutput()
+		if err != nil && args[0] == "mod" && strings.Contains(string(b), "GOPROXY=off") {
+			t.Skipf("the library's dependencies are not in the module cache (go mod download in the repository root):\n%s", b)
+		}
+		if err != nil {
 			t.Fatalf("go %v: %v\n%s\nmain.go:\n%s\nb/aimd.go:\n%s", args, err, b, files["main.go"], aimd)
 		}
 	}
