@@ -179,5 +179,7 @@
 // (and min, for gcl-gradient2): "gcl-gradient2:initial=500,max=5000"
 // starts warm, with room above the library's default maximum of 200, so
 // that peers can be compared on scenarios that need thousands in flight.
-// [Grid], [Objective] and [Rank] implement sweeps.
+// [Grid], [Objective] and [Rank] implement sweeps; [Tune], [TuneSpace]
+// and [StressVariants] search whole configurations on stressed copies of
+// a scenario (shedsim tune).
 package sim

@@ -15,11 +15,16 @@
 //	        -objective 'max:goodput,trigger_p99<=2s'
 //	shedsim fit -o fitted.yaml ./recording  # a scenario fitted to recorded traffic
 //	shedsim -scenario my.yaml -policies none -record rec.jsonl
+//	shedsim tune fitted.yaml                # the configuration to paste
 //
 // shedsim fit reads a recording (package record: the net/http
 // middleware's Config.Recorder, a limiter's Observer, or -record) and
 // writes a scenario with the recorded arrival rates, costs, service time
 // and upstream capacity; shedsim fit -h says how each is inferred.
+// shedsim tune runs candidate configurations (limit, protected shares,
+// queues, retry budget) on a scenario and on a slowdown, a spike and a
+// retry storm derived from it, and prints the best as Go code and YAML;
+// shedsim tune -h gives the search space and the objective.
 //
 // The command is package github.com/shedkit/shedkit/sim/cli, so that a
 // program registering more policies can offer the same interface.

@@ -43,6 +43,9 @@ Usage:
                                                   record replica 0's limiter
   shedsim fit -o fitted.yaml rec.jsonl            fit a scenario to a recording
                                                   (shedsim fit -h)
+  shedsim tune fitted.yaml                        search the configuration that
+                                                  serves it best under stress
+                                                  (shedsim tune -h)
 
 Flags:
 `
@@ -94,6 +97,9 @@ type options struct {
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 && args[0] == "fit" {
 		return runFit(args[1:], os.Stdin, stdout, stderr)
+	}
+	if len(args) > 0 && args[0] == "tune" {
+		return runTune(ctx, args[1:], stdout, stderr)
 	}
 	var o options
 	fs := flag.NewFlagSet("shedsim", flag.ContinueOnError)

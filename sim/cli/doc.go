@@ -2,8 +2,9 @@
 // over a list of policies, prints a comparison table and writes CSV and
 // JSON series and SVG and PNG charts; in sweep mode it ranks the
 // configurations of a parameter grid by an objective; "shedsim fit"
-// fits a scenario to a recording (package record), and -record writes
-// one from a run. cmd/shedsim calls Main; a program that registers more
+// fits a scenario to a recording (package record), -record writes
+// one from a run, and "shedsim tune" searches the admission configuration
+// that serves a scenario best under stress and prints it as Go code. cmd/shedsim calls Main; a program that registers more
 // policies (sim.RegisterPolicy, for example failsafe-go's adaptive
 // limiter from a separate module) calls it too and gets the same command.
 //

@@ -1,0 +1,212 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"strings"
+
+	"github.com/shedkit/shedkit/sim"
+)
+
+const tuneUsageHead = `shedsim tune searches the configuration of a service's admission control
+for the one that serves a scenario (typically the output of shedsim fit)
+best under stress, and prints it as Go code and as the scenario's YAML.
+
+Usage:
+  shedsim tune [flags] SCENARIO          a YAML file or a built-in name
+  shedsim fit -o fitted.yaml ./recording && shedsim tune fitted.yaml
+
+Flags:
+`
+
+const tuneUsageTail = `
+Variants: each candidate runs on the scenario itself (healthy) and on three
+stressed copies, in a window from a third of the duration lasting a third
+of it: slowdown (the upstream 5x slower), spike (every open-loop class at
+3x its rate) and retry-storm (clients make at least 3 attempts of a third
+of their deadline and ignore "do not retry"; a 5x slowdown for half the
+window makes attempts time out).
+
+Search space (random draws, the same for a -seed; the first candidate is
+the scenario's own settings under shedkit-gradient's defaults): the limit
+(shedkit-gradient or shedkit-aimd, tolerance and backoff near their
+defaults), per class a protected share (with two classes or more; shares
+sum to at most 1) and a queue (depth 0, 8, 32, 128; max wait 5% or 20% of
+the class's deadline), and the retry budget's ratio and floor when a layer
+of the scenario retries. Not expressed by scenarios, so not tuned: per-key
+rate limits (middleware), the limits' window and bounds, Retry-After.
+
+Objective: over the four variants, the worst case of the first class's
+goodput share (steps of 0.5%), then of its p99 (steps of 5%), then of the
+other classes' goodput share. Do no harm: a candidate whose healthy goodput
+is below 98% of the best candidate's ranks after all others.
+
+Output (stdout): the ranking with each variant's figures
+(interactive goodput / its p99 / other classes' goodput), the winner as Go
+code and the scenario's YAML with the winner's settings (or -o FILE).
+Exit codes: 0, 1 when a run fails, 2 bad flags or scenario.
+`
+
+type tuneOptions struct {
+	seeds, budget, top, workers int
+	seed                        uint64
+	out                         string
+	quiet                       bool
+}
+
+// runTune runs "shedsim tune".
+func runTune(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	var o tuneOptions
+	fs := flag.NewFlagSet("shedsim tune", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.IntVar(&o.seeds, "seeds", 1, "seeds each candidate runs every variant with (figures are means)")
+	fs.IntVar(&o.budget, "budget", sim.DefaultTuneBudget, "candidates to try, the baseline included")
+	fs.Uint64Var(&o.seed, "seed", 1, "seed of the draw of candidates and of the runs")
+	fs.IntVar(&o.top, "top", 10, "candidates shown in the ranking")
+	fs.IntVar(&o.workers, "workers", 0, "runs in parallel (default GOMAXPROCS); results do not depend on it")
+	fs.StringVar(&o.out, "o", "", "write the tuned scenario YAML to this file instead of stdout")
+	fs.BoolVar(&o.quiet, "quiet", false, "no progress bar on stderr")
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), tuneUsageHead)
+		fs.PrintDefaults()
+		fmt.Fprint(fs.Output(), tuneUsageTail)
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return ExitOK
+		}
+		return ExitUsage
+	}
+	if fs.NArg() != 1 || o.seeds < 1 || o.budget < 1 || o.top < 1 {
+		fmt.Fprintln(stderr, "shedsim tune: give one scenario, and -seeds, -budget and -top >= 1 (see shedsim tune -h)")
+		return ExitUsage
+	}
+	sc, err := loadScenarios(options{scenario: fs.Arg(0)})
+	if err != nil {
+		fmt.Fprintln(stderr, "shedsim tune:", err)
+		return ExitUsage
+	}
+	if _, err := sim.StressVariants(sc[0]); err != nil {
+		fmt.Fprintln(stderr, "shedsim tune:", err)
+		return ExitUsage
+	}
+	return tune(ctx, o, sc[0], stdout, stderr)
+}
+
+// tune runs the search on sc and prints the ranking and the winner.
+func tune(ctx context.Context, o tuneOptions, sc *sim.Scenario, stdout, stderr io.Writer) int {
+	cands, err := sim.TuneSpace(sc, o.budget, o.seed)
+	if err != nil {
+		fmt.Fprintln(stderr, "shedsim tune:", err)
+		return ExitUsage
+	}
+	if !o.quiet {
+		fmt.Fprintf(stderr, "shedsim tune: %d candidates x 4 variants x %d seed(s) = %d runs\n", len(cands), o.seeds, len(cands)*4*o.seeds)
+	}
+	bar := newProgress(stderr, o.quiet, len(cands)*4*o.seeds)
+	res, err := sim.Tune(sc, sim.TuneOptions{Seed: o.seed, Seeds: o.seeds, Candidates: cands,
+		Workers: o.workers, Context: ctx, Progress: bar.update})
+	bar.done()
+	if err != nil {
+		fmt.Fprintln(stderr, "shedsim tune:", err)
+		return ExitFail
+	}
+	fmt.Fprintf(stdout, "shedsim tune %s -seed %d -seeds %d -budget %d\n", sc.Name, o.seed, o.seeds, o.budget)
+	writeTuneRanking(stdout, res, o.top)
+	writeBaseline(stdout, res, cands[0].String())
+	return writeWinner(o, sc, res.Ranked[0].Candidate, stdout, stderr)
+}
+
+// writeTuneRanking prints the top candidates with their figures per
+// variant and their worst case.
+func writeTuneRanking(w io.Writer, res *sim.TuneResult, top int) {
+	fmt.Fprintf(w, "\nobjective: worst case over the variants of interactive goodput, then its p99, then the other classes' goodput;\n")
+	fmt.Fprintf(w, "do no harm: healthy goodput >= %.0f%% of the best candidate's (%.4f)\n", 100*sim.TuneHealthyShare, res.BestHealthy)
+	fmt.Fprintf(w, "figures: interactive goodput / interactive p99 / other classes' goodput\n\n")
+	fmt.Fprintf(w, "%4s  %-22s", "rank", "worst")
+	for _, v := range res.Variants {
+		fmt.Fprintf(w, "  %-22s", shorten(v, 22))
+	}
+	fmt.Fprintln(w, "  configuration")
+	for i, r := range res.Ranked[:min(top, len(res.Ranked))] {
+		mark := ""
+		if !r.Feasible {
+			mark = " (harms healthy goodput)"
+		}
+		fmt.Fprintf(w, "%4d  %-22s", i+1, tuneCell(r.Worst))
+		for _, f := range r.Variants {
+			fmt.Fprintf(w, "  %-22s", tuneCell(f))
+		}
+		fmt.Fprintf(w, "  %s%s\n", r.Candidate.String(), mark)
+	}
+}
+
+// writeBaseline says where the scenario's own settings (the first
+// candidate) rank, so that a small gain over them is seen as such.
+func writeBaseline(w io.Writer, res *sim.TuneResult, base string) {
+	for i, r := range res.Ranked {
+		if r.Candidate.String() == base {
+			fmt.Fprintf(w, "\nbaseline (the scenario's own settings, shedkit-gradient defaults): rank %d, worst %s\n", i+1, tuneCell(r.Worst))
+			return
+		}
+	}
+}
+
+// tuneCell formats one variant's figures.
+func tuneCell(f sim.TuneFigures) string {
+	others := "-"
+	if !math.IsNaN(f.Others) {
+		others = fmt.Sprintf("%.1f%%", 100*f.Others)
+	}
+	return fmt.Sprintf("%.1f%%/%s/%s", 100*f.Interactive, fmtSeconds(f.InteractiveP99), others)
+}
+
+func fmtSeconds(s float64) string {
+	switch {
+	case math.IsNaN(s):
+		return "-"
+	case s < 1:
+		return fmt.Sprintf("%.0fms", s*1000)
+	}
+	return fmt.Sprintf("%.2fs", s)
+}
+
+func shorten(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return "…" + s[len(s)-n+1:]
+}
+
+// writeWinner prints the winner as Go code and as the scenario's YAML.
+func writeWinner(o tuneOptions, sc *sim.Scenario, c sim.TuneCandidate, stdout, stderr io.Writer) int {
+	src, err := c.GoSnippet(sc)
+	if err != nil {
+		fmt.Fprintln(stderr, "shedsim tune:", err)
+		return ExitFail
+	}
+	tuned := c.Apply(sc)
+	tuned.Policies = []string{c.Policy}
+	y, err := sim.MarshalScenario(tuned)
+	if err != nil {
+		fmt.Fprintln(stderr, "shedsim tune:", err)
+		return ExitFail
+	}
+	fmt.Fprintf(stdout, "\nrecommended: %s (limit %s)\n\n// Go: paste into your service's package.\n%s", c.String(), c.Policy, src)
+	head := fmt.Sprintf("# Tuned by shedsim tune (seed %d): %s\n# Policy: %s\n", o.seed, c.String(), c.Policy)
+	if o.out != "" {
+		if err := os.WriteFile(o.out, append([]byte(head), y...), 0o644); err != nil {
+			fmt.Fprintln(stderr, "shedsim tune:", err)
+			return ExitFail
+		}
+		fmt.Fprintf(stdout, "\nscenario with these settings written to %s (simulate it with -policies '%s')\n", o.out, c.Policy)
+		return ExitOK
+	}
+	fmt.Fprintf(stdout, "\n# Scenario with these settings (simulate it with -policies '%s'):\n%s%s", c.Policy, head, strings.TrimRight(string(y), "\n")+"\n")
+	return ExitOK
+}

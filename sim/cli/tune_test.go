@@ -1,0 +1,145 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/shedkit/shedkit/sim"
+)
+
+// tinyTune is a two-class scenario at about 85% of its upstream's
+// capacity, small enough to tune in a second.
+const tinyTune = `name: tiny
+duration: 30s
+warmup: 5s
+classes:
+  - name: interactive
+    rate: 150
+    timeout: 1s
+  - name: batch
+    rate: 150
+    timeout: 2s
+    retry: {max_attempts: 2}
+upstream:
+  capacity: 20
+  service_time: {dist: lognormal, median: 50ms, sigma: 0.5}
+  degradation: 0.5
+`
+
+// runTuneCLI runs shedsim tune on tinyTune with args and returns stdout.
+func runTuneCLI(t *testing.T, args ...string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "tiny.yaml")
+	if err := os.WriteFile(path, []byte(tinyTune), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out, errb bytes.Buffer
+	args = append(append([]string{"tune", "-quiet"}, args...), path)
+	if code := Main(context.Background(), args, &out, &errb); code != ExitOK {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	return out.String()
+}
+
+// TestTuneOutput checks the ranking, the recommendation and that the
+// printed scenario parses with the winner's settings.
+func TestTuneOutput(t *testing.T) {
+	out := runTuneCLI(t, "-budget", "4", "-top", "3")
+	for _, want := range []string{"tiny-slowdown", "tiny-spike", "tiny-retry-storm", "recommended: ", "baseline (", "func newAdmission()", "shed.New(shed.Config{", "retrybudget.NewBudget("} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	_, y, ok := strings.Cut(out, "# Scenario with these settings")
+	if !ok {
+		t.Fatalf("no scenario in:\n%s", out)
+	}
+	sc, err := sim.ParseScenario("tuned.yaml", []byte(y[strings.IndexByte(y, '\n')+1:]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sc.Policies) != 1 || sc.Classes[1].Retry.Budget == nil {
+		t.Errorf("tuned scenario: policies %v, batch budget %v", sc.Policies, sc.Classes[1].Retry.Budget)
+	}
+}
+
+func TestTuneUsage(t *testing.T) {
+	var out, errb bytes.Buffer
+	if code := Main(context.Background(), []string{"tune", "-h"}, &out, &errb); code != ExitOK || !strings.Contains(errb.String(), "Objective:") {
+		t.Errorf("tune -h: exit %d, %q", code, errb.String())
+	}
+	for _, args := range [][]string{{"tune"}, {"tune", "-budget", "0", "steady"}, {"tune", "no-such-scenario"}} {
+		if code := Main(context.Background(), args, &out, &errb); code != ExitUsage {
+			t.Errorf("%v: exit %d, want %d", args, code, ExitUsage)
+		}
+	}
+}
+
+// TestTuneSnippetCompiles pastes the printed Go code, and the code of an
+// AIMD candidate with queues and a budget, into a throwaway module that
+// replaces github.com/shedkit/shedkit with this repository, and vets it:
+// the recommendation always compiles.
+func TestTuneSnippetCompiles(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds a module with the go command")
+	}
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("no go command")
+	}
+	out := runTuneCLI(t, "-budget", "3")
+	_, snippet, _ := strings.Cut(out, "// Go: paste into your service's package.\n")
+	snippet, _, _ = strings.Cut(snippet, "\n# Scenario with these settings")
+	sc, err := sim.ParseScenario("tiny.yaml", []byte(tinyTune))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc.Service.DemandHold, sc.Service.MaxCost = time.Second, 100
+	c := sim.TuneCandidate{Policy: "shedkit-aimd:backoff=0.8,tolerance=3",
+		Classes: []sim.TuneClass{{Protected: 0.5, Queue: 8, MaxWait: 50 * time.Millisecond}, {Queue: 32, MaxWait: 1500 * time.Microsecond}},
+		Budget:  &sim.Budget{Ratio: 0.1, MinPerSecond: 5}}
+	aimd, err := c.GoSnippet(sc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	gomod := "module tunecheck\n\ngo 1.26\n\nrequire github.com/shedkit/shedkit v0.0.0\n\nreplace github.com/shedkit/shedkit => " + root + "\n"
+	sum, _ := os.ReadFile(filepath.Join(root, "go.sum"))
+	files := map[string]string{
+		"go.mod":    gomod,
+		"go.sum":    string(sum),
+		"main.go":   "package main\n\n" + snippet + "\nfunc main() { _, _, _ = newAdmission() }\n",
+		"b/aimd.go": "package b\n\n" + aimd + "\nvar New = newAdmission\n",
+	}
+	for name, text := range files {
+		p := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, args := range [][]string{{"mod", "tidy"}, {"vet", "./..."}, {"run", "."}} {
+		cmd := exec.Command(goBin, args...)
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=mod", "GOPROXY=off")
+		b, err := cmd.CombinedOutput()
+		if err != nil && args[0] == "mod" && strings.Contains(string(b), "GOPROXY=off") {
+			t.Skipf("the library's dependencies are not in the module cache (go mod download in the repository root):\n%s", b)
+		}
+		if err != nil {
+			t.Fatalf("go %v: %v\n%s\nmain.go:\n%s\nb/aimd.go:\n%s", args, err, b, files["main.go"], aimd)
+		}
+	}
+}

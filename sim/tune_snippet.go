@@ -1,0 +1,129 @@
+package sim
+
+import (
+	"fmt"
+	"go/format"
+	"strings"
+	"time"
+)
+
+// tuneFields maps the parameters [TuneSpace] sweeps to the fields of the
+// limit's configuration in package limits, per policy.
+var tuneFields = map[string]map[string]string{
+	"shedkit-gradient": {"tolerance": "Tolerance", "backoff": "Backoff"},
+	"shedkit-aimd":     {"tolerance": "LatencyTolerance", "backoff": "Backoff"},
+}
+
+// GoSnippet returns Go source that builds the candidate's admission
+// control for the service of sc: an import block and a function
+// newAdmission returning the shed.Limiter (with its limit from package
+// limits and the scenario's classes and service settings) and, when the
+// candidate sets one, the retrybudget.Budget to share between the
+// service's outgoing calls (retrybudget.TransportConfig.Budget). Pasted
+// after a package clause it compiles; a test builds it. An error says
+// that the policy is not one Tune sweeps.
+func (c *TuneCandidate) GoSnippet(sc *Scenario) (string, error) {
+	limit, err := limitSource(c.Policy)
+	if err != nil {
+		return "", err
+	}
+	var body strings.Builder
+	usesTime := false
+	fmt.Fprintf(&body, "\tlimit, err := %s\n\tif err != nil {\n\t\treturn nil, nil, err\n\t}\n", limit)
+	body.WriteString("\tlimiter, err := shed.New(shed.Config{\n\t\tSource: limit,\n\t\tClasses: []shed.ClassConfig{\n")
+	for i, k := range c.Classes {
+		fmt.Fprintf(&body, "\t\t\t{Name: %q", sc.Classes[i].Name)
+		if k.Protected > 0 {
+			fmt.Fprintf(&body, ", Protected: %g", k.Protected)
+		}
+		if k.Queue > 0 {
+			fmt.Fprintf(&body, ", QueueDepth: %d, MaxWait: %s", k.Queue, goDuration(k.MaxWait))
+			usesTime = true
+		}
+		if sc.Classes[i].LIFO {
+			body.WriteString(", LIFO: true")
+		}
+		body.WriteString("},\n")
+	}
+	body.WriteString("\t\t},\n")
+	usesTime = serviceFields(&body, &sc.Service) || usesTime
+	body.WriteString("\t})\n\tif err != nil {\n\t\treturn nil, nil, err\n\t}\n")
+	budget := "nil"
+	if b := c.Budget; b != nil {
+		fmt.Fprintf(&body, "\tbudget, err := retrybudget.NewBudget(retrybudget.BudgetConfig{RetryRatio: %g, MinRetriesPerSecond: %g})\n\tif err != nil {\n\t\treturn nil, nil, err\n\t}\n", b.Ratio, b.MinPerSecond)
+		budget = "budget"
+	}
+	fmt.Fprintf(&body, "\treturn limiter, %s, nil\n}\n", budget)
+
+	var out strings.Builder
+	out.WriteString("import (\n")
+	if usesTime {
+		out.WriteString("\t\"time\"\n\n")
+	}
+	out.WriteString("\t\"github.com/shedkit/shedkit/limits\"\n\t\"github.com/shedkit/shedkit/retrybudget\"\n\t\"github.com/shedkit/shedkit/shed\"\n)\n\n")
+	out.WriteString("// newAdmission builds the service's admission control as shedsim tune\n// recommends it. Share the budget (nil: keep your own) between the\n// service's outgoing calls: retrybudget.TransportConfig{Budget: budget}.\n")
+	out.WriteString("func newAdmission() (*shed.Limiter, *retrybudget.Budget, error) {\n")
+	out.WriteString(body.String())
+	src, err := format.Source([]byte(out.String()))
+	if err != nil {
+		return "", fmt.Errorf("sim: tune: snippet: %w", err)
+	}
+	return string(src), nil
+}
+
+// limitSource returns the Go expression that builds the policy's limit.
+func limitSource(spec string) (string, error) {
+	name, rest, _ := strings.Cut(spec, ":")
+	fields, ok := tuneFields[name]
+	if !ok {
+		return "", fmt.Errorf("sim: tune: no Go snippet for policy %s", name)
+	}
+	var kv []string
+	if rest != "" {
+		for _, p := range strings.Split(rest, ",") {
+			k, v, _ := strings.Cut(p, "=")
+			f, ok := fields[k]
+			if !ok {
+				return "", fmt.Errorf("sim: tune: no Go field for parameter %s of %s", k, name)
+			}
+			kv = append(kv, f+": "+v)
+		}
+	}
+	ctor := map[string]string{"shedkit-gradient": "limits.NewGradient(limits.GradientConfig{", "shedkit-aimd": "limits.NewAIMD(limits.AIMDConfig{"}[name]
+	return ctor + strings.Join(kv, ", ") + "})", nil
+}
+
+// serviceFields writes the shed.Config fields the scenario's service sets
+// and reports whether one is a duration.
+func serviceFields(b *strings.Builder, s *Service) bool {
+	if s.MaxCost > 0 {
+		fmt.Fprintf(b, "\t\tMaxCost: %d,\n", s.MaxCost)
+	}
+	if s.Strict {
+		b.WriteString("\t\tStrict: true,\n")
+	}
+	if s.MaxQueue > 0 {
+		fmt.Fprintf(b, "\t\tMaxQueue: %d,\n", s.MaxQueue)
+	}
+	if s.DeadlineMargin > 0 {
+		fmt.Fprintf(b, "\t\tDeadlineMargin: %g,\n", s.DeadlineMargin)
+	}
+	if s.DemandHold > 0 {
+		fmt.Fprintf(b, "\t\tDemandHold: %s,\n", goDuration(s.DemandHold))
+		return true
+	}
+	return false
+}
+
+// goDuration writes d as a Go expression: 250 * time.Millisecond.
+func goDuration(d time.Duration) string {
+	for _, u := range []struct {
+		d    time.Duration
+		name string
+	}{{time.Hour, "Hour"}, {time.Minute, "Minute"}, {time.Second, "Second"}, {time.Millisecond, "Millisecond"}, {time.Microsecond, "Microsecond"}} {
+		if d%u.d == 0 {
+			return fmt.Sprintf("%d * time.%s", d/u.d, u.name)
+		}
+	}
+	return fmt.Sprintf("%d * time.Nanosecond", d)
+}
