@@ -238,6 +238,11 @@ func TestTracesInJaeger(t *testing.T) {
 			case svc == gatewaySvc && kind == "server":
 				decision, _ := s.tag("shedkit.decision")
 				class, hasClass := s.tag("shedkit.class")
+				// The demo's clients are shedkit clients of one attempt:
+				// the server span says which attempt it served.
+				if a, ok := s.tag("shedkit.attempt"); !ok || a != "1" {
+					t.Errorf("gateway server span %s has shedkit.attempt %q (set: %v), want 1", s.SpanID, a, ok)
+				}
 				switch decision {
 				case "admitted":
 					admitted++

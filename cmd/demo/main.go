@@ -197,7 +197,7 @@ func run(ctx context.Context, o *options, stdout io.Writer) error {
 		if err := writeReport(o.out, results, describe(o)); err != nil {
 			return fmt.Errorf("report: %w", err)
 		}
-		fmt.Fprintf(stdout, "\nreport: %s/report.md (charts: goodput, latency, inflight, amplification .png)\n", o.out)
+		fmt.Fprintf(stdout, "\nreport: %s/report.md (charts: goodput, latency, inflight, amplification, trace .png)\n", o.out)
 	}
 	if o.calibrate {
 		return calibrate(o, results[len(results)-1], stdout)
@@ -261,6 +261,7 @@ func runOnce(ctx context.Context, o *options, mode string, tel *telemetry, stdou
 		defer stopRecording(recording, o.record, stdout)
 	}
 
+	tel.keeper.reset()
 	start := time.Now()
 	up.reset(start)
 	rec := newRecorder(start, o.sched.Duration+10*time.Second)
@@ -294,7 +295,8 @@ func runOnce(ctx context.Context, o *options, mode string, tel *telemetry, stdou
 			return &runResult{mode: mode, sched: o.sched, secs: rec.secs[:max(n, int(o.sched.Duration/time.Second))+1],
 				logical: lg.logical.Load(), attempt: up.served.Load(),
 				answered: gw.answered.Load(), late: gw.late.Load(),
-				busy: time.Duration(up.busy.Load()), abandoned: time.Duration(up.abandoned.Load())}, nil
+				busy: time.Duration(up.busy.Load()), abandoned: time.Duration(up.abandoned.Load()),
+				trace: tel.keeper.pick()}, nil
 		case <-tick.C:
 			served := up.served.Load()
 			now := gw.gauges()

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"image/color"
 	"os"
 	"path/filepath"
@@ -25,6 +26,9 @@ type runResult struct {
 	// abandoned the part of it done for callers that had gone.
 	answered, late  int64
 	busy, abandoned time.Duration
+	// trace is one sampled logical request of the run, its spans sorted
+	// by start (spanKeeper.pick), for the report's picture.
+	trace []sdktrace.ReadOnlySpan
 }
 
 // summary condenses a run into the figures of the side-by-side table.
@@ -256,6 +260,9 @@ func writeReport(dir string, runs []*runResult, cfg string) error {
 		fmt.Fprintf(&md, "## %s\n\n![%s](%s)\n\n", c.title, c.title, c.file)
 	}
 	md.WriteString("The dashed grey lines mark the start and end of the upstream slowdown.\n")
+	if err := writeTrace(dir, runs, &md); err != nil {
+		return err
+	}
 	return os.WriteFile(filepath.Join(dir, "report.md"), []byte(md.String()), 0o644)
 }
 
@@ -266,4 +273,25 @@ var palette = []color.Color{
 	color.RGBA{R: 0xd6, G: 0x27, B: 0x28, A: 255},
 	color.RGBA{R: 0x94, G: 0x67, B: 0xbd, A: 255},
 	color.RGBA{R: 0x8c, G: 0x56, B: 0x4b, A: 255},
+}
+
+// writeTrace adds to the report the picture of one logical request of the
+// last run that kept one: its gateway span with shedkit's decision, the
+// queue wait, the retrying client's logical span and its attempts, and the
+// upstream's spans, as a tracing backend would show them.
+func writeTrace(dir string, runs []*runResult, md *strings.Builder) error {
+	for i := len(runs) - 1; i >= 0; i-- {
+		spans := runs[i].trace
+		if len(spans) == 0 {
+			continue
+		}
+		if err := drawTrace(filepath.Join(dir, "trace.png"), spans); err != nil {
+			return err
+		}
+		fmt.Fprintf(md, "\n## One request, traced (%s run)\n\n", runs[i].mode)
+		md.WriteString("The most retried of the sampled logical requests, as its spans tell it (start, duration, span):\n\n")
+		md.WriteString("```\n" + traceText(spans) + "```\n\n![one request's trace](trace.png)\n")
+		return nil
+	}
+	return nil
 }

@@ -21,7 +21,6 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	"go.opentelemetry.io/otel/trace"
-	"go.opentelemetry.io/otel/trace/noop"
 )
 
 // Service names of the demo's components, as they appear in a tracing
@@ -39,6 +38,7 @@ type telemetry struct {
 	meters  *sdkmetric.MeterProvider
 	tracers map[string]*sdktrace.TracerProvider
 	otlp    bool // export traces by OTLP
+	keeper  *spanKeeper
 	server  *http.Server
 	addr    string
 }
@@ -55,7 +55,7 @@ func otlpWanted(signal string) bool {
 }
 
 func setupTelemetry(ctx context.Context, metricsAddr string) (*telemetry, error) {
-	t := &telemetry{tracers: map[string]*sdktrace.TracerProvider{}}
+	t := &telemetry{tracers: map[string]*sdktrace.TracerProvider{}, keeper: newSpanKeeper()}
 	reg := prometheus.NewRegistry()
 	prom, err := promexporter.New(promexporter.WithRegisterer(reg))
 	if err != nil {
@@ -91,23 +91,27 @@ func serviceResource(name string) *resource.Resource {
 	return resource.NewWithAttributes(semconv.SchemaURL, semconv.ServiceName(name), semconv.ServiceVersion("dev"))
 }
 
-// tracerProvider returns the tracer provider of one component, a no-op one
-// when traces are not exported.
+// tracerProvider returns the tracer provider of one component. Its spans
+// go to OTLP when traces are exported; a sample of them (all of them with
+// OTLP) is also kept in memory for the report's picture of one request.
 func (t *telemetry) tracerProvider(ctx context.Context, service string) (trace.TracerProvider, error) {
-	if !t.otlp {
-		return noop.NewTracerProvider(), nil
-	}
 	if tp, ok := t.tracers[service]; ok {
 		return tp, nil
 	}
-	exp, err := otlptracehttp.New(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("OTLP trace exporter: %w", err)
-	}
-	tp := sdktrace.NewTracerProvider(
-		sdktrace.WithBatcher(exp, sdktrace.WithBatchTimeout(500*time.Millisecond)),
+	opts := []sdktrace.TracerProviderOption{
 		sdktrace.WithResource(serviceResource(service)),
-	)
+		sdktrace.WithSpanProcessor(t.keeper),
+	}
+	if t.otlp {
+		exp, err := otlptracehttp.New(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("OTLP trace exporter: %w", err)
+		}
+		opts = append(opts, sdktrace.WithBatcher(exp, sdktrace.WithBatchTimeout(500*time.Millisecond)))
+	} else {
+		opts = append(opts, sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.TraceIDRatioBased(traceSampleRatio))))
+	}
+	tp := sdktrace.NewTracerProvider(opts...)
 	t.tracers[service] = tp
 	return tp, nil
 }
