@@ -53,7 +53,7 @@ type options struct {
 	quiet          bool
 	initialLimit   int
 	latencyCeiling time.Duration
-	queueWait      time.Duration
+	adm            admission // the protected gateway's admission control
 	attemptTimeout time.Duration
 	noPropagation  bool
 	record         string // directory for the protected run's recording
@@ -98,7 +98,7 @@ Flags:
 	fs.BoolVar(&o.quiet, "quiet", false, "no progress lines")
 	fs.IntVar(&o.initialLimit, "initial-limit", 20, "shedkit: initial concurrency limit of the gateway")
 	fs.DurationVar(&o.latencyCeiling, "latency-ceiling", 0, "shedkit: latency above which the limit is cut (0: none)")
-	fs.DurationVar(&o.queueWait, "queue-wait", 250*time.Millisecond, "shedkit: longest an interactive request waits for admission")
+	addAdmissionFlags(fs, &o.adm)
 	fs.DurationVar(&o.attemptTimeout, "attempt-timeout", 800*time.Millisecond, "shedkit: timeout of one attempt to the upstream")
 	fs.BoolVar(&o.noPropagation, "no-deadline-propagation", false, "shedkit: clients do not send their deadline, so the gateway does not know it")
 	fs.StringVar(&o.record, "record", "", "record the protected run's traffic at the gateway to this directory (package record; for shedsim fit and -calibrate)")
@@ -128,8 +128,11 @@ Flags:
 			return nil, fmt.Errorf("rates must be >= 0 and deadlines > 0")
 		}
 	}
-	if o.capacity < 1 || o.initialLimit < 1 || o.queueWait <= 0 || o.attemptTimeout <= 0 {
-		return nil, fmt.Errorf("-capacity, -initial-limit, -queue-wait and -attempt-timeout must be > 0")
+	if o.capacity < 1 || o.initialLimit < 1 || o.attemptTimeout <= 0 {
+		return nil, fmt.Errorf("-capacity, -initial-limit and -attempt-timeout must be > 0")
+	}
+	if err := o.adm.validate(o.latencyCeiling); err != nil {
+		return nil, err
 	}
 	return o, nil
 }
@@ -208,11 +211,11 @@ func run(ctx context.Context, o *options, stdout io.Writer) error {
 func describe(o *options) string {
 	return fmt.Sprintf("upstream: %v median latency, x%g from %v for %v, capacity %d\n"+
 		"interactive: %.0f/s, deadline %v; batch: %.0f/s, deadline %v; seed %d\n"+
-		"shedkit: Gradient limit (initial %d), interactive protects 80%% and queues up to %v, retry budget 20%% + 10/s, attempt timeout %v,\n"+
+		"shedkit: initial limit %d, %s, attempt timeout %v,\n"+
 		"clients' deadlines propagated (Connect-Timeout-Ms) to the gateway and from it to the upstream: %v",
 		o.sched.Healthy, o.sched.Factor, o.sched.SlowStart, o.sched.SlowFor, o.capacity,
 		o.rates[interactive], o.deadlines[interactive], o.rates[batch], o.deadlines[batch], o.seed,
-		o.initialLimit, o.queueWait, o.attemptTimeout, !o.noPropagation)
+		o.initialLimit, o.adm.String(), o.attemptTimeout, !o.noPropagation)
 }
 
 // runOnce runs the schedule against one gateway.
@@ -245,7 +248,7 @@ func runOnce(ctx context.Context, o *options, mode string, tel *telemetry, stdou
 		tel:            tel,
 		initialLimit:   o.initialLimit,
 		latencyCeiling: o.latencyCeiling,
-		queueWait:      o.queueWait,
+		adm:            o.adm,
 		attemptTimeout: o.attemptTimeout,
 		propagate:      !o.noPropagation,
 		recorder:       recording,
