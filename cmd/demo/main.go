@@ -58,6 +58,9 @@ type options struct {
 	noPropagation  bool
 	record         string // directory for the protected run's recording
 	calibrate      bool
+	tune           bool // -tune: tune on the recording, re-run with the winner
+	tuneBudget     int
+	tuneSeeds      int
 }
 
 func parseFlags(args []string, stderr io.Writer) (*options, error) {
@@ -103,6 +106,9 @@ Flags:
 	fs.BoolVar(&o.noPropagation, "no-deadline-propagation", false, "shedkit: clients do not send their deadline, so the gateway does not know it")
 	fs.StringVar(&o.record, "record", "", "record the protected run's traffic at the gateway to this directory (package record; for shedsim fit and -calibrate)")
 	fs.BoolVar(&o.calibrate, "calibrate", false, "after the protected run, fit its recording (-record) with a processor-sharing upstream, simulate the run under the same configuration and compare prediction with measurement")
+	fs.BoolVar(&o.tune, "tune", false, "after the protected run, fit its recording (-record), search a better configuration with the simulator's tuner (shedsim tune), re-run the protected gateway with it and compare (make tune-demo)")
+	fs.IntVar(&o.tuneBudget, "tune-budget", 40, "-tune: candidate configurations to try, the hand-picked one included")
+	fs.IntVar(&o.tuneSeeds, "tune-seeds", 2, "-tune: simulated seeds per candidate and stress variant")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -119,6 +125,12 @@ Flags:
 	}
 	if o.calibrate && (o.record == "" || !slices.Contains(o.modes, "protected")) {
 		return nil, fmt.Errorf("-calibrate needs -record and the protected run")
+	}
+	if o.tune && (o.record == "" || !slices.Contains(o.modes, "protected")) {
+		return nil, fmt.Errorf("-tune needs -record and the protected run")
+	}
+	if o.tuneBudget < 1 || o.tuneSeeds < 1 {
+		return nil, fmt.Errorf("-tune-budget and -tune-seeds must be >= 1")
 	}
 	if err := o.sched.validate(); err != nil {
 		return nil, err
@@ -203,7 +215,12 @@ func run(ctx context.Context, o *options, stdout io.Writer) error {
 		fmt.Fprintf(stdout, "\nreport: %s/report.md (charts: goodput, latency, inflight, amplification .png)\n", o.out)
 	}
 	if o.calibrate {
-		return calibrate(o, results[len(results)-1], stdout)
+		if err := calibrate(o, results[len(results)-1], stdout); err != nil {
+			return err
+		}
+	}
+	if o.tune {
+		return tuneDemo(ctx, o, tel, results[len(results)-1], stdout)
 	}
 	return nil
 }

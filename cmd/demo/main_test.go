@@ -34,6 +34,8 @@ func TestParseFlags(t *testing.T) {
 		{[]string{"-batch-protected", "0.5"}, "add up"},
 		{[]string{"-batch-queue", "8"}, "wait > 0"},
 		{[]string{"-budget-floor", "0"}, "-budget-floor"},
+		{[]string{"-tune"}, "-tune needs -record"},
+		{[]string{"-mode", "protected", "-record", "x", "-tune", "-tune-budget", "0"}, "-tune-budget"},
 	}
 	for _, c := range cases {
 		_, err := parseFlags(c.args, io.Discard)
