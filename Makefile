@@ -160,9 +160,9 @@ calibrate-demo: ## record the demo's protected run, simulate it (processor-shari
 	rm -rf out/calibrate/recording
 	$(WS) $(GO) run ./cmd/demo -mode protected -record out/calibrate/recording -calibrate -out out/calibrate $(DEMO_FLAGS)
 
-tune-demo: ## record the demo's protected run, tune its configuration on the fitted scenario (shedsim tune: 40 candidates x 4 stress variants x 2 seeds, seed 1), re-run it tuned and compare with the hand-picked one (a few minutes on 2 cores; out/tune)
+tune-demo: ## record the demo's protected run, tune its configuration on the fitted scenario (shedsim tune: 120 candidates x 4 stress variants x 3 seeds, seed 1), re-run it tuned and compare with the hand-picked one (about 1.5 minutes on 2 cores; out/tune)
 	rm -rf out/tune/recording
-	$(WS) $(GO) run ./cmd/demo -mode protected -record out/tune/recording -tune -out out/tune $(DEMO_FLAGS)
+	$(WS) $(GO) run ./cmd/demo -mode protected -record out/tune/recording -tune -tune-budget 120 -tune-seeds 3 -seed 1 -out out/tune $(DEMO_FLAGS)
 
 jaeger-build: $(JAEGER_BIN) ## build Jaeger from the Go module proxy into .cache/ (several minutes, once)
 

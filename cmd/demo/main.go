@@ -39,6 +39,7 @@ import (
 
 	"github.com/shedkit/shedkit/retrybudget"
 	"github.com/shedkit/shedkit/shed"
+	"github.com/shedkit/shedkit/sim"
 )
 
 type options struct {
@@ -107,8 +108,8 @@ Flags:
 	fs.StringVar(&o.record, "record", "", "record the protected run's traffic at the gateway to this directory (package record; for shedsim fit and -calibrate)")
 	fs.BoolVar(&o.calibrate, "calibrate", false, "after the protected run, fit its recording (-record) with a processor-sharing upstream, simulate the run under the same configuration and compare prediction with measurement")
 	fs.BoolVar(&o.tune, "tune", false, "after the protected run, fit its recording (-record), search a better configuration with the simulator's tuner (shedsim tune), re-run the protected gateway with it and compare (make tune-demo)")
-	fs.IntVar(&o.tuneBudget, "tune-budget", 40, "-tune: candidate configurations to try, the hand-picked one included")
-	fs.IntVar(&o.tuneSeeds, "tune-seeds", 2, "-tune: simulated seeds per candidate and stress variant")
+	fs.IntVar(&o.tuneBudget, "tune-budget", sim.DefaultTuneBudget, "-tune: candidate configurations to try, the hand-picked one included")
+	fs.IntVar(&o.tuneSeeds, "tune-seeds", 3, "-tune: simulated seeds per candidate and stress variant")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}

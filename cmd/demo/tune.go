@@ -180,6 +180,9 @@ func tuneDemo(ctx context.Context, o *options, tel *telemetry, hand *runResult, 
 		return err
 	}
 	fmt.Fprintf(stdout, "demo flags of the winner: %s\n", tuned.adm.flags())
+	if err := writeSnippet(o.out, best.Candidate, sc, stdout); err != nil {
+		return err
+	}
 	if best.Candidate.String() == cands[0].String() {
 		fmt.Fprintln(stdout, "the tuner keeps the hand-picked configuration; the re-run repeats it (run-to-run noise)")
 	}

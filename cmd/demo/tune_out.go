@@ -3,6 +3,8 @@ package main
 import (
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -67,4 +69,26 @@ func verdict(hand, tuned float64) string {
 	}
 	return fmt.Sprintf("tuned is %s hand-picked on interactive goodput during the slowdown: %+.1f points (%s -> %s)\n",
 		word, d, pct(hand), pct(tuned))
+}
+
+// writeSnippet writes the winner as Go source for a service of one's own
+// (sim.TuneCandidate.GoSnippet) to dir/tuned_admission.go.txt; the .txt
+// keeps it out of builds. Nothing without -out.
+func writeSnippet(dir string, c sim.TuneCandidate, sc *sim.Scenario, w io.Writer) error {
+	if dir == "" {
+		return nil
+	}
+	src, err := c.GoSnippet(sc)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	path := filepath.Join(dir, "tuned_admission.go.txt")
+	if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "Go source of the winner: %s\n", path)
+	return nil
 }

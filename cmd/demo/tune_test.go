@@ -5,6 +5,7 @@ import (
 	"context"
 	"io"
 	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -113,8 +114,9 @@ func TestTuneShortRun(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the protected gateway twice")
 	}
+	out := t.TempDir()
 	o, err := parseFlags([]string{"-mode", "protected", "-duration", "5s", "-slow-start", "1s", "-slow-for", "2s",
-		"-interactive-rate", "40", "-batch-rate", "40", "-out", "", "-metrics-addr", "", "-quiet",
+		"-interactive-rate", "40", "-batch-rate", "40", "-out", out, "-metrics-addr", "", "-quiet",
 		"-record", t.TempDir(), "-tune", "-tune-budget", "3", "-tune-seeds", "1"}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
@@ -129,5 +131,8 @@ func TestTuneShortRun(t *testing.T) {
 		if !strings.Contains(stdout.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, stdout.String())
 		}
+	}
+	if b, err := os.ReadFile(filepath.Join(out, "tuned_admission.go.txt")); err != nil || !bytes.Contains(b, []byte("func newAdmission")) {
+		t.Errorf("Go source of the winner: %v\n%s", err, b)
 	}
 }
