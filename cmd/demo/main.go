@@ -124,30 +124,38 @@ Flags:
 	default:
 		return nil, fmt.Errorf("-mode must be both, protected or unprotected, got %q", *mode)
 	}
-	if o.calibrate && (o.record == "" || !slices.Contains(o.modes, "protected")) {
-		return nil, fmt.Errorf("-calibrate needs -record and the protected run")
-	}
-	if o.tune && (o.record == "" || !slices.Contains(o.modes, "protected")) {
-		return nil, fmt.Errorf("-tune needs -record and the protected run")
-	}
-	if o.tuneBudget < 1 || o.tuneSeeds < 1 {
-		return nil, fmt.Errorf("-tune-budget and -tune-seeds must be >= 1")
-	}
-	if err := o.sched.validate(); err != nil {
-		return nil, err
-	}
-	for c := 0; c < numClasses; c++ {
-		if o.rates[c] < 0 || o.deadlines[c] <= 0 {
-			return nil, fmt.Errorf("rates must be >= 0 and deadlines > 0")
-		}
-	}
-	if o.capacity < 1 || o.initialLimit < 1 || o.attemptTimeout <= 0 {
-		return nil, fmt.Errorf("-capacity, -initial-limit and -attempt-timeout must be > 0")
-	}
-	if err := o.adm.validate(o.latencyCeiling); err != nil {
+	if err := o.check(); err != nil {
 		return nil, err
 	}
 	return o, nil
+}
+
+// check validates the options that parseFlags has read.
+func (o *options) check() error {
+	if o.calibrate && (o.record == "" || !slices.Contains(o.modes, "protected")) {
+		return fmt.Errorf("-calibrate needs -record and the protected run")
+	}
+	if o.tune && (o.record == "" || !slices.Contains(o.modes, "protected")) {
+		return fmt.Errorf("-tune needs -record and the protected run")
+	}
+	if o.tuneBudget < 1 || o.tuneSeeds < 1 {
+		return fmt.Errorf("-tune-budget and -tune-seeds must be >= 1")
+	}
+	if err := o.sched.validate(); err != nil {
+		return err
+	}
+	for c := 0; c < numClasses; c++ {
+		if o.rates[c] < 0 || o.deadlines[c] <= 0 {
+			return fmt.Errorf("rates must be >= 0 and deadlines > 0")
+		}
+	}
+	if o.capacity < 1 || o.initialLimit < 1 || o.attemptTimeout <= 0 {
+		return fmt.Errorf("-capacity, -initial-limit and -attempt-timeout must be > 0")
+	}
+	if err := o.adm.validate(o.latencyCeiling); err != nil {
+		return err
+	}
+	return nil
 }
 
 func main() {
