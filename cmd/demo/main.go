@@ -15,7 +15,12 @@
 // ps. With -record the protected run is recorded at the gateway (package
 // record); with -calibrate too, the recording is fitted, the run simulated
 // under the demo's configuration, and prediction compared with
-// measurement (make calibrate-demo).
+// measurement (make calibrate-demo). With -tune too, the simulator's
+// tuner searches a better configuration on the fitted run, the protected
+// run is repeated with the winner, and the two runs are compared (make
+// tune-demo); the gateway's admission flags (-limit-algo,
+// -interactive-protected, -budget-ratio, ...) select any configuration
+// by hand.
 //
 // While it runs, Prometheus metrics are served on -metrics-addr/metrics.
 // Traces and metrics are also exported by OTLP when the standard
