@@ -22,7 +22,7 @@ STATICCHECK_VERSION ?= v0.8.2
 JAEGER_VERSION ?= v1.75.0
 JAEGER_BIN     := .cache/bin/jaeger-$(JAEGER_VERSION)
 
-.PHONY: help test test-modules modules-check consumer-check fmtcheck vet bench cover lint demo calibrate-demo jaeger jaeger-build demo-traces e2e dashboards-check sim sim-check bench-peers sim-peers sim-family test-bench test-grpc soak fuzz
+.PHONY: help test test-modules modules-check consumer-check fmtcheck vet bench cover lint demo calibrate-demo tune-demo jaeger jaeger-build demo-traces e2e dashboards-check sim sim-check bench-peers sim-peers sim-family test-bench test-grpc soak fuzz
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -159,6 +159,10 @@ demo: ## run the demo: an upstream slowdown without and with shedkit (about a mi
 calibrate-demo: ## record the demo's protected run, simulate it (processor-sharing upstream) and compare prediction with measurement (about 30 s; out/calibrate)
 	rm -rf out/calibrate/recording
 	$(WS) $(GO) run ./cmd/demo -mode protected -record out/calibrate/recording -calibrate -out out/calibrate $(DEMO_FLAGS)
+
+tune-demo: ## record the demo's protected run, tune its configuration on the fitted scenario (shedsim tune: 120 candidates x 4 stress variants x 3 seeds, seed 1), re-run it tuned and compare with the hand-picked one (about 1.5 minutes on 2 cores; out/tune)
+	rm -rf out/tune/recording
+	$(WS) $(GO) run ./cmd/demo -mode protected -record out/tune/recording -tune -tune-budget 120 -tune-seeds 3 -seed 1 -out out/tune $(DEMO_FLAGS)
 
 jaeger-build: $(JAEGER_BIN) ## build Jaeger from the Go module proxy into .cache/ (several minutes, once)
 

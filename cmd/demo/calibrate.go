@@ -10,7 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/shedkit/shedkit/limits"
 	"github.com/shedkit/shedkit/record"
 	"github.com/shedkit/shedkit/retrybudget"
 	"github.com/shedkit/shedkit/shed"
@@ -21,10 +20,10 @@ import (
 // run is recorded at the gateway (-record); -calibrate fits the recording
 // (sim.FitRecording) with a processor-sharing upstream, the demo
 // upstream's model, and simulates the run under the demo's own
-// configuration: the Gradient limit, the classes (interactive protected
-// 0.8 with its queue, batch), the retry budget and attempt timeout, the
-// clients' deadlines and the slowdown. It then compares, per class and
-// per phase, the goodput (2xx within the client's deadline, as a share
+// configuration (its admission flags): the limit, the classes (by
+// default interactive protected 0.8 with its queue, batch), the retry
+// budget and attempt timeout, the clients' deadlines and the slowdown. It
+// then compares, per class and per phase, the goodput (2xx within the client's deadline, as a share
 // of the requests offered) and the limit, measured and predicted.
 //
 // From the recording come the arrival rates and the service time: the
@@ -69,16 +68,10 @@ func calibrate(o *options, measured *runResult, stdout io.Writer) error {
 	if measured.mode != "protected" {
 		return errors.New("calibrate: the protected run did not complete")
 	}
-	rd, err := record.Open(o.record)
+	fit, sc, err := fitDemo(o)
 	if err != nil {
 		return fmt.Errorf("calibrate: %w", err)
 	}
-	fit, err := sim.FitRecording(rd, sim.FitOptions{Name: "demo-calibration", Discipline: sim.PS})
-	_ = rd.Close()
-	if err != nil {
-		return fmt.Errorf("calibrate: fit: %w", err)
-	}
-	sc := demoScenario(o, fit)
 	preds, err := predict(sc, o)
 	if err != nil {
 		return err
@@ -119,6 +112,21 @@ func calibrate(o *options, measured *runResult, stdout io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "calibration: %s/calibration.csv, .png (measured and predicted per second) and .yaml (the scenario: shedsim -scenario)\n", o.out)
 	return nil
+}
+
+// fitDemo fits the recording of -record and returns the fit and the
+// protected run as a scenario (demoScenario).
+func fitDemo(o *options) (*sim.Fit, *sim.Scenario, error) {
+	rd, err := record.Open(o.record)
+	if err != nil {
+		return nil, nil, err
+	}
+	fit, err := sim.FitRecording(rd, sim.FitOptions{Name: "demo-calibration", Discipline: sim.PS})
+	_ = rd.Close()
+	if err != nil {
+		return nil, nil, fmt.Errorf("fit: %w", err)
+	}
+	return fit, demoScenario(o, fit), nil
 }
 
 var classNames = [numClasses]string{"interactive", "batch"}
@@ -173,16 +181,20 @@ func demoScenario(o *options, fit *sim.Fit) *sim.Scenario {
 		}
 		sc.Classes = append(sc.Classes, cl)
 	}
-	// As gateway.go configures the limiter: interactive keeps 80% and
-	// may wait; batch borrows.
-	in := &sc.Classes[interactive]
-	in.Protected, in.Queue, in.MaxWait = 0.8, 200, o.queueWait
+	// As gateway.go configures the limiter (admission.shedClasses).
+	for c, k := range o.adm.classes {
+		cl := &sc.Classes[c]
+		cl.Protected = k.protected
+		if k.queue > 0 {
+			cl.Queue, cl.MaxWait = k.queue, k.wait
+		}
+	}
 	// As gateway.go's retrybudget.Transport: 3 attempts, each bounded by
-	// -attempt-timeout, its backoff, and Finagle's budget (the defaults of
-	// sim.Budget and retrybudget.BudgetConfig).
+	// -attempt-timeout, its backoff, and the budget of -budget-ratio and
+	// -budget-floor.
 	sc.Service = sim.Service{
 		Timeout: o.attemptTimeout,
-		Retry: sim.Retry{MaxAttempts: 3, Budget: &sim.Budget{},
+		Retry: sim.Retry{MaxAttempts: 3, Budget: &sim.Budget{Ratio: o.adm.budgetRatio, MinPerSecond: o.adm.budgetFloor},
 			Backoff: retrybudget.DefaultBaseBackoff, MaxBackoff: retrybudget.DefaultMaxBackoff},
 		NoDeadlinePropagation: o.noPropagation,
 	}
@@ -199,11 +211,11 @@ func demoScenario(o *options, fit *sim.Fit) *sim.Scenario {
 	return sc
 }
 
-// demoPolicy builds the gateway's limiter as gateway.go does: a Gradient
-// limit with the demo's initial limit and latency ceiling.
+// demoPolicy builds the gateway's limiter as gateway.go does: the limit
+// of -limit-algo with the demo's initial limit and latency ceiling.
 func demoPolicy(o *options) sim.Policy {
-	return sim.PolicyFunc("demo-gradient", func(env sim.PolicyEnv) (*shed.Limiter, shed.LimitSource, error) {
-		g, err := limits.NewGradient(limits.GradientConfig{InitialLimit: o.initialLimit, LatencyCeiling: o.latencyCeiling})
+	return sim.PolicyFunc("demo-"+o.adm.algo, func(env sim.PolicyEnv) (*shed.Limiter, shed.LimitSource, error) {
+		g, err := o.adm.newLimit(o.initialLimit, o.latencyCeiling)
 		if err != nil {
 			return nil, nil, err
 		}

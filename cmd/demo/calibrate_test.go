@@ -72,7 +72,7 @@ func TestDemoScenario(t *testing.T) {
 		t.Fatal(err)
 	}
 	in, b := sc.Classes[interactive], sc.Classes[batch]
-	if in.Name != "interactive" || in.Rate != 100 || len(in.Schedule) != 1 || in.Protected != 0.8 || in.Queue != 200 || in.MaxWait != o.queueWait || in.Timeout != time.Second {
+	if in.Name != "interactive" || in.Rate != 100 || len(in.Schedule) != 1 || in.Protected != 0.8 || in.Queue != 200 || in.MaxWait != o.adm.classes[interactive].wait || in.Timeout != time.Second {
 		t.Errorf("interactive: %+v", in)
 	}
 	if b.Name != "batch" || b.Rate != 50 || b.Protected != 0 || b.Timeout != 3*time.Second {

@@ -14,7 +14,6 @@ import (
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 	"go.opentelemetry.io/otel/metric"
 
-	"github.com/shedkit/shedkit/limits"
 	"github.com/shedkit/shedkit/middleware/nethttp"
 	"github.com/shedkit/shedkit/middleware/shedhttp"
 	"github.com/shedkit/shedkit/record"
@@ -52,7 +51,7 @@ type gatewayConfig struct {
 	tel            *telemetry
 	initialLimit   int
 	latencyCeiling time.Duration
-	queueWait      time.Duration
+	adm            admission // protected: the limit, classes and retry budget
 	attemptTimeout time.Duration
 	propagate      bool             // deadlines: read from clients, sent upstream
 	recorder       *record.Recorder // protected: records the traffic (nil: none)
@@ -74,10 +73,7 @@ func startGateway(ctx context.Context, cfg gatewayConfig) (*gateway, error) {
 		if cfg.propagate {
 			dlHeader = deadlineHeader
 		}
-		gradient, err := limits.NewGradient(limits.GradientConfig{
-			InitialLimit:   cfg.initialLimit,
-			LatencyCeiling: cfg.latencyCeiling,
-		})
+		limit, err := cfg.adm.newLimit(cfg.initialLimit, cfg.latencyCeiling)
 		if err != nil {
 			return nil, err
 		}
@@ -86,13 +82,8 @@ func startGateway(ctx context.Context, cfg gatewayConfig) (*gateway, error) {
 			return nil, err
 		}
 		g.lim, err = shed.New(shed.Config{
-			Source: gradient,
-			Classes: []shed.ClassConfig{
-				// Interactive keeps 80% of the limit and may wait briefly;
-				// batch borrows whatever interactive leaves idle.
-				{Name: "interactive", Protected: 0.8, QueueDepth: 200, MaxWait: cfg.queueWait},
-				{Name: "batch"},
-			},
+			Source:   limit,
+			Classes:  cfg.adm.shedClasses(),
 			Observer: metrics,
 		})
 		if err != nil {
@@ -101,7 +92,7 @@ func startGateway(ctx context.Context, cfg gatewayConfig) (*gateway, error) {
 		if g.reg, err = metrics.Register(g.lim); err != nil {
 			return nil, err
 		}
-		if g.limReg, err = metrics.RegisterLimit(gradient); err != nil {
+		if g.limReg, err = metrics.RegisterLimit(limit); err != nil {
 			return nil, err
 		}
 		mw, err := nethttp.New(nethttp.Config{
@@ -118,13 +109,17 @@ func startGateway(ctx context.Context, cfg gatewayConfig) (*gateway, error) {
 			return nil, err
 		}
 		handler = mw(mux)
+		budget, err := cfg.adm.newBudget()
+		if err != nil {
+			return nil, err
+		}
 		rt, err := retrybudget.NewTransport(retrybudget.TransportConfig{
 			Base:           base,
 			Name:           "gateway-upstream",
 			MaxAttempts:    3,
 			AttemptTimeout: cfg.attemptTimeout,
 			DeadlineHeader: dlHeader,
-			Budget:         mustBudget(),
+			Budget:         budget,
 			TracerProvider: tp,
 			MeterProvider:  cfg.tel.meters,
 		})
@@ -164,16 +159,6 @@ func (g *gateway) countLate(next http.Handler) http.Handler {
 			g.late.Add(1)
 		}
 	})
-}
-
-// mustBudget is the gateway's retry budget: Finagle's defaults (retries
-// up to 20% of requests plus 10 per second, over 10 s).
-func mustBudget() *retrybudget.Budget {
-	b, err := retrybudget.NewBudget(retrybudget.BudgetConfig{Name: "gateway-upstream"})
-	if err != nil {
-		panic(err)
-	}
-	return b
 }
 
 // serve calls the upstream for one request.

@@ -15,7 +15,12 @@
 // ps. With -record the protected run is recorded at the gateway (package
 // record); with -calibrate too, the recording is fitted, the run simulated
 // under the demo's configuration, and prediction compared with
-// measurement (make calibrate-demo).
+// measurement (make calibrate-demo). With -tune too, the simulator's
+// tuner searches a better configuration on the fitted run, the protected
+// run is repeated with the winner, and the two runs are compared (make
+// tune-demo); the gateway's admission flags (-limit-algo,
+// -interactive-protected, -budget-ratio, ...) select any configuration
+// by hand.
 //
 // While it runs, Prometheus metrics are served on -metrics-addr/metrics.
 // Traces and metrics are also exported by OTLP when the standard
@@ -39,6 +44,7 @@ import (
 
 	"github.com/shedkit/shedkit/retrybudget"
 	"github.com/shedkit/shedkit/shed"
+	"github.com/shedkit/shedkit/sim"
 )
 
 type options struct {
@@ -53,11 +59,14 @@ type options struct {
 	quiet          bool
 	initialLimit   int
 	latencyCeiling time.Duration
-	queueWait      time.Duration
+	adm            admission // the protected gateway's admission control
 	attemptTimeout time.Duration
 	noPropagation  bool
 	record         string // directory for the protected run's recording
 	calibrate      bool
+	tune           bool // -tune: tune on the recording, re-run with the winner
+	tuneBudget     int
+	tuneSeeds      int
 }
 
 func parseFlags(args []string, stderr io.Writer) (*options, error) {
@@ -98,11 +107,14 @@ Flags:
 	fs.BoolVar(&o.quiet, "quiet", false, "no progress lines")
 	fs.IntVar(&o.initialLimit, "initial-limit", 20, "shedkit: initial concurrency limit of the gateway")
 	fs.DurationVar(&o.latencyCeiling, "latency-ceiling", 0, "shedkit: latency above which the limit is cut (0: none)")
-	fs.DurationVar(&o.queueWait, "queue-wait", 250*time.Millisecond, "shedkit: longest an interactive request waits for admission")
+	addAdmissionFlags(fs, &o.adm)
 	fs.DurationVar(&o.attemptTimeout, "attempt-timeout", 800*time.Millisecond, "shedkit: timeout of one attempt to the upstream")
 	fs.BoolVar(&o.noPropagation, "no-deadline-propagation", false, "shedkit: clients do not send their deadline, so the gateway does not know it")
 	fs.StringVar(&o.record, "record", "", "record the protected run's traffic at the gateway to this directory (package record; for shedsim fit and -calibrate)")
 	fs.BoolVar(&o.calibrate, "calibrate", false, "after the protected run, fit its recording (-record) with a processor-sharing upstream, simulate the run under the same configuration and compare prediction with measurement")
+	fs.BoolVar(&o.tune, "tune", false, "after the protected run, fit its recording (-record), search a better configuration with the simulator's tuner (shedsim tune), re-run the protected gateway with it and compare (make tune-demo)")
+	fs.IntVar(&o.tuneBudget, "tune-budget", sim.DefaultTuneBudget, "-tune: candidate configurations to try, the hand-picked one included")
+	fs.IntVar(&o.tuneSeeds, "tune-seeds", 3, "-tune: simulated seeds per candidate and stress variant")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -117,21 +129,38 @@ Flags:
 	default:
 		return nil, fmt.Errorf("-mode must be both, protected or unprotected, got %q", *mode)
 	}
+	if err := o.check(); err != nil {
+		return nil, err
+	}
+	return o, nil
+}
+
+// check validates the options that parseFlags has read.
+func (o *options) check() error {
 	if o.calibrate && (o.record == "" || !slices.Contains(o.modes, "protected")) {
-		return nil, fmt.Errorf("-calibrate needs -record and the protected run")
+		return fmt.Errorf("-calibrate needs -record and the protected run")
+	}
+	if o.tune && (o.record == "" || !slices.Contains(o.modes, "protected")) {
+		return fmt.Errorf("-tune needs -record and the protected run")
+	}
+	if o.tuneBudget < 1 || o.tuneSeeds < 1 {
+		return fmt.Errorf("-tune-budget and -tune-seeds must be >= 1")
 	}
 	if err := o.sched.validate(); err != nil {
-		return nil, err
+		return err
 	}
 	for c := 0; c < numClasses; c++ {
 		if o.rates[c] < 0 || o.deadlines[c] <= 0 {
-			return nil, fmt.Errorf("rates must be >= 0 and deadlines > 0")
+			return fmt.Errorf("rates must be >= 0 and deadlines > 0")
 		}
 	}
-	if o.capacity < 1 || o.initialLimit < 1 || o.queueWait <= 0 || o.attemptTimeout <= 0 {
-		return nil, fmt.Errorf("-capacity, -initial-limit, -queue-wait and -attempt-timeout must be > 0")
+	if o.capacity < 1 || o.initialLimit < 1 || o.attemptTimeout <= 0 {
+		return fmt.Errorf("-capacity, -initial-limit and -attempt-timeout must be > 0")
 	}
-	return o, nil
+	if err := o.adm.validate(o.latencyCeiling); err != nil {
+		return err
+	}
+	return nil
 }
 
 func main() {
@@ -200,7 +229,12 @@ func run(ctx context.Context, o *options, stdout io.Writer) error {
 		fmt.Fprintf(stdout, "\nreport: %s/report.md (charts: goodput, latency, inflight, amplification, trace .png)\n", o.out)
 	}
 	if o.calibrate {
-		return calibrate(o, results[len(results)-1], stdout)
+		if err := calibrate(o, results[len(results)-1], stdout); err != nil {
+			return err
+		}
+	}
+	if o.tune {
+		return tuneDemo(ctx, o, tel, results[len(results)-1], stdout)
 	}
 	return nil
 }
@@ -208,11 +242,11 @@ func run(ctx context.Context, o *options, stdout io.Writer) error {
 func describe(o *options) string {
 	return fmt.Sprintf("upstream: %v median latency, x%g from %v for %v, capacity %d\n"+
 		"interactive: %.0f/s, deadline %v; batch: %.0f/s, deadline %v; seed %d\n"+
-		"shedkit: Gradient limit (initial %d), interactive protects 80%% and queues up to %v, retry budget 20%% + 10/s, attempt timeout %v,\n"+
+		"shedkit: initial limit %d, %s, attempt timeout %v,\n"+
 		"clients' deadlines propagated (Connect-Timeout-Ms) to the gateway and from it to the upstream: %v",
 		o.sched.Healthy, o.sched.Factor, o.sched.SlowStart, o.sched.SlowFor, o.capacity,
 		o.rates[interactive], o.deadlines[interactive], o.rates[batch], o.deadlines[batch], o.seed,
-		o.initialLimit, o.queueWait, o.attemptTimeout, !o.noPropagation)
+		o.initialLimit, o.adm.String(), o.attemptTimeout, !o.noPropagation)
 }
 
 // runOnce runs the schedule against one gateway.
@@ -245,7 +279,7 @@ func runOnce(ctx context.Context, o *options, mode string, tel *telemetry, stdou
 		tel:            tel,
 		initialLimit:   o.initialLimit,
 		latencyCeiling: o.latencyCeiling,
-		queueWait:      o.queueWait,
+		adm:            o.adm,
 		attemptTimeout: o.attemptTimeout,
 		propagate:      !o.noPropagation,
 		recorder:       recording,

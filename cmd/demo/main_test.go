@@ -28,6 +28,14 @@ func TestParseFlags(t *testing.T) {
 		{[]string{"-interactive-deadline", "0s"}, "deadlines"},
 		{[]string{"-no-deadline-propagation"}, ""},
 		{[]string{"stray"}, "unexpected arguments"},
+		{[]string{"-limit-algo", "vegas"}, "-limit-algo"},
+		{[]string{"-limit-algo", "aimd", "-latency-ceiling", "300ms"}, "-latency-ceiling"},
+		{[]string{"-limit-backoff", "1"}, "-limit-backoff"},
+		{[]string{"-batch-protected", "0.5"}, "add up"},
+		{[]string{"-batch-queue", "8"}, "wait > 0"},
+		{[]string{"-budget-floor", "0"}, "-budget-floor"},
+		{[]string{"-tune"}, "-tune needs -record"},
+		{[]string{"-mode", "protected", "-record", "x", "-tune", "-tune-budget", "0"}, "-tune-budget"},
 	}
 	for _, c := range cases {
 		_, err := parseFlags(c.args, io.Discard)
