@@ -2,6 +2,7 @@ package record
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -41,8 +42,27 @@ func (r *Recorder) Start() error {
 // Stop ends the writer goroutine (if it runs), writes what is buffered,
 // flushes and closes the current file (never a Config.Writer). Records
 // that come afterwards are dropped and counted. It returns the first
-// write error, and is idempotent.
-func (r *Recorder) Stop() error {
+// write error, and is idempotent. It waits for the output as long as it
+// takes: a service's shutdown should use StopContext.
+func (r *Recorder) Stop() error { return r.stopNow() }
+
+// StopContext is Stop bounded by ctx: when ctx ends first (an output
+// stuck in Write, a hung mount), it returns an error wrapping ctx's at
+// once, and the recorder finishes stopping in the background if the
+// output ever returns. Records that come after the call are dropped and
+// counted either way.
+func (r *Recorder) StopContext(ctx context.Context) error {
+	done := make(chan error, 1)
+	go func() { done <- r.stopNow() }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return fmt.Errorf("record: stop: the output did not finish: %w", ctx.Err())
+	}
+}
+
+func (r *Recorder) stopNow() error {
 	r.runMu.Lock()
 	if !r.stopped {
 		r.stopped = true
