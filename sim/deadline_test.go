@@ -74,7 +74,7 @@ func TestDeadlineSimMatchesMiddleware(t *testing.T) {
 	for _, left := range []time.Duration{0, 50 * time.Millisecond, 200 * time.Millisecond, 300 * time.Millisecond, time.Second, 2 * time.Minute} {
 		// The simulator: the replica's request for a caller with left to go.
 		e := &engine{sc: &Scenario{}, now: int64(time.Minute)}
-		e.nowT = Epoch.Add(time.Duration(e.now))
+		e.nowT = epoch.Add(time.Duration(e.now))
 		task := &task{deadline: e.serviceDeadline(e.now + int64(left))}
 		simL := deadlineLimiter(t, func() time.Time { return e.nowT }, e.nowT)
 		p, simErr := simL.TryAcquireAt(e.nowT, serviceRequest(task))

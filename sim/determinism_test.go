@@ -55,7 +55,7 @@ func TestDeterminism(t *testing.T) {
 	}
 	llm.Duration, llm.Warmup, llm.Trigger, llm.Expect = 80*time.Second, 20*time.Second, &Span{At: 30 * time.Second, For: 20 * time.Second}, nil
 	scenarios := []*Scenario{shortRetryStorm(t, "retry-storm"), shortRetryStorm(t, "retry-budget"), mixed, llm}
-	policies := DefaultPolicies
+	policies := defaultPolicies
 	if raceEnabled {
 		rs := shortRetryStorm(t, "retry-storm")
 		rs.Duration = 25 * time.Second

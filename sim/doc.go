@@ -170,7 +170,7 @@
 // # Policies
 //
 // A [Policy] builds each replica's limiter. The built-in ones
-// ([DefaultPolicies]): none, static, shedkit-gradient, shedkit-aimd,
+// ([defaultPolicies]): none, static, shedkit-gradient, shedkit-aimd,
 // gcl-gradient2, gcl-vegas and gcl-aimd, with parameters
 // ("shedkit-gradient:tolerance=2,smoothing=0.3"); [RegisterPolicy] adds
 // others. gcl-vegas runs with the library's probe disabled: the probe

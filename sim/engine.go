@@ -15,8 +15,10 @@ import (
 
 // Epoch is the virtual time at which every run starts. Any fixed instant
 // would do; a fixed one keeps limiter and budget epochs identical across
-// runs.
-var Epoch = time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+// runs. It is a constant in effect: a function, so that no caller can move it.
+func Epoch() time.Time { return epoch }
+
+var epoch = time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
 
 // layer says which layer a task belongs to.
 type layer uint8
@@ -188,7 +190,7 @@ func Run(sc *Scenario, p Policy, opt Options) (*Result, error) {
 }
 
 func newEngine(sc *Scenario, p Policy, seed uint64) (*engine, error) {
-	e := &engine{sc: sc, end: int64(sc.Duration), nowT: Epoch}
+	e := &engine{sc: sc, end: int64(sc.Duration), nowT: epoch}
 	e.rec.init(sc)
 	e.lbRng = newStream(seed, "balancer")
 	e.nowLane = e.h.newLane()
@@ -243,7 +245,6 @@ func newEngine(sc *Scenario, p Policy, seed uint64) (*engine, error) {
 		e.ups[i] = newUpstream(&sc.Upstream, i, seed)
 	}
 	e.replicas = make([]replica, sc.Service.Replicas)
-	epoch := Epoch
 	for i := range e.replicas {
 		r := &e.replicas[i]
 		cfg := shed.Config{
@@ -321,7 +322,7 @@ func (e *engine) run() error {
 		if ev.at != e.now {
 			e.rec.advance(e, ev.at)
 			e.now = ev.at
-			e.nowT = Epoch.Add(time.Duration(ev.at))
+			e.nowT = epoch.Add(time.Duration(ev.at))
 		}
 		e.dispatch(&ev)
 		if e.err != nil {
@@ -607,7 +608,7 @@ func (e *engine) serviceArrive(t *task) {
 		e.rejected(t, err)
 	case queued:
 		t.state = stQueued
-		e.scheduleLane(e.classes[t.class].expiries, int64(t.waiter.Deadline().Sub(Epoch)), evExpire, t)
+		e.scheduleLane(e.classes[t.class].expiries, int64(t.waiter.Deadline().Sub(epoch)), evExpire, t)
 	default:
 		e.admit(t, p)
 	}
@@ -618,7 +619,7 @@ func (e *engine) serviceArrive(t *task) {
 func serviceRequest(t *task) shed.Request {
 	var dl time.Time
 	if t.deadline > 0 {
-		dl = Epoch.Add(time.Duration(t.deadline))
+		dl = epoch.Add(time.Duration(t.deadline))
 	}
 	return shed.Request{Class: shed.Class(t.class), Cost: t.cost, Deadline: dl}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -38,11 +39,13 @@ type FamilyResult struct {
 	Summaries [][]Summary
 }
 
-// DefaultFamilyPolicies are the policies a family run compares when none
-// are given: no limit and the oracle (the references), shedkit's limits at
-// their defaults, and go-concurrency-limits' started converged ({warm})
-// with the room the instance needs ({max}).
-var DefaultFamilyPolicies = []string{"none", "static", "shedkit-gradient", "shedkit-aimd",
+// defaultFamilyPolicies returns the policies a family run compares when
+// none are given: no limit and the oracle (the references), shedkit's
+// limits at their defaults, and go-concurrency-limits' started converged
+// ({warm}) with the room the instance needs ({max}). The slice is a copy.
+func DefaultFamilyPolicies() []string { return slices.Clone(defaultFamilyPolicies) }
+
+var defaultFamilyPolicies = []string{"none", "static", "shedkit-gradient", "shedkit-aimd",
 	"gcl-gradient2:initial={warm},min=1,max={max}", "gcl-vegas:initial={warm},max={max}", "gcl-aimd:initial={warm},max={max}"}
 
 // InstancePolicy builds the policy of spec for an instance of traits t:

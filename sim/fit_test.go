@@ -181,8 +181,8 @@ func TestFitRequestRecords(t *testing.T) {
 	}
 	rng := newStream(3, "test")
 	service, ratio, cost := Exp(float64(40*time.Millisecond)), Unif(0.3, 1), LogNorm(1500, 0.6)
-	at := Epoch
-	for at.Before(Epoch.Add(40 * time.Second)) {
+	at := epoch
+	for at.Before(epoch.Add(40 * time.Second)) {
 		at = at.Add(time.Duration(rng.ExpFloat64() * float64(5*time.Millisecond))) // 200/s
 		c := max(int64(cost.sample(rng)), 1)
 		rec.Arrive(0)

@@ -104,10 +104,13 @@ func PolicyDoc(name string) (doc string, params []string, ok bool) {
 	return r.doc, r.params, ok
 }
 
-// DefaultPolicies is the set compared when nothing else is asked: no
+// defaultPolicies returns the set compared when nothing else is asked: no
 // limit, a static limit at the upstream's capacity, shedkit's Gradient
-// and AIMD, and go-concurrency-limits' Gradient2, Vegas and AIMD.
-var DefaultPolicies = []string{"none", "static", "shedkit-gradient", "shedkit-aimd", "gcl-gradient2", "gcl-vegas", "gcl-aimd"}
+// and AIMD, and go-concurrency-limits' Gradient2, Vegas and AIMD. The
+// slice is a copy.
+func DefaultPolicies() []string { return slices.Clone(defaultPolicies) }
+
+var defaultPolicies = []string{"none", "static", "shedkit-gradient", "shedkit-aimd", "gcl-gradient2", "gcl-vegas", "gcl-aimd"}
 
 // ParsePolicy builds a policy from a spec: a registered name, optionally
 // followed by ":" and comma-separated key=value parameters. The policy's

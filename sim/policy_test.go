@@ -54,14 +54,14 @@ func drive(t *testing.T, spec string, d time.Duration) (start, lo, hi int) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, _, err := p.NewLimiter(PolicyEnv{Config: shed.Config{Clock: func() time.Time { return Epoch }}})
+	l, _, err := p.NewLimiter(PolicyEnv{Config: shed.Config{Clock: func() time.Time { return epoch }}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	start, lo, hi = l.Limit(), l.Limit(), l.Limit()
 	var running []shed.Permit
 	for ms := time.Duration(0); ms < d; ms += 10 * time.Millisecond {
-		now := Epoch.Add(ms)
+		now := epoch.Add(ms)
 		for _, r := range running {
 			r.ReleaseAt(now, shed.Success)
 		}

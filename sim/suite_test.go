@@ -29,7 +29,7 @@ func TestSuiteExpectations(t *testing.T) {
 		for _, x := range sc.Expect {
 			switch {
 			case x.Policy == "*":
-				names = append(names, DefaultPolicies...)
+				names = append(names, defaultPolicies...)
 			case !slices.Contains(names, x.Policy):
 				names = append(names, x.Policy)
 			}

@@ -120,8 +120,8 @@ func (c Constraint) holds(v float64) bool {
 	return v <= c.Value
 }
 
-// DefaultObjective maximizes goodput (against the ideal).
-var DefaultObjective = Objective{Metric: "goodput", Maximize: true}
+// DefaultObjective() maximizes goodput (against the ideal).
+func DefaultObjective() Objective { return Objective{Metric: "goodput", Maximize: true} }
 
 // ParseObjective parses "max:METRIC" or "min:METRIC" followed by
 // comma-separated constraints METRIC<=VALUE or METRIC>=VALUE, where a

@@ -24,7 +24,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // at each of the given instants.
 func loop(t *testing.T, src *failsafesim.Source, l *shed.Limiter, end time.Duration, latency func(time.Duration) time.Duration, at ...time.Duration) []int {
 	t.Helper()
-	t0 := sim.Epoch
+	t0 := sim.Epoch()
 	type work struct {
 		p   shed.Permit
 		end time.Duration
@@ -67,7 +67,7 @@ func newLimiter(t *testing.T, cfg failsafesim.Config) (*failsafesim.Source, *she
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := shed.New(shed.Config{Source: src, Observer: src.Observer(nil), Clock: func() time.Time { return sim.Epoch }})
+	l, err := shed.New(shed.Config{Source: src, Observer: src.Observer(nil), Clock: func() time.Time { return sim.Epoch() }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,7 +120,7 @@ func TestPolicyInitialAndMax(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		l, src, err := p.NewLimiter(sim.PolicyEnv{Config: shed.Config{Clock: func() time.Time { return sim.Epoch }}})
+		l, src, err := p.NewLimiter(sim.PolicyEnv{Config: shed.Config{Clock: func() time.Time { return sim.Epoch() }}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -140,7 +140,7 @@ func TestPolicyInitialAndMax(t *testing.T) {
 func TestOutcomesReturnPermits(t *testing.T) {
 	for _, drops := range []failsafesim.Drops{failsafesim.DropsRecord, failsafesim.DropsDrop} {
 		src, l := newLimiter(t, failsafesim.Config{Drops: drops})
-		now := sim.Epoch
+		now := sim.Epoch()
 		var ps []shed.Permit
 		for range 10 {
 			p, err := l.TryAcquireAt(now, shed.Request{})

@@ -106,7 +106,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	fs.StringVar(&o.scenario, "scenario", "", "scenarios to run: built-in names or YAML files, separated by ','")
 	fs.BoolVar(&o.suite, "suite", false, "run the built-in suite ("+strings.Join(sim.SuiteNames(), ", ")+")")
-	fs.StringVar(&o.policies, "policies", "", "policies to compare (default: the scenario's own list, else "+strings.Join(sim.DefaultPolicies, ",")+")")
+	fs.StringVar(&o.policies, "policies", "", "policies to compare (default: the scenario's own list, else "+strings.Join(sim.DefaultPolicies(), ",")+")")
 	fs.Uint64Var(&o.seed, "seed", 1, "seed of every random stream")
 	fs.StringVar(&o.out, "out", filepath.Join("out", "sim"), "directory for CSV, JSON and charts ('' for none)")
 	fs.StringVar(&o.sweep, "sweep", "", "parameter grid, e.g. 'tolerance=1.2,1.5,2 smoothing=0.2,0.5': runs every combination for each policy and ranks them")
@@ -233,7 +233,7 @@ func policiesFor(o options, sc *sim.Scenario) []string {
 	case len(sc.Policies) > 0:
 		return sc.Policies
 	}
-	return sim.DefaultPolicies
+	return sim.DefaultPolicies()
 }
 
 func runCompare(ctx context.Context, o options, scenarios []*sim.Scenario, stdout, stderr io.Writer) int {

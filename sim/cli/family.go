@@ -23,7 +23,7 @@ func runFamily(ctx context.Context, o options, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "shedsim:", err)
 		return ExitUsage
 	}
-	policies := sim.DefaultFamilyPolicies
+	policies := sim.DefaultFamilyPolicies()
 	if o.policies != "" {
 		policies = splitPolicies(o.policies)
 	}
