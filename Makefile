@@ -75,7 +75,7 @@ sim-peers: ## the simulator suite with every peer at its defaults: table in benc
 FAMILY_POLICIES := none;static;shedkit-gradient;shedkit-aimd;gcl-gradient2:initial={warm},min=1,max={max};gcl-vegas:initial={warm},max={max};gcl-aimd:initial={warm},max={max};failsafe-adaptive:initial={warm},max={max}
 FAMILY_N ?= 200
 
-sim-family: ## the healthy and incident scenario families (FAMILY_N=200 instances each) with every peer: distributions, CSV and charts under out/sim-family, reports copied to bench/results (module bench/, about an hour on 2 cores)
+sim-family: ## the healthy and incident scenario families (FAMILY_N=200 instances each) with every peer: distributions, CSV and charts under out/sim-family, reports copied to bench/results (module bench/, about 25 minutes on 2 cores)
 	cd bench && $(SOLO) $(GO) run ./cmd/shedsim -family healthy -n $(FAMILY_N) -policies '$(FAMILY_POLICIES)' -out ../out/sim-family -quiet
 	cd bench && $(SOLO) $(GO) run ./cmd/shedsim -family incident -n $(FAMILY_N) -policies '$(FAMILY_POLICIES)' -out ../out/sim-family -quiet
 	cp out/sim-family/family-healthy.txt bench/results/family-healthy.txt
