@@ -63,6 +63,7 @@ func runFit(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	interval := fs.Duration("interval", time.Second, "resolution of the fit: rates and saturation are judged per interval")
 	steps := fs.Int("max-steps", 20, "most rate changes in a class's schedule")
 	quiet := fs.Bool("quiet", false, "no report on stderr")
+	discipline := fs.String("discipline", "fifo", "the upstream's model: fifo (servers, a queue in front) or ps (processor sharing: past capacity everything slows down together); a recording cannot tell them apart")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), fitUsageHead)
 		fs.PrintDefaults()
@@ -80,6 +81,15 @@ func runFit(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	path := fs.Arg(0)
 	opt := sim.FitOptions{Name: *name, Interval: *interval, MaxSteps: *steps}
+	switch *discipline {
+	case "fifo":
+		opt.Discipline = sim.FIFO
+	case "ps":
+		opt.Discipline = sim.PS
+	default:
+		fmt.Fprintf(stderr, "shedsim fit: -discipline: want fifo or ps, got %q\n", *discipline)
+		return ExitUsage
+	}
 	if opt.Name == "" {
 		opt.Name = scenarioName(path)
 	}

@@ -57,6 +57,11 @@ func TestRecordAndFit(t *testing.T) {
 	if code, _, e := run(t, "-scenario", fitted, "-policies", "static", "-out", "", "-quiet"); code != ExitOK {
 		t.Errorf("simulating the fitted scenario: exit %d: %s", code, e)
 	}
+	// A processor-sharing upstream, when the user knows it is one.
+	code, out, e = run(t, "fit", "-quiet", "-discipline", "ps", rec)
+	if code != ExitOK || !strings.Contains(out, "discipline: ps") {
+		t.Errorf("fit -discipline ps: exit %d, stderr %q\n%s", code, e, out)
+	}
 }
 
 func TestFitUsage(t *testing.T) {
@@ -77,6 +82,7 @@ func TestFitUsage(t *testing.T) {
 		{[]string{"fit"}, ExitUsage, "give one recording"},
 		{[]string{"fit", "a", "b"}, ExitUsage, "give one recording"},
 		{[]string{"fit", "-interval", "-1s", bad}, ExitUsage, "FitOptions.Interval"},
+		{[]string{"fit", "-discipline", "lifo", bad}, ExitUsage, "want fifo or ps"},
 		{[]string{"fit", filepath.Join(dir, "missing")}, ExitUsage, "no such file"},
 		{[]string{"fit", bad}, ExitUsage, "bad.jsonl:1: record before the header"},
 		{[]string{"fit", empty}, ExitFail, "too short"},
