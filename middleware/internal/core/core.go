@@ -106,18 +106,38 @@ func New(cfg Config) (*Engine, error) {
 	for _, c := range cfg.Limiter.Snapshot().Classes {
 		e.classNames = append(e.classNames, c.Name)
 	}
-	class := func(field, name string) (shed.Class, error) {
-		c, ok := e.lim.ClassByName(name)
-		if !ok {
-			return 0, configError(field, "unknown class %q (the limiter's classes are %s)", name, strings.Join(e.classNames, ", "))
+	for _, step := range []func(Config) error{e.routeConfig, e.headerConfig, e.deadlineConfig, e.rateConfig, e.skipConfig} {
+		if err := step(cfg); err != nil {
+			return nil, err
 		}
-		return c, nil
 	}
+	if e.outcome == nil {
+		e.outcome = shedhttp.DefaultOutcome
+	}
+	if e.clock == nil {
+		e.clock = time.Now
+	}
+	e.bodyTooLarge = shedhttp.Rejection{Status: http.StatusRequestEntityTooLarge, Err: shedhttp.ErrBodyTooLarge}
+	return e, nil
+}
+
+// class resolves a configured class name, naming field in the error.
+func (e *Engine) class(field, name string) (shed.Class, error) {
+	c, ok := e.lim.ClassByName(name)
+	if !ok {
+		return 0, configError(field, "unknown class %q (the limiter's classes are %s)", name, strings.Join(e.classNames, ", "))
+	}
+	return c, nil
+}
+
+// routeConfig validates and sets the default class and the routes,
+// longest prefix first.
+func (e *Engine) routeConfig(cfg Config) error {
 	e.defClass = shed.Class(len(e.classNames) - 1)
 	if cfg.DefaultClass != "" {
-		c, err := class("DefaultClass", cfg.DefaultClass)
+		c, err := e.class("DefaultClass", cfg.DefaultClass)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		e.defClass = c
 	}
@@ -127,11 +147,11 @@ func New(cfg Config) (*Engine, error) {
 	for p, name := range cfg.Routes {
 		field := fmt.Sprintf("Routes[%q]", p)
 		if p == "" {
-			return nil, configError(field, "empty route")
+			return configError(field, "empty route")
 		}
-		c, err := class(field, name)
+		c, err := e.class(field, name)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		e.routes = append(e.routes, route{p, c})
 		e.exact[p] = c
@@ -142,37 +162,45 @@ func New(cfg Config) (*Engine, error) {
 		}
 		return e.routes[i].prefix < e.routes[j].prefix
 	})
+	return nil
+}
+
+// headerConfig validates and sets the trusted class and key headers and
+// the IPv6 key prefix.
+func (e *Engine) headerConfig(cfg Config) error {
 	if cfg.ClassHeader != "" {
 		if !validHeaderName(cfg.ClassHeader) {
-			return nil, configError("ClassHeader", "invalid header name %q", cfg.ClassHeader)
+			return configError("ClassHeader", "invalid header name %q", cfg.ClassHeader)
 		}
 		e.classHeader = http.CanonicalHeaderKey(cfg.ClassHeader)
 	}
 	if cfg.KeyHeader != "" {
 		if !validHeaderName(cfg.KeyHeader) {
-			return nil, configError("KeyHeader", "invalid header name %q", cfg.KeyHeader)
+			return configError("KeyHeader", "invalid header name %q", cfg.KeyHeader)
 		}
 		e.keyHeader = http.CanonicalHeaderKey(cfg.KeyHeader)
-	}
-	if err := e.deadlineConfig(cfg); err != nil {
-		return nil, err
 	}
 	switch p := cfg.IPv6KeyPrefix; {
 	case p == 0:
 		e.v6Bits = shedhttp.DefaultIPv6KeyPrefix
 	case p < 0 || p > 128:
-		return nil, configError("IPv6KeyPrefix", "must be a prefix length in [1, 128] (0 for the default %d), got %d", shedhttp.DefaultIPv6KeyPrefix, p)
+		return configError("IPv6KeyPrefix", "must be a prefix length in [1, 128] (0 for the default %d), got %d", shedhttp.DefaultIPv6KeyPrefix, p)
 	default:
 		e.v6Bits = p
 	}
+	return nil
+}
+
+// rateConfig validates and sets the rate limits and their store.
+func (e *Engine) rateConfig(cfg Config) error {
 	for name, rl := range cfg.RateLimits {
 		field := fmt.Sprintf("RateLimits[%q]", name)
-		c, err := class(field, name)
+		c, err := e.class(field, name)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if err := rl.Validate(); err != nil {
-			return nil, configError(field, "%v", err)
+			return configError(field, "%v", err)
 		}
 		e.rates[c] = rateRule{on: true, limit: rl}
 		e.anyRate = true
@@ -180,20 +208,26 @@ func New(cfg Config) (*Engine, error) {
 	if e.anyRate && e.store == nil {
 		s, err := shedhttp.NewMemoryStore(shedhttp.MemoryStoreConfig{})
 		if err != nil {
-			return nil, err
+			return err
 		}
 		e.store = s
 	}
 	e.reqStore, _ = e.store.(shedhttp.RequestKeyStore)
 	if e.rateCost && e.anyRate && e.reqStore == nil {
-		return nil, configError("RateLimitCost", "the KeyStore (%T) cannot charge a cost: it does not implement shedhttp.RequestKeyStore", e.store)
+		return configError("RateLimitCost", "the KeyStore (%T) cannot charge a cost: it does not implement shedhttp.RequestKeyStore", e.store)
 	}
+	return nil
+}
+
+// skipConfig validates and sets the body bound and what bypasses the
+// middleware.
+func (e *Engine) skipConfig(cfg Config) error {
 	if cfg.MaxBodyBytes < 0 {
-		return nil, configError("MaxBodyBytes", "must be >= 0, got %d", cfg.MaxBodyBytes)
+		return configError("MaxBodyBytes", "must be >= 0, got %d", cfg.MaxBodyBytes)
 	}
 	for i, p := range cfg.SkipPaths {
 		if p == "" {
-			return nil, configError(fmt.Sprintf("SkipPaths[%d]", i), "empty path")
+			return configError(fmt.Sprintf("SkipPaths[%d]", i), "empty path")
 		}
 		if e.skip == nil {
 			e.skip = make(map[string]struct{}, len(cfg.SkipPaths))
@@ -202,18 +236,11 @@ func New(cfg Config) (*Engine, error) {
 	}
 	for i, m := range cfg.SkipMethods {
 		if m == "" {
-			return nil, configError(fmt.Sprintf("SkipMethods[%d]", i), "empty method")
+			return configError(fmt.Sprintf("SkipMethods[%d]", i), "empty method")
 		}
 	}
 	e.skipMethods = slices.Clone(cfg.SkipMethods)
-	if e.outcome == nil {
-		e.outcome = shedhttp.DefaultOutcome
-	}
-	if e.clock == nil {
-		e.clock = time.Now
-	}
-	e.bodyTooLarge = shedhttp.Rejection{Status: http.StatusRequestEntityTooLarge, Err: shedhttp.ErrBodyTooLarge}
-	return e, nil
+	return nil
 }
 
 // deadlineConfig validates and sets the deadline propagation fields.

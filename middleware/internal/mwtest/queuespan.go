@@ -53,6 +53,14 @@ func testQueueSpan(t *testing.T, a Adapter) {
 	}
 	held.Release(shed.Ignored)
 
+	checkQueueSpans(t, rec)
+	waitIdle(t, l)
+}
+
+// checkQueueSpans: the recorded queue spans are the two testQueueSpan made,
+// each under its request's span, within it, with the class and the reason.
+func checkQueueSpans(t *testing.T, rec *tracetest.SpanRecorder) {
+	t.Helper()
 	byName := func(name string) sdktrace.ReadOnlySpan {
 		for _, sp := range rec.Ended() {
 			if sp.Name() == name {
@@ -98,5 +106,4 @@ func testQueueSpan(t *testing.T, a Adapter) {
 			t.Errorf("%s: queue span %v-%v outside its parent %v-%v", c.parent, q.StartTime(), q.EndTime(), parent.StartTime(), parent.EndTime())
 		}
 	}
-	waitIdle(t, l)
 }
