@@ -73,26 +73,7 @@ func startGateway(ctx context.Context, cfg gatewayConfig) (*gateway, error) {
 		if cfg.propagate {
 			dlHeader = deadlineHeader
 		}
-		limit, err := cfg.adm.newLimit(cfg.initialLimit, cfg.latencyCeiling)
-		if err != nil {
-			return nil, err
-		}
-		metrics, err := shedotel.New(shedotel.Config{MeterProvider: cfg.tel.meters, Name: "gateway"})
-		if err != nil {
-			return nil, err
-		}
-		g.lim, err = shed.New(shed.Config{
-			Source:   limit,
-			Classes:  cfg.adm.shedClasses(),
-			Observer: metrics,
-		})
-		if err != nil {
-			return nil, err
-		}
-		if g.reg, err = metrics.Register(g.lim); err != nil {
-			return nil, err
-		}
-		if g.limReg, err = metrics.RegisterLimit(limit); err != nil {
+		if err := g.newLimiter(cfg); err != nil {
 			return nil, err
 		}
 		mw, err := nethttp.New(nethttp.Config{
@@ -143,6 +124,32 @@ func startGateway(ctx context.Context, cfg gatewayConfig) (*gateway, error) {
 	g.srv = &http.Server{Handler: handler, ReadHeaderTimeout: 5 * time.Second}
 	go func() { _ = g.srv.Serve(ln) }()
 	return g, nil
+}
+
+// newLimiter makes the protected gateway's limiter from cfg's admission
+// settings, with its metrics registered.
+func (g *gateway) newLimiter(cfg gatewayConfig) error {
+	limit, err := cfg.adm.newLimit(cfg.initialLimit, cfg.latencyCeiling)
+	if err != nil {
+		return err
+	}
+	metrics, err := shedotel.New(shedotel.Config{MeterProvider: cfg.tel.meters, Name: "gateway"})
+	if err != nil {
+		return err
+	}
+	g.lim, err = shed.New(shed.Config{
+		Source:   limit,
+		Classes:  cfg.adm.shedClasses(),
+		Observer: metrics,
+	})
+	if err != nil {
+		return err
+	}
+	if g.reg, err = metrics.Register(g.lim); err != nil {
+		return err
+	}
+	g.limReg, err = metrics.RegisterLimit(limit)
+	return err
 }
 
 // deadlineHeader carries a client's remaining time to the protected

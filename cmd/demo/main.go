@@ -249,25 +249,34 @@ func describe(o *options) string {
 		o.initialLimit, o.adm.String(), o.attemptTimeout, !o.noPropagation)
 }
 
-// runOnce runs the schedule against one gateway.
-func runOnce(ctx context.Context, o *options, mode string, tel *telemetry, stdout io.Writer) (*runResult, error) {
-	// A fresh upstream for every run: the work an overloaded run leaves
-	// behind must not slow the next one.
+// startUpstream starts a fresh upstream for one run (the work an
+// overloaded run leaves behind must not slow the next one) on 127.0.0.1,
+// and returns it, its URL and what closes it.
+func startUpstream(ctx context.Context, o *options, tel *telemetry) (*upstream, string, func(), error) {
 	up := newUpstream(o.sched, o.capacity, o.seed)
 	upTP, err := tel.tracerProvider(ctx, serviceUpstream)
 	if err != nil {
-		return nil, err
+		return nil, "", nil, err
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return nil, err
+		return nil, "", nil, err
 	}
-	upSrv := &http.Server{
+	srv := &http.Server{
 		Handler:           otelhttp.NewHandler(up, "upstream", otelhttp.WithTracerProvider(upTP), otelhttp.WithMeterProvider(tel.meters)),
 		ReadHeaderTimeout: 5 * time.Second,
 	}
-	go func() { _ = upSrv.Serve(ln) }()
-	defer upSrv.Close()
+	go func() { _ = srv.Serve(ln) }()
+	return up, "http://" + ln.Addr().String(), func() { _ = srv.Close() }, nil
+}
+
+// runOnce runs the schedule against one gateway.
+func runOnce(ctx context.Context, o *options, mode string, tel *telemetry, stdout io.Writer) (*runResult, error) {
+	up, upURL, closeUp, err := startUpstream(ctx, o, tel)
+	if err != nil {
+		return nil, err
+	}
+	defer closeUp()
 
 	recording, err := newRecording(o, mode)
 	if err != nil {
@@ -275,7 +284,7 @@ func runOnce(ctx context.Context, o *options, mode string, tel *telemetry, stdou
 	}
 	gw, err := startGateway(ctx, gatewayConfig{
 		protected:      mode == "protected",
-		upstream:       "http://" + ln.Addr().String(),
+		upstream:       upURL,
 		tel:            tel,
 		initialLimit:   o.initialLimit,
 		latencyCeiling: o.latencyCeiling,

@@ -174,39 +174,42 @@ func table(runs []*runResult) string {
 	return b.String()
 }
 
+// reportCharts are the report's per-second charts: for each, the series
+// every run contributes.
+var reportCharts = []struct {
+	file, title, ylabel string
+	series              func(r *runResult, s *second) []float64
+	names               []string
+}{
+	{"goodput.png", "Good responses per second (2xx within the deadline)", "responses/s",
+		func(_ *runResult, s *second) []float64 {
+			return []float64{float64(s.good[interactive]), float64(s.good[batch])}
+		},
+		[]string{"interactive", "batch"}},
+	{"latency.png", "Interactive p99 latency of 2xx responses", "seconds",
+		func(_ *runResult, s *second) []float64 { return []float64{s.p99(interactive).Seconds()} },
+		[]string{"p99"}},
+	{"inflight.png", "Gateway: concurrency limit and work in flight", "requests",
+		func(_ *runResult, s *second) []float64 { return []float64{float64(s.limit), float64(s.inflight)} },
+		[]string{"limit", "in flight"}},
+	{"amplification.png", "Upstream attempts per logical request", "attempts / request",
+		func(_ *runResult, s *second) []float64 {
+			return []float64{ratio(s.attempts, s.offered[interactive]+s.offered[batch])}
+		},
+		[]string{"amplification"}},
+}
+
 // writeReport writes report.md and the charts under dir.
 func writeReport(dir string, runs []*runResult, cfg string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
-	}
-	charts := []struct {
-		file, title, ylabel string
-		series              func(r *runResult, s *second) []float64
-		names               []string
-	}{
-		{"goodput.png", "Good responses per second (2xx within the deadline)", "responses/s",
-			func(_ *runResult, s *second) []float64 {
-				return []float64{float64(s.good[interactive]), float64(s.good[batch])}
-			},
-			[]string{"interactive", "batch"}},
-		{"latency.png", "Interactive p99 latency of 2xx responses", "seconds",
-			func(_ *runResult, s *second) []float64 { return []float64{s.p99(interactive).Seconds()} },
-			[]string{"p99"}},
-		{"inflight.png", "Gateway: concurrency limit and work in flight", "requests",
-			func(_ *runResult, s *second) []float64 { return []float64{float64(s.limit), float64(s.inflight)} },
-			[]string{"limit", "in flight"}},
-		{"amplification.png", "Upstream attempts per logical request", "attempts / request",
-			func(_ *runResult, s *second) []float64 {
-				return []float64{ratio(s.attempts, s.offered[interactive]+s.offered[batch])}
-			},
-			[]string{"amplification"}},
 	}
 	var md strings.Builder
 	md.WriteString("# shedkit demo report\n\n")
 	md.WriteString("The same load and the same upstream slowdown, once without protection and once with shedkit.\n\n")
 	md.WriteString("```\n" + cfg + "\n```\n\n")
 	md.WriteString(table(runs) + "\n")
-	for _, c := range charts {
+	for _, c := range reportCharts {
 		p := plot.New()
 		p.Title.Text = c.title
 		p.X.Label.Text = "seconds into the run"
