@@ -20,6 +20,7 @@ type detector struct {
 	minUtil      float64       // MinUtilization
 	latency      bool          // latency signals at all (AIMD may turn them off)
 	anyDrop      bool          // any drop is congestion (AIMD's Netflix mode)
+	boundDrops   bool          // drops count only while the limit is used (Gradient)
 
 	base         baseline       // latency without congestion
 	bg           dropBackground // drops without congestion
@@ -115,6 +116,12 @@ func (d *detector) read(w *WindowSummary, limit float64) signals {
 	} else {
 		s.dropCong = d.bg.excess(s.drops, s.n+s.drops, d.significance, d.dropTol)
 	}
+	if d.boundDrops {
+		// Drops while the work in flight stayed far below the limit and
+		// the latency shows no queue are not a congestion the limit
+		// admitted: a cut would only turn away work the dependency serves.
+		s.dropCong = s.dropCong && (s.used || s.latCong)
+	}
 	s.dropCong = s.dropCong || (d.anyDrop && s.drops > 0)
 	s.ceilCong = s.hasLat && d.ceiling > 0 && s.lat > float64(d.ceiling)
 	return s
@@ -135,6 +142,13 @@ func (d *detector) learn(s *signals) {
 		return
 	}
 	if !s.steady {
+		if s.binding && s.inFlight < d.prevInFlight && s.ratio < 1/s.thresh {
+			// The limit binds and the work in flight fell, so the window
+			// holds the slow rest of earlier work, and it is still clearly
+			// faster than the baseline: the baseline holds a queue that
+			// the limit admitted.
+			d.base.follow(math.Log(s.lat), 0.5)
+		}
 		if !d.base.learned() {
 			// Something to compare the next windows with; the mean of
 			// the first steady windows soon dilutes its bias.

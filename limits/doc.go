@@ -44,7 +44,11 @@
 //     binds: part of the latency may then be a queue the limit admitted,
 //     and a baseline that learned it would creep up with the limit, as
 //     Netflix's Gradient2 does. A window clearly faster than the baseline
-//     moves it half-way at once: the dependency sped up.
+//     moves it half-way at once: the dependency sped up, or the baseline
+//     holds a queue the limit admitted (as it does when the first limit
+//     was above a small dependency's capacity). That includes a window in
+//     which the limit binds and the work in flight fell: it holds the slow
+//     rest of earlier work, so its speed is no accident of the admissions.
 //   - The background drop rate: the share of work that is dropped when
 //     nothing is congested (the deadlines the slowest requests miss, the
 //     dependency's usual errors), learned from windows without congestion.
@@ -65,6 +69,11 @@
 // biased sample.
 //
 // # Gradient
+//
+// Gradient counts drops as congestion only while the work in flight uses
+// the limit (MinUtilization of it) or the latency is up as well: drops
+// of work far below the limit, at the usual latency, are the dependency's
+// failures, and cutting would only turn away work it serves.
 //
 // Each closed window leads to one decision, with a [Reason] that
 // GradientState reports:

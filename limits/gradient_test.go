@@ -201,6 +201,17 @@ func TestGradientRules(t *testing.T) {
 			}
 		}
 	})
+	t.Run("drops far below the limit with no queue do not cut", func(t *testing.T) {
+		// The dependency fails 30% of the work while the callers keep 20
+		// in flight under a limit of 200: admitting less would only turn
+		// away work it serves.
+		g, f := learned(t, GradientConfig{})
+		before := g.State().Limit
+		f.window(140, 60, 20, constant(10*ms))
+		if st := g.State(); st.Limit != before || st.Reason.IsCut() {
+			t.Fatalf("limit %.2f -> %.2f (%s), want held", before, st.Limit, st.Reason)
+		}
+	})
 	t.Run("a background of drops is not congestion", func(t *testing.T) {
 		g := newGradient(t, GradientConfig{})
 		f := newFeed(g)
