@@ -187,82 +187,10 @@ type Transport struct {
 // NewTransport returns a transport configured by cfg, or an error naming
 // the first invalid field.
 func NewTransport(cfg TransportConfig) (*Transport, error) {
-	for _, d := range []struct {
-		name string
-		v    time.Duration
-	}{
-		{"BaseBackoff", cfg.BaseBackoff}, {"MaxBackoff", cfg.MaxBackoff},
-		{"MaxRetryAfter", cfg.MaxRetryAfter}, {"AttemptTimeout", cfg.AttemptTimeout},
-		{"MinAttemptTime", cfg.MinAttemptTime}, {"MaxDrainTime", cfg.MaxDrainTime},
-	} {
-		if d.v < 0 {
-			return nil, fmt.Errorf("%w: TransportConfig.%s must not be negative, got %v", ErrInvalidConfig, d.name, d.v)
-		}
+	if err := cfg.validate(); err != nil {
+		return nil, err
 	}
-	if cfg.MaxAttempts < 0 || cfg.MaxAttempts > maxAttemptsLimit {
-		return nil, fmt.Errorf("%w: TransportConfig.MaxAttempts must be in [0, %d], got %d", ErrInvalidConfig, maxAttemptsLimit, cfg.MaxAttempts)
-	}
-	if cfg.MaxAttempts == 0 {
-		cfg.MaxAttempts = DefaultMaxAttempts
-	}
-	if cfg.BaseBackoff == 0 {
-		cfg.BaseBackoff = DefaultBaseBackoff
-	}
-	if cfg.MaxBackoff == 0 {
-		cfg.MaxBackoff = max(DefaultMaxBackoff, cfg.BaseBackoff)
-	}
-	if cfg.MaxBackoff < cfg.BaseBackoff {
-		return nil, fmt.Errorf("%w: TransportConfig.MaxBackoff (%v) must not be below BaseBackoff (%v)", ErrInvalidConfig, cfg.MaxBackoff, cfg.BaseBackoff)
-	}
-	if cfg.MaxRetryAfter > MaxParsedRetryAfter {
-		return nil, fmt.Errorf("%w: TransportConfig.MaxRetryAfter must be at most %v, got %v", ErrInvalidConfig, MaxParsedRetryAfter, cfg.MaxRetryAfter)
-	}
-	if cfg.MaxRetryAfter == 0 {
-		cfg.MaxRetryAfter = DefaultMaxRetryAfter
-	}
-	if cfg.Inbound > InboundNoRetry {
-		return nil, fmt.Errorf("%w: TransportConfig.Inbound must be one of the InboundPolicy constants, got %d", ErrInvalidConfig, cfg.Inbound)
-	}
-	if cfg.DeadlineHeader != "" && !validHeaderName(cfg.DeadlineHeader) {
-		return nil, fmt.Errorf("%w: TransportConfig.DeadlineHeader is not a valid header name: %q", ErrInvalidConfig, cfg.DeadlineHeader)
-	}
-	if cfg.NoBudget && (cfg.Budget != nil || cfg.BudgetFor != nil) {
-		return nil, fmt.Errorf("%w: TransportConfig.NoBudget contradicts Budget and BudgetFor", ErrInvalidConfig)
-	}
-	if cfg.MaxDrainBytes == 0 {
-		cfg.MaxDrainBytes = DefaultMaxDrainBytes
-	}
-	if cfg.MaxDrainTime == 0 {
-		cfg.MaxDrainTime = DefaultMaxDrainTime
-	}
-	if cfg.Name == "" {
-		cfg.Name = "default"
-	}
-	if cfg.Base == nil {
-		cfg.Base = http.DefaultTransport
-	}
-	if !cfg.NoBudget && cfg.Budget == nil {
-		cfg.Budget = Default()
-	}
-	if cfg.Sleep == nil {
-		cfg.Sleep = sleepContext
-	}
-	if cfg.Rand == nil {
-		cfg.Rand = rand.Float64
-	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
-	if cfg.TracerProvider == nil {
-		cfg.TracerProvider = otel.GetTracerProvider()
-	}
-	if cfg.MeterProvider == nil {
-		cfg.MeterProvider = otel.GetMeterProvider()
-	}
-	if cfg.Propagator == nil {
-		cfg.Propagator = otel.GetTextMapPropagator()
-	}
-
+	cfg.setDefaults()
 	meter := cfg.MeterProvider.Meter(instrumentationName)
 	inst, err := newInstruments(meter, cfg.Name)
 	if err != nil {
@@ -304,6 +232,94 @@ func NewTransport(cfg TransportConfig) (*Transport, error) {
 		propagator:     cfg.Propagator,
 		inst:           inst,
 	}, nil
+}
+
+// validate returns an error naming the first invalid field, so that a
+// misconfigured transport fails at construction rather than on a request.
+// It fills in the backoff defaults before comparing them: MaxBackoff is
+// checked against the BaseBackoff in effect.
+func (cfg *TransportConfig) validate() error {
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{
+		{"BaseBackoff", cfg.BaseBackoff}, {"MaxBackoff", cfg.MaxBackoff},
+		{"MaxRetryAfter", cfg.MaxRetryAfter}, {"AttemptTimeout", cfg.AttemptTimeout},
+		{"MinAttemptTime", cfg.MinAttemptTime}, {"MaxDrainTime", cfg.MaxDrainTime},
+	} {
+		if d.v < 0 {
+			return fmt.Errorf("%w: TransportConfig.%s must not be negative, got %v", ErrInvalidConfig, d.name, d.v)
+		}
+	}
+	if cfg.MaxAttempts < 0 || cfg.MaxAttempts > maxAttemptsLimit {
+		return fmt.Errorf("%w: TransportConfig.MaxAttempts must be in [0, %d], got %d", ErrInvalidConfig, maxAttemptsLimit, cfg.MaxAttempts)
+	}
+	if cfg.BaseBackoff == 0 {
+		cfg.BaseBackoff = DefaultBaseBackoff
+	}
+	if cfg.MaxBackoff == 0 {
+		cfg.MaxBackoff = max(DefaultMaxBackoff, cfg.BaseBackoff)
+	}
+	if cfg.MaxBackoff < cfg.BaseBackoff {
+		return fmt.Errorf("%w: TransportConfig.MaxBackoff (%v) must not be below BaseBackoff (%v)", ErrInvalidConfig, cfg.MaxBackoff, cfg.BaseBackoff)
+	}
+	if cfg.MaxRetryAfter > MaxParsedRetryAfter {
+		return fmt.Errorf("%w: TransportConfig.MaxRetryAfter must be at most %v, got %v", ErrInvalidConfig, MaxParsedRetryAfter, cfg.MaxRetryAfter)
+	}
+	if cfg.Inbound > InboundNoRetry {
+		return fmt.Errorf("%w: TransportConfig.Inbound must be one of the InboundPolicy constants, got %d", ErrInvalidConfig, cfg.Inbound)
+	}
+	if cfg.DeadlineHeader != "" && !validHeaderName(cfg.DeadlineHeader) {
+		return fmt.Errorf("%w: TransportConfig.DeadlineHeader is not a valid header name: %q", ErrInvalidConfig, cfg.DeadlineHeader)
+	}
+	if cfg.NoBudget && (cfg.Budget != nil || cfg.BudgetFor != nil) {
+		return fmt.Errorf("%w: TransportConfig.NoBudget contradicts Budget and BudgetFor", ErrInvalidConfig)
+	}
+	return nil
+}
+
+// setDefaults fills in the zero fields of a valid config, so that the
+// transport never checks for a missing dependency on the request path.
+func (cfg *TransportConfig) setDefaults() {
+	if cfg.MaxAttempts == 0 {
+		cfg.MaxAttempts = DefaultMaxAttempts
+	}
+	if cfg.MaxRetryAfter == 0 {
+		cfg.MaxRetryAfter = DefaultMaxRetryAfter
+	}
+	if cfg.MaxDrainBytes == 0 {
+		cfg.MaxDrainBytes = DefaultMaxDrainBytes
+	}
+	if cfg.MaxDrainTime == 0 {
+		cfg.MaxDrainTime = DefaultMaxDrainTime
+	}
+	if cfg.Name == "" {
+		cfg.Name = "default"
+	}
+	if cfg.Base == nil {
+		cfg.Base = http.DefaultTransport
+	}
+	if !cfg.NoBudget && cfg.Budget == nil {
+		cfg.Budget = Default()
+	}
+	if cfg.Sleep == nil {
+		cfg.Sleep = sleepContext
+	}
+	if cfg.Rand == nil {
+		cfg.Rand = rand.Float64
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.TracerProvider == nil {
+		cfg.TracerProvider = otel.GetTracerProvider()
+	}
+	if cfg.MeterProvider == nil {
+		cfg.MeterProvider = otel.GetMeterProvider()
+	}
+	if cfg.Propagator == nil {
+		cfg.Propagator = otel.GetTextMapPropagator()
+	}
 }
 
 func sleepContext(ctx context.Context, d time.Duration) error {
