@@ -521,6 +521,7 @@ func (d *decoder) class(c *Class) fieldFunc {
 	}
 }
 
+// scenario decodes the top level of a scenario file.
 func (d *decoder) scenario(n *yaml.Node, sc *Scenario) error {
 	return d.mapping(n, "", map[string]fieldFunc{
 		"name":        d.str(&sc.Name),
@@ -543,98 +544,112 @@ func (d *decoder) scenario(n *yaml.Node, sc *Scenario) error {
 			sc.Gateway = &Gateway{}
 			return d.mapping(n, p, map[string]fieldFunc{"timeout": d.duration(&sc.Gateway.Timeout), "retry": d.retry(&sc.Gateway.Retry)})
 		},
-		"service": func(n *yaml.Node, p string) error {
-			s := &sc.Service
-			return d.mapping(n, p, map[string]fieldFunc{
-				"replicas": d.integer(&s.Replicas),
-				"balancer": func(n *yaml.Node, p string) error {
-					v, err := d.scalar(n, p, "a balancer")
-					if err != nil {
-						return err
-					}
-					i := slices.Index(balancerNames[:], v)
-					if i < 0 {
-						return d.errf(n, p, "want one of %s, got %q", strings.Join(balancerNames[:], ", "), v)
-					}
-					s.Balancer = Balancer(i)
-					return nil
-				},
-				"max_cost":     d.int64v(&s.MaxCost),
-				"static_limit": d.integer(&s.StaticLimit),
-				"strict":       d.boolean(&s.Strict),
-				"max_queue":    d.integer(&s.MaxQueue),
-				"demand_hold":  d.duration(&s.DemandHold),
-				"timeout":      d.duration(&s.Timeout),
-				"retry":        d.retry(&s.Retry),
-
-				"no_deadline_propagation": d.boolean(&s.NoDeadlinePropagation),
-				"deadline_margin":         d.float(&s.DeadlineMargin),
-			})
-		},
-		"upstream": func(n *yaml.Node, p string) error {
-			u := &sc.Upstream
-			return d.mapping(n, p, map[string]fieldFunc{
-				"capacity": d.integer(&u.Capacity),
-				"discipline": func(n *yaml.Node, p string) error {
-					v, err := d.scalar(n, p, "a discipline")
-					if err != nil {
-						return err
-					}
-					i := slices.Index(disciplineNames[:], v)
-					if i < 0 {
-						return d.errf(n, p, "want one of %s, got %q", strings.Join(disciplineNames[:], ", "), v)
-					}
-					u.Discipline = Discipline(i)
-					return nil
-				},
-				"max_in_flight":   d.integer(&u.MaxInFlight),
-				"service_time":    d.dist(&u.ServiceTime, true),
-				"degradation":     d.float(&u.Degradation),
-				"max_degradation": d.float(&u.MaxDegradation),
-				"cost_scaling":    d.float(&u.CostScaling),
-				"cost_ref":        d.float(&u.CostRef),
-				"shared":          d.boolean(&u.Shared),
-				"events": func(n *yaml.Node, p string) error {
-					return d.sequence(n, p, func(n *yaml.Node, p string) error {
-						var ev UpstreamEvent
-						err := d.mapping(n, p, map[string]fieldFunc{
-							"at": d.duration(&ev.At), "for": d.duration(&ev.For), "slowdown": d.float(&ev.Slowdown),
-							"errors": d.float(&ev.Errors), "capacity": d.float(&ev.Capacity), "replicas": d.integer(&ev.Replicas),
-						})
-						u.Events = append(u.Events, ev)
-						return err
-					})
-				},
-			})
-		},
+		"service":  d.service(&sc.Service),
+		"upstream": d.upstream(&sc.Upstream),
 		"policies": d.strList(&sc.Policies),
-		"expect": func(n *yaml.Node, p string) error {
-			return d.sequence(n, p, func(n *yaml.Node, p string) error {
-				x := Expect{Min: math.Inf(-1), Max: math.Inf(1)}
-				bound := func(dst *float64) fieldFunc {
-					return func(n *yaml.Node, p string) error {
-						v, err := d.scalar(n, p, "a number or a duration")
-						if err != nil {
-							return err
-						}
-						if t, err := time.ParseDuration(v); err == nil && strings.ContainsAny(v, "smhµun") {
-							*dst = t.Seconds()
-							return nil
-						}
-						f, err := parseFloat(v)
-						if err != nil {
-							return d.errf(n, p, "want a number or a duration, got %q", v)
-						}
-						*dst = f
-						return nil
-					}
-				}
-				err := d.mapping(n, p, map[string]fieldFunc{
-					"policy": d.str(&x.Policy), "metric": d.str(&x.Metric), "min": bound(&x.Min), "max": bound(&x.Max),
-				})
-				sc.Expect = append(sc.Expect, x)
-				return err
-			})
-		},
+		"expect":   d.expect(&sc.Expect),
 	})
+}
+
+// service decodes the service section: the replicas and the limiter and
+// retries each of them runs.
+func (d *decoder) service(s *Service) fieldFunc {
+	return func(n *yaml.Node, p string) error {
+		return d.mapping(n, p, map[string]fieldFunc{
+			"replicas":     d.integer(&s.Replicas),
+			"balancer":     choice(d, "a balancer", balancerNames[:], &s.Balancer),
+			"max_cost":     d.int64v(&s.MaxCost),
+			"static_limit": d.integer(&s.StaticLimit),
+			"strict":       d.boolean(&s.Strict),
+			"max_queue":    d.integer(&s.MaxQueue),
+			"demand_hold":  d.duration(&s.DemandHold),
+			"timeout":      d.duration(&s.Timeout),
+			"retry":        d.retry(&s.Retry),
+
+			"no_deadline_propagation": d.boolean(&s.NoDeadlinePropagation),
+			"deadline_margin":         d.float(&s.DeadlineMargin),
+		})
+	}
+}
+
+// upstream decodes the upstream section: the shared capacity behind the
+// replicas and the events that change it during the run.
+func (d *decoder) upstream(u *Upstream) fieldFunc {
+	return func(n *yaml.Node, p string) error {
+		return d.mapping(n, p, map[string]fieldFunc{
+			"capacity":        d.integer(&u.Capacity),
+			"discipline":      choice(d, "a discipline", disciplineNames[:], &u.Discipline),
+			"max_in_flight":   d.integer(&u.MaxInFlight),
+			"service_time":    d.dist(&u.ServiceTime, true),
+			"degradation":     d.float(&u.Degradation),
+			"max_degradation": d.float(&u.MaxDegradation),
+			"cost_scaling":    d.float(&u.CostScaling),
+			"cost_ref":        d.float(&u.CostRef),
+			"shared":          d.boolean(&u.Shared),
+			"events": func(n *yaml.Node, p string) error {
+				return d.sequence(n, p, func(n *yaml.Node, p string) error {
+					var ev UpstreamEvent
+					err := d.mapping(n, p, map[string]fieldFunc{
+						"at": d.duration(&ev.At), "for": d.duration(&ev.For), "slowdown": d.float(&ev.Slowdown),
+						"errors": d.float(&ev.Errors), "capacity": d.float(&ev.Capacity), "replicas": d.integer(&ev.Replicas),
+					})
+					u.Events = append(u.Events, ev)
+					return err
+				})
+			},
+		})
+	}
+}
+
+// choice decodes one of names into its index, so that an enumerated
+// field lists its values when given another.
+func choice[T ~uint8](d *decoder, want string, names []string, dst *T) fieldFunc {
+	return func(n *yaml.Node, p string) error {
+		v, err := d.scalar(n, p, want)
+		if err != nil {
+			return err
+		}
+		i := slices.Index(names, v)
+		if i < 0 {
+			return d.errf(n, p, "want one of %s, got %q", strings.Join(names, ", "), v)
+		}
+		*dst = T(i)
+		return nil
+	}
+}
+
+// expect decodes the expectations; a bound left out is infinite, so that
+// an expectation may bound one side only.
+func (d *decoder) expect(dst *[]Expect) fieldFunc {
+	return func(n *yaml.Node, p string) error {
+		return d.sequence(n, p, func(n *yaml.Node, p string) error {
+			x := Expect{Min: math.Inf(-1), Max: math.Inf(1)}
+			err := d.mapping(n, p, map[string]fieldFunc{
+				"policy": d.str(&x.Policy), "metric": d.str(&x.Metric), "min": d.bound(&x.Min), "max": d.bound(&x.Max),
+			})
+			*dst = append(*dst, x)
+			return err
+		})
+	}
+}
+
+// bound decodes a bound of an expectation: a number, or a duration read
+// in seconds, so that a latency bound can be written as one.
+func (d *decoder) bound(dst *float64) fieldFunc {
+	return func(n *yaml.Node, p string) error {
+		v, err := d.scalar(n, p, "a number or a duration")
+		if err != nil {
+			return err
+		}
+		if t, err := time.ParseDuration(v); err == nil && strings.ContainsAny(v, "smhµun") {
+			*dst = t.Seconds()
+			return nil
+		}
+		f, err := parseFloat(v)
+		if err != nil {
+			return d.errf(n, p, "want a number or a duration, got %q", v)
+		}
+		*dst = f
+		return nil
+	}
 }
