@@ -187,82 +187,10 @@ type Transport struct {
 // NewTransport returns a transport configured by cfg, or an error naming
 // the first invalid field.
 func NewTransport(cfg TransportConfig) (*Transport, error) {
-	for _, d := range []struct {
-		name string
-		v    time.Duration
-	}{
-		{"BaseBackoff", cfg.BaseBackoff}, {"MaxBackoff", cfg.MaxBackoff},
-		{"MaxRetryAfter", cfg.MaxRetryAfter}, {"AttemptTimeout", cfg.AttemptTimeout},
-		{"MinAttemptTime", cfg.MinAttemptTime}, {"MaxDrainTime", cfg.MaxDrainTime},
-	} {
-		if d.v < 0 {
-			return nil, fmt.Errorf("%w: TransportConfig.%s must not be negative, got %v", ErrInvalidConfig, d.name, d.v)
-		}
+	if err := cfg.validate(); err != nil {
+		return nil, err
 	}
-	if cfg.MaxAttempts < 0 || cfg.MaxAttempts > maxAttemptsLimit {
-		return nil, fmt.Errorf("%w: TransportConfig.MaxAttempts must be in [0, %d], got %d", ErrInvalidConfig, maxAttemptsLimit, cfg.MaxAttempts)
-	}
-	if cfg.MaxAttempts == 0 {
-		cfg.MaxAttempts = DefaultMaxAttempts
-	}
-	if cfg.BaseBackoff == 0 {
-		cfg.BaseBackoff = DefaultBaseBackoff
-	}
-	if cfg.MaxBackoff == 0 {
-		cfg.MaxBackoff = max(DefaultMaxBackoff, cfg.BaseBackoff)
-	}
-	if cfg.MaxBackoff < cfg.BaseBackoff {
-		return nil, fmt.Errorf("%w: TransportConfig.MaxBackoff (%v) must not be below BaseBackoff (%v)", ErrInvalidConfig, cfg.MaxBackoff, cfg.BaseBackoff)
-	}
-	if cfg.MaxRetryAfter > MaxParsedRetryAfter {
-		return nil, fmt.Errorf("%w: TransportConfig.MaxRetryAfter must be at most %v, got %v", ErrInvalidConfig, MaxParsedRetryAfter, cfg.MaxRetryAfter)
-	}
-	if cfg.MaxRetryAfter == 0 {
-		cfg.MaxRetryAfter = DefaultMaxRetryAfter
-	}
-	if cfg.Inbound > InboundNoRetry {
-		return nil, fmt.Errorf("%w: TransportConfig.Inbound must be one of the InboundPolicy constants, got %d", ErrInvalidConfig, cfg.Inbound)
-	}
-	if cfg.DeadlineHeader != "" && !validHeaderName(cfg.DeadlineHeader) {
-		return nil, fmt.Errorf("%w: TransportConfig.DeadlineHeader is not a valid header name: %q", ErrInvalidConfig, cfg.DeadlineHeader)
-	}
-	if cfg.NoBudget && (cfg.Budget != nil || cfg.BudgetFor != nil) {
-		return nil, fmt.Errorf("%w: TransportConfig.NoBudget contradicts Budget and BudgetFor", ErrInvalidConfig)
-	}
-	if cfg.MaxDrainBytes == 0 {
-		cfg.MaxDrainBytes = DefaultMaxDrainBytes
-	}
-	if cfg.MaxDrainTime == 0 {
-		cfg.MaxDrainTime = DefaultMaxDrainTime
-	}
-	if cfg.Name == "" {
-		cfg.Name = "default"
-	}
-	if cfg.Base == nil {
-		cfg.Base = http.DefaultTransport
-	}
-	if !cfg.NoBudget && cfg.Budget == nil {
-		cfg.Budget = Default()
-	}
-	if cfg.Sleep == nil {
-		cfg.Sleep = sleepContext
-	}
-	if cfg.Rand == nil {
-		cfg.Rand = rand.Float64
-	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
-	if cfg.TracerProvider == nil {
-		cfg.TracerProvider = otel.GetTracerProvider()
-	}
-	if cfg.MeterProvider == nil {
-		cfg.MeterProvider = otel.GetMeterProvider()
-	}
-	if cfg.Propagator == nil {
-		cfg.Propagator = otel.GetTextMapPropagator()
-	}
-
+	cfg.setDefaults()
 	meter := cfg.MeterProvider.Meter(instrumentationName)
 	inst, err := newInstruments(meter, cfg.Name)
 	if err != nil {
@@ -304,6 +232,94 @@ func NewTransport(cfg TransportConfig) (*Transport, error) {
 		propagator:     cfg.Propagator,
 		inst:           inst,
 	}, nil
+}
+
+// validate returns an error naming the first invalid field, so that a
+// misconfigured transport fails at construction rather than on a request.
+// It fills in the backoff defaults before comparing them: MaxBackoff is
+// checked against the BaseBackoff in effect.
+func (cfg *TransportConfig) validate() error {
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{
+		{"BaseBackoff", cfg.BaseBackoff}, {"MaxBackoff", cfg.MaxBackoff},
+		{"MaxRetryAfter", cfg.MaxRetryAfter}, {"AttemptTimeout", cfg.AttemptTimeout},
+		{"MinAttemptTime", cfg.MinAttemptTime}, {"MaxDrainTime", cfg.MaxDrainTime},
+	} {
+		if d.v < 0 {
+			return fmt.Errorf("%w: TransportConfig.%s must not be negative, got %v", ErrInvalidConfig, d.name, d.v)
+		}
+	}
+	if cfg.MaxAttempts < 0 || cfg.MaxAttempts > maxAttemptsLimit {
+		return fmt.Errorf("%w: TransportConfig.MaxAttempts must be in [0, %d], got %d", ErrInvalidConfig, maxAttemptsLimit, cfg.MaxAttempts)
+	}
+	if cfg.BaseBackoff == 0 {
+		cfg.BaseBackoff = DefaultBaseBackoff
+	}
+	if cfg.MaxBackoff == 0 {
+		cfg.MaxBackoff = max(DefaultMaxBackoff, cfg.BaseBackoff)
+	}
+	if cfg.MaxBackoff < cfg.BaseBackoff {
+		return fmt.Errorf("%w: TransportConfig.MaxBackoff (%v) must not be below BaseBackoff (%v)", ErrInvalidConfig, cfg.MaxBackoff, cfg.BaseBackoff)
+	}
+	if cfg.MaxRetryAfter > MaxParsedRetryAfter {
+		return fmt.Errorf("%w: TransportConfig.MaxRetryAfter must be at most %v, got %v", ErrInvalidConfig, MaxParsedRetryAfter, cfg.MaxRetryAfter)
+	}
+	if cfg.Inbound > InboundNoRetry {
+		return fmt.Errorf("%w: TransportConfig.Inbound must be one of the InboundPolicy constants, got %d", ErrInvalidConfig, cfg.Inbound)
+	}
+	if cfg.DeadlineHeader != "" && !validHeaderName(cfg.DeadlineHeader) {
+		return fmt.Errorf("%w: TransportConfig.DeadlineHeader is not a valid header name: %q", ErrInvalidConfig, cfg.DeadlineHeader)
+	}
+	if cfg.NoBudget && (cfg.Budget != nil || cfg.BudgetFor != nil) {
+		return fmt.Errorf("%w: TransportConfig.NoBudget contradicts Budget and BudgetFor", ErrInvalidConfig)
+	}
+	return nil
+}
+
+// setDefaults fills in the zero fields of a valid config, so that the
+// transport never checks for a missing dependency on the request path.
+func (cfg *TransportConfig) setDefaults() {
+	if cfg.MaxAttempts == 0 {
+		cfg.MaxAttempts = DefaultMaxAttempts
+	}
+	if cfg.MaxRetryAfter == 0 {
+		cfg.MaxRetryAfter = DefaultMaxRetryAfter
+	}
+	if cfg.MaxDrainBytes == 0 {
+		cfg.MaxDrainBytes = DefaultMaxDrainBytes
+	}
+	if cfg.MaxDrainTime == 0 {
+		cfg.MaxDrainTime = DefaultMaxDrainTime
+	}
+	if cfg.Name == "" {
+		cfg.Name = "default"
+	}
+	if cfg.Base == nil {
+		cfg.Base = http.DefaultTransport
+	}
+	if !cfg.NoBudget && cfg.Budget == nil {
+		cfg.Budget = Default()
+	}
+	if cfg.Sleep == nil {
+		cfg.Sleep = sleepContext
+	}
+	if cfg.Rand == nil {
+		cfg.Rand = rand.Float64
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.TracerProvider == nil {
+		cfg.TracerProvider = otel.GetTracerProvider()
+	}
+	if cfg.MeterProvider == nil {
+		cfg.MeterProvider = otel.GetMeterProvider()
+	}
+	if cfg.Propagator == nil {
+		cfg.Propagator = otel.GetTextMapPropagator()
+	}
 }
 
 func sleepContext(ctx context.Context, d time.Duration) error {
@@ -462,21 +478,16 @@ func (rt *roundTrip) deny(reason Reason) {
 	}
 }
 
+// run sends the attempts of the logical request until one is final.
 func (rt *roundTrip) run(now time.Time) (*http.Response, error) {
 	t, req := rt.t, rt.req
 	if err := rt.ctx.Err(); err != nil {
 		closeRequestBody(req)
 		return nil, err
 	}
-	if dl, ok := rt.ctx.Deadline(); ok && t.minAttemptTime > 0 && dl.Sub(now) < t.minAttemptTime {
-		closeRequestBody(req)
-		rt.deny(ReasonDeadline)
-		return nil, &RetryError{Reason: ReasonDeadline}
-	}
 	if reason := rt.begin(now); reason != ReasonNone {
 		closeRequestBody(req)
-		rt.deny(reason)
-		return nil, &RetryError{Reason: reason}
+		return rt.giveUp(reason, 0, nil, nil)
 	}
 	canRetry := replayable(req, rt.method)
 	body := req.Body // the body of the next attempt
@@ -500,14 +511,7 @@ func (rt *roundTrip) run(now time.Time) (*http.Response, error) {
 		if resp != nil {
 			status = resp.StatusCode
 		}
-		noRetry := resp != nil && hasValue(resp.Header, NoRetryHeader)
-		callerDone := err != nil && rt.ctx.Err() != nil
-		if rt.done != nil {
-			rt.outcome = breakerOutcome(resp, err, callerDone)
-		}
-		retryable := !callerDone && (err != nil || status == http.StatusTooManyRequests ||
-			status == http.StatusBadGateway || status == http.StatusServiceUnavailable ||
-			status == http.StatusGatewayTimeout)
+		noRetry, retryable := rt.classify(resp, err, status)
 		if rt.throttle == nil && (!retryable || !canRetry) {
 			return resp, err // the common success path reads the clock once
 		}
@@ -534,32 +538,22 @@ func (rt *roundTrip) run(now time.Time) (*http.Response, error) {
 		}
 		if reason != ReasonNone {
 			closeBody(body)
-			rt.deny(reason)
-			if resp != nil {
-				return resp, nil
-			}
-			return nil, &RetryError{Reason: reason, Attempts: n, Err: err}
+			return rt.giveUp(reason, n, resp, err)
 		}
-
-		if resp != nil {
-			t.discard(resp)
-		}
-		if rt.rec {
-			rt.span.AddEvent(eventBackoff, trace.WithAttributes(
-				attrAttempt.Int(n+1), attrDelay.Float64(wait.Seconds())))
-		}
-		rt.waited += wait
-		if serr := t.sleep(rt.ctx, wait); serr != nil {
-			closeBody(body)
+		if serr := rt.wait(n, resp, body, wait); serr != nil {
 			return nil, serr
 		}
 		now = t.now()
 	}
 }
 
-// begin lets the first attempt through the breaker, which counts the
-// logical request from then on, and the throttle.
+// begin lets the first attempt go if it fits before the caller's
+// deadline, then through the breaker, which counts the logical request
+// from then on, and the throttle.
 func (rt *roundTrip) begin(now time.Time) Reason {
+	if dl, ok := rt.ctx.Deadline(); ok && rt.t.minAttemptTime > 0 && dl.Sub(now) < rt.t.minAttemptTime {
+		return ReasonDeadline
+	}
 	if rt.br != nil {
 		done, err := rt.br.Allow()
 		if err != nil {
@@ -571,6 +565,53 @@ func (rt *roundTrip) begin(now time.Time) Reason {
 		return ReasonThrottle // nothing sent: rt.outcome stays excluded
 	}
 	return ReasonNone
+}
+
+// classify reads an attempt's outcome: whether the server asked not to be
+// retried and whether a retry could help at all (not when the caller is
+// gone). It keeps the outcome for the breaker too, which hears only the
+// last attempt's.
+func (rt *roundTrip) classify(resp *http.Response, err error, status int) (noRetry, retryable bool) {
+	noRetry = resp != nil && hasValue(resp.Header, NoRetryHeader)
+	callerDone := err != nil && rt.ctx.Err() != nil
+	if rt.done != nil {
+		rt.outcome = breakerOutcome(resp, err, callerDone)
+	}
+	retryable = !callerDone && (err != nil || status == http.StatusTooManyRequests ||
+		status == http.StatusBadGateway || status == http.StatusServiceUnavailable ||
+		status == http.StatusGatewayTimeout)
+	return noRetry, retryable
+}
+
+// giveUp ends the logical request after n attempts without retrying, for
+// reason: the caller gets the last response as it is, so that it sees
+// what the server said, or else a RetryError saying why there was no
+// retry.
+func (rt *roundTrip) giveUp(reason Reason, n int, resp *http.Response, err error) (*http.Response, error) {
+	rt.deny(reason)
+	if resp != nil {
+		return resp, nil
+	}
+	return nil, &RetryError{Reason: reason, Attempts: n, Err: err}
+}
+
+// wait discards the response being retried, so that its connection can
+// be reused, then waits before attempt n+1. The caller leaving ends the
+// wait with its context's error, which ends the request.
+func (rt *roundTrip) wait(n int, resp *http.Response, body io.ReadCloser, d time.Duration) error {
+	if resp != nil {
+		rt.t.discard(resp)
+	}
+	if rt.rec {
+		rt.span.AddEvent(eventBackoff, trace.WithAttributes(
+			attrAttempt.Int(n+1), attrDelay.Float64(d.Seconds())))
+	}
+	rt.waited += d
+	if err := rt.t.sleep(rt.ctx, d); err != nil {
+		closeBody(body)
+		return err
+	}
+	return nil
 }
 
 // decide applies the rules that do not consume anything, and returns the

@@ -188,88 +188,17 @@ func configError(field, format string, args ...any) error {
 	return fmt.Errorf("%w: %s: %s", ErrInvalidConfig, field, fmt.Sprintf(format, args...))
 }
 
-// validate checks c and returns a copy with defaults filled in.
+// validate checks c and returns a copy with defaults filled in, or an
+// error naming the first field found invalid.
 func (c Config) validate() (Config, error) {
-	if c.Source == nil {
-		if c.Limit <= 0 {
-			return c, configError("Limit", "must be > 0 when Source is nil, got %d", c.Limit)
-		}
-		if c.Limit > MaxLimit {
-			return c, configError("Limit", "must be <= %d, got %d", MaxLimit, c.Limit)
-		}
-	} else if c.Limit != 0 {
-		return c, configError("Limit", "must be 0 when Source is set (the source supplies the limit)")
+	if err := c.limitConfig(); err != nil {
+		return c, err
 	}
-	if c.MaxCost < 0 || c.MaxCost > MaxTotalCost {
-		return c, configError("MaxCost", "must be in [0, %d], got %d", int64(MaxTotalCost), c.MaxCost)
+	if err := c.classConfig(); err != nil {
+		return c, err
 	}
-	if len(c.Classes) == 0 {
-		c.Classes = []ClassConfig{{Name: "default"}}
-	} else {
-		c.Classes = append([]ClassConfig(nil), c.Classes...)
-	}
-	if len(c.Classes) > MaxClasses {
-		return c, configError("Classes", "at most %d classes, got %d", MaxClasses, len(c.Classes))
-	}
-	seen := make(map[string]bool, len(c.Classes))
-	share := 0.0
-	queue := 0
-	for i, cl := range c.Classes {
-		field := fmt.Sprintf("Classes[%d]", i)
-		if cl.Name == "" {
-			return c, configError(field+".Name", "must not be empty")
-		}
-		if seen[cl.Name] {
-			return c, configError(field+".Name", "duplicate class %q", cl.Name)
-		}
-		seen[cl.Name] = true
-		if math.IsNaN(cl.Protected) || cl.Protected < 0 || cl.Protected > 1 {
-			return c, configError(field+".Protected", "must be in [0, 1], got %v", cl.Protected)
-		}
-		share += cl.Protected
-		if cl.QueueDepth < 0 {
-			return c, configError(field+".QueueDepth", "must be >= 0, got %d", cl.QueueDepth)
-		}
-		if cl.MaxWait < 0 {
-			return c, configError(field+".MaxWait", "must be >= 0, got %v", cl.MaxWait)
-		}
-		if cl.QueueDepth > 0 && cl.MaxWait == 0 {
-			return c, configError(field+".MaxWait", "a queue needs a maximum wait (QueueDepth is %d)", cl.QueueDepth)
-		}
-		if cl.QueueDepth == 0 && cl.MaxWait > 0 {
-			return c, configError(field+".QueueDepth", "must be > 0 when MaxWait is set")
-		}
-		queue += cl.QueueDepth
-	}
-	if share > 1+1e-9 {
-		return c, configError("Classes", "protected shares sum to %.3f, more than 1", share)
-	}
-	if c.MaxQueue < 0 {
-		return c, configError("MaxQueue", "must be >= 0, got %d", c.MaxQueue)
-	}
-	if c.MaxQueue == 0 {
-		c.MaxQueue = queue
-	}
-	if c.DemandHold < 0 {
-		return c, configError("DemandHold", "must be >= 0, got %v", c.DemandHold)
-	}
-	if c.DemandHold == 0 {
-		c.DemandHold = DefaultDemandHold
-	}
-	if c.RetryAfterMin < 0 || c.RetryAfterMin > MaxRetryAfter {
-		return c, configError("RetryAfterMin", "must be in [0, %v], got %v", MaxRetryAfter, c.RetryAfterMin)
-	}
-	if c.RetryAfterMin == 0 {
-		c.RetryAfterMin = DefaultRetryAfterMin
-	}
-	if c.RetryAfterMax == 0 {
-		c.RetryAfterMax = max(DefaultRetryAfterMax, c.RetryAfterMin)
-	}
-	if c.RetryAfterMax < c.RetryAfterMin {
-		return c, configError("RetryAfterMax", "must be >= RetryAfterMin (%v), got %v", c.RetryAfterMin, c.RetryAfterMax)
-	}
-	if c.RetryAfterMax > MaxRetryAfter {
-		return c, configError("RetryAfterMax", "must be <= %v, got %v", MaxRetryAfter, c.RetryAfterMax)
+	if err := c.retryAfterConfig(); err != nil {
+		return c, err
 	}
 	if math.IsNaN(c.MaxSamplesPerSecond) {
 		return c, configError("MaxSamplesPerSecond", "must be a number")
@@ -284,4 +213,115 @@ func (c Config) validate() (Config, error) {
 		c.Clock = time.Now
 	}
 	return c, nil
+}
+
+// limitConfig checks the capacity: exactly one of Limit and Source, and a
+// cost budget that fits the packed in-flight state.
+func (c *Config) limitConfig() error {
+	if c.Source == nil {
+		if c.Limit <= 0 {
+			return configError("Limit", "must be > 0 when Source is nil, got %d", c.Limit)
+		}
+		if c.Limit > MaxLimit {
+			return configError("Limit", "must be <= %d, got %d", MaxLimit, c.Limit)
+		}
+	} else if c.Limit != 0 {
+		return configError("Limit", "must be 0 when Source is set (the source supplies the limit)")
+	}
+	if c.MaxCost < 0 || c.MaxCost > MaxTotalCost {
+		return configError("MaxCost", "must be in [0, %d], got %d", int64(MaxTotalCost), c.MaxCost)
+	}
+	return nil
+}
+
+// classConfig checks the classes and what governs how they share the
+// limit: the queue bound, which defaults to the sum of their queues, and
+// the demand hold. It copies Classes so that the caller's slice can change
+// after New without reaching the limiter.
+func (c *Config) classConfig() error {
+	if len(c.Classes) == 0 {
+		c.Classes = []ClassConfig{{Name: "default"}}
+	} else {
+		c.Classes = append([]ClassConfig(nil), c.Classes...)
+	}
+	if len(c.Classes) > MaxClasses {
+		return configError("Classes", "at most %d classes, got %d", MaxClasses, len(c.Classes))
+	}
+	seen := make(map[string]bool, len(c.Classes))
+	share := 0.0
+	queue := 0
+	for i, cl := range c.Classes {
+		field := fmt.Sprintf("Classes[%d]", i)
+		if cl.Name == "" {
+			return configError(field+".Name", "must not be empty")
+		}
+		if seen[cl.Name] {
+			return configError(field+".Name", "duplicate class %q", cl.Name)
+		}
+		seen[cl.Name] = true
+		if err := cl.validate(field); err != nil {
+			return err
+		}
+		share += cl.Protected
+		queue += cl.QueueDepth
+	}
+	if share > 1+1e-9 {
+		return configError("Classes", "protected shares sum to %.3f, more than 1", share)
+	}
+	if c.MaxQueue < 0 {
+		return configError("MaxQueue", "must be >= 0, got %d", c.MaxQueue)
+	}
+	if c.MaxQueue == 0 {
+		c.MaxQueue = queue
+	}
+	if c.DemandHold < 0 {
+		return configError("DemandHold", "must be >= 0, got %v", c.DemandHold)
+	}
+	if c.DemandHold == 0 {
+		c.DemandHold = DefaultDemandHold
+	}
+	return nil
+}
+
+// validate checks the share and the queue of one class, named field in
+// the error: a queue needs a bound on its wait, and a wait needs a queue.
+func (cl ClassConfig) validate(field string) error {
+	if math.IsNaN(cl.Protected) || cl.Protected < 0 || cl.Protected > 1 {
+		return configError(field+".Protected", "must be in [0, 1], got %v", cl.Protected)
+	}
+	if cl.QueueDepth < 0 {
+		return configError(field+".QueueDepth", "must be >= 0, got %d", cl.QueueDepth)
+	}
+	if cl.MaxWait < 0 {
+		return configError(field+".MaxWait", "must be >= 0, got %v", cl.MaxWait)
+	}
+	if cl.QueueDepth > 0 && cl.MaxWait == 0 {
+		return configError(field+".MaxWait", "a queue needs a maximum wait (QueueDepth is %d)", cl.QueueDepth)
+	}
+	if cl.QueueDepth == 0 && cl.MaxWait > 0 {
+		return configError(field+".QueueDepth", "must be > 0 when MaxWait is set")
+	}
+	return nil
+}
+
+// retryAfterConfig checks the Retry-After bounds. It fills in
+// RetryAfterMin first: RetryAfterMax's default and check depend on the
+// minimum in effect.
+func (c *Config) retryAfterConfig() error {
+	if c.RetryAfterMin < 0 || c.RetryAfterMin > MaxRetryAfter {
+		return configError("RetryAfterMin", "must be in [0, %v], got %v", MaxRetryAfter, c.RetryAfterMin)
+	}
+	if c.RetryAfterMin == 0 {
+		c.RetryAfterMin = DefaultRetryAfterMin
+	}
+	if c.RetryAfterMax == 0 {
+		c.RetryAfterMax = max(DefaultRetryAfterMax, c.RetryAfterMin)
+	}
+	if c.RetryAfterMax < c.RetryAfterMin {
+		return configError("RetryAfterMax", "must be >= RetryAfterMin (%v), got %v", c.RetryAfterMin, c.RetryAfterMax)
+	}
+	if c.RetryAfterMax > MaxRetryAfter {
+		return configError("RetryAfterMax", "must be <= %v, got %v", MaxRetryAfter, c.RetryAfterMax)
+	}
+	return nil
 }

@@ -194,24 +194,47 @@ func newEngine(sc *Scenario, p Policy, seed uint64) (*engine, error) {
 	e.rec.init(sc)
 	e.lbRng = newStream(seed, "balancer")
 	e.nowLane = e.h.newLane()
-	newCaller := func(r Retry, timeout time.Duration, name string) (*caller, error) {
-		c := &caller{retry: r, attemptTimeout: int64(timeout), rng: newStream(seed, "retry/"+name), timers: e.h.newLane()}
-		if b := r.Budget; b != nil {
-			var err error
-			c.budget, err = retrybudget.NewBudget(retrybudget.BudgetConfig{Name: name, TTL: b.TTL, RetryRatio: b.Ratio, MinRetriesPerSecond: b.MinPerSecond})
-			if err != nil {
-				return nil, fmt.Errorf("%s budget: %w", name, err)
-			}
-		}
-		if t := r.Throttle; t != nil {
-			var err error
-			c.throttle, err = retrybudget.NewThrottle(retrybudget.ThrottleConfig{K: t.K, Window: t.Window})
-			if err != nil {
-				return nil, fmt.Errorf("%s throttle: %w", name, err)
-			}
-		}
-		return c, nil
+	shedClasses, err := e.initClasses(seed)
+	if err != nil {
+		return nil, err
 	}
+	if g := sc.Gateway; g != nil {
+		if e.gateway, err = e.newCaller(g.Retry, g.Timeout, "gateway", seed); err != nil {
+			return nil, err
+		}
+	}
+	if err := e.initReplicas(p, shedClasses, seed); err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
+// newCaller builds the retry state of one calling layer. Its random
+// stream is named after it, so that adding a caller leaves the others'
+// draws as they were.
+func (e *engine) newCaller(r Retry, timeout time.Duration, name string, seed uint64) (*caller, error) {
+	c := &caller{retry: r, attemptTimeout: int64(timeout), rng: newStream(seed, "retry/"+name), timers: e.h.newLane()}
+	if b := r.Budget; b != nil {
+		var err error
+		c.budget, err = retrybudget.NewBudget(retrybudget.BudgetConfig{Name: name, TTL: b.TTL, RetryRatio: b.Ratio, MinRetriesPerSecond: b.MinPerSecond})
+		if err != nil {
+			return nil, fmt.Errorf("%s budget: %w", name, err)
+		}
+	}
+	if t := r.Throttle; t != nil {
+		var err error
+		c.throttle, err = retrybudget.NewThrottle(retrybudget.ThrottleConfig{K: t.K, Window: t.Window})
+		if err != nil {
+			return nil, fmt.Errorf("%s throttle: %w", name, err)
+		}
+	}
+	return c, nil
+}
+
+// initClasses sets up the clients of each class, and returns the classes
+// as the limiters see them, built once since every replica shares them.
+func (e *engine) initClasses(seed uint64) ([]shed.ClassConfig, error) {
+	sc := e.sc
 	e.classes = make([]classRT, len(sc.Classes))
 	shedClasses := make([]shed.ClassConfig, len(sc.Classes))
 	for i := range sc.Classes {
@@ -225,17 +248,18 @@ func newEngine(sc *Scenario, p Policy, seed uint64) (*engine, error) {
 		rt.thinkRng = newStream(seed, "think/"+cl.Name)
 		rt.expiries = e.h.newLane()
 		var err error
-		if rt.call, err = newCaller(cl.Retry, cl.AttemptTimeout, "client/"+cl.Name); err != nil {
+		if rt.call, err = e.newCaller(cl.Retry, cl.AttemptTimeout, "client/"+cl.Name, seed); err != nil {
 			return nil, err
 		}
 		shedClasses[i] = shed.ClassConfig{Name: cl.Name, Protected: cl.Protected, QueueDepth: cl.Queue, MaxWait: cl.MaxWait, LIFO: cl.LIFO}
 	}
-	if g := sc.Gateway; g != nil {
-		var err error
-		if e.gateway, err = newCaller(g.Retry, g.Timeout, "gateway"); err != nil {
-			return nil, err
-		}
-	}
+	return shedClasses, nil
+}
+
+// initReplicas sets up the upstreams (one shared, or one per replica) and
+// the replicas, each with the limiter policy p builds for it.
+func (e *engine) initReplicas(p Policy, shedClasses []shed.ClassConfig, seed uint64) error {
+	sc := e.sc
 	nUp := sc.Service.Replicas
 	if sc.Upstream.Shared {
 		nUp = 1
@@ -259,21 +283,21 @@ func newEngine(sc *Scenario, p Policy, seed uint64) (*engine, error) {
 		}
 		lim, src, err := p.NewLimiter(PolicyEnv{Scenario: sc, Replica: i, Config: cfg, Seed: seed ^ uint64(i+1)*0x9e3779b97f4a7c15})
 		if err != nil {
-			return nil, fmt.Errorf("policy %s: replica %d: %w", p.Name(), i, err)
+			return fmt.Errorf("policy %s: replica %d: %w", p.Name(), i, err)
 		}
 		if lim == nil {
-			return nil, fmt.Errorf("policy %s: replica %d: nil limiter", p.Name(), i)
+			return fmt.Errorf("policy %s: replica %d: nil limiter", p.Name(), i)
 		}
 		r.lim, r.src = lim, src
-		if r.call, err = newCaller(sc.Service.Retry, sc.Service.Timeout, fmt.Sprintf("service/%d", i)); err != nil {
-			return nil, err
+		if r.call, err = e.newCaller(sc.Service.Retry, sc.Service.Timeout, fmt.Sprintf("service/%d", i), seed); err != nil {
+			return err
 		}
 		r.up = e.ups[0]
 		if !sc.Upstream.Shared {
 			r.up = e.ups[i]
 		}
 	}
-	return e, nil
+	return nil
 }
 
 func (e *engine) schedule(at int64, kind evKind, t *task, arg int32) {

@@ -231,96 +231,119 @@ func (r *paramReader) window(w *limits.WindowConfig) {
 
 var windowParams = []string{"window", "min_samples", "quantile"}
 
+// The built-in policies, registered first so that PolicyNames lists them
+// before any a program adds.
 func init() {
 	RegisterPolicy("none", "no admission control: every request is admitted (a limiter with shed.MaxLimit and no cost budget)", nil,
-		func(map[string]string) (Policy, error) {
-			return PolicyFunc("none", func(env PolicyEnv) (*shed.Limiter, shed.LimitSource, error) {
-				cfg := env.Config
-				cfg.Limit, cfg.MaxCost, cfg.DeadlineMargin = shed.MaxLimit, 0, 0
-				l, err := shed.New(cfg)
-				return l, nil, err
-			}), nil
-		})
+		nonePolicy)
 	RegisterPolicy("static", "a fixed limit per replica: limit=N, default service.static_limit or the upstream's capacity", []string{"limit"},
-		func(p map[string]string) (Policy, error) {
-			r := paramReader{policy: "static", p: p}
-			n := 0
-			r.int("limit", &n)
-			if r.err != nil {
-				return nil, r.err
-			}
-			if n < 0 || n > shed.MaxLimit {
-				return nil, fmt.Errorf("policy static: limit must be in [1, %d], got %d", shed.MaxLimit, n)
-			}
-			return PolicyFunc(CanonicalPolicyName("static", p), func(env PolicyEnv) (*shed.Limiter, shed.LimitSource, error) {
-				cfg := env.Config
-				cfg.Limit = n
-				if n == 0 {
-					cfg.Limit = env.Scenario.Service.StaticLimit
-					if cfg.Limit == 0 {
-						cfg.Limit = env.Scenario.Upstream.Capacity
-					}
-				}
-				l, err := shed.New(cfg)
-				return l, nil, err
-			}), nil
-		})
+		staticPolicy)
 	RegisterPolicy("shedkit-gradient", "shedkit limits.Gradient (defaults of limits.GradientConfig)",
 		append([]string{"initial", "min", "max", "tolerance", "significance", "smoothing", "growth", "backoff", "ceiling", "drop_tolerance", "min_utilization", "relearn", "baseline"}, windowParams...),
-		func(p map[string]string) (Policy, error) {
-			r := paramReader{policy: "shedkit-gradient", p: p}
-			var c limits.GradientConfig
-			r.int("initial", &c.InitialLimit)
-			r.int("min", &c.MinLimit)
-			r.int("max", &c.MaxLimit)
-			r.float("tolerance", &c.Tolerance)
-			r.float("significance", &c.Significance)
-			r.float("smoothing", &c.Smoothing)
-			r.float("growth", &c.Growth)
-			r.float("backoff", &c.Backoff)
-			r.duration("ceiling", &c.LatencyCeiling)
-			r.float("drop_tolerance", &c.DropTolerance)
-			r.float("min_utilization", &c.MinUtilization)
-			r.int("relearn", &c.RelearnWindows)
-			r.int("baseline", &c.BaselineWindows)
-			r.window(&c.Window)
-			if r.err != nil {
-				return nil, r.err
-			}
-			if _, err := limits.NewGradient(c); err != nil {
-				return nil, fmt.Errorf("policy shedkit-gradient: %w", err)
-			}
-			return sourcePolicy(CanonicalPolicyName("shedkit-gradient", p), func() (shed.LimitSource, error) { return limits.NewGradient(c) }), nil
-		})
+		gradientPolicy)
 	RegisterPolicy("shedkit-aimd", "shedkit limits.AIMD (defaults of limits.AIMDConfig: drops and a latency learned from its baseline; threshold=-1ms for drops only)",
 		append([]string{"initial", "min", "max", "increase", "backoff", "threshold", "tolerance", "drop_tolerance", "min_utilization"}, windowParams...),
-		func(p map[string]string) (Policy, error) {
-			r := paramReader{policy: "shedkit-aimd", p: p}
-			var c limits.AIMDConfig
-			r.int("initial", &c.InitialLimit)
-			r.int("min", &c.MinLimit)
-			r.int("max", &c.MaxLimit)
-			r.int("increase", &c.Increase)
-			r.float("backoff", &c.Backoff)
-			r.duration("threshold", &c.LatencyThreshold)
-			r.float("tolerance", &c.LatencyTolerance)
-			r.float("drop_tolerance", &c.DropTolerance)
-			r.float("min_utilization", &c.MinUtilization)
-			r.window(&c.Window)
-			if r.err != nil {
-				return nil, r.err
-			}
-			if _, err := limits.NewAIMD(c); err != nil {
-				return nil, fmt.Errorf("policy shedkit-aimd: %w", err)
-			}
-			return sourcePolicy(CanonicalPolicyName("shedkit-aimd", p), func() (shed.LimitSource, error) { return limits.NewAIMD(c) }), nil
-		})
+		aimdPolicy)
 	gclPolicy("gcl-gradient2", "go-concurrency-limits Gradient2 through limits/gcl (1 s windows of >= 100 samples, min rtt), default tuning except initial=N (default 20), min=N (20), max=N (200, or initial or min if higher)",
 		[]string{"initial", "min", "max"}, gcl.NewGradient2Tuned)
 	gclPolicy("gcl-vegas", "go-concurrency-limits Vegas, default tuning except that its probe (drawn from math/rand's global source) is off, so runs are reproducible; initial=N (default 20), max=N (1000, or initial if higher)",
 		[]string{"initial", "max"}, newVegas)
 	gclPolicy("gcl-aimd", "go-concurrency-limits AIMD through limits/gcl, default tuning; initial=N (default 10), max=N (default none; applied by limits/gcl, as the library's AIMD has none)",
 		[]string{"initial", "max"}, gcl.NewAIMDTuned)
+}
+
+// nonePolicy admits everything, through a limiter all the same, so that
+// the baseline pays the same admission costs as the others.
+func nonePolicy(map[string]string) (Policy, error) {
+	return PolicyFunc("none", func(env PolicyEnv) (*shed.Limiter, shed.LimitSource, error) {
+		cfg := env.Config
+		cfg.Limit, cfg.MaxCost, cfg.DeadlineMargin = shed.MaxLimit, 0, 0
+		l, err := shed.New(cfg)
+		return l, nil, err
+	}), nil
+}
+
+// staticPolicy is a fixed limit; without one it takes the scenario's, or
+// else the upstream's capacity, so that it is the well-tuned static
+// limit the adaptive ones are compared with.
+func staticPolicy(p map[string]string) (Policy, error) {
+	r := paramReader{policy: "static", p: p}
+	n := 0
+	r.int("limit", &n)
+	if r.err != nil {
+		return nil, r.err
+	}
+	if n < 0 || n > shed.MaxLimit {
+		return nil, fmt.Errorf("policy static: limit must be in [1, %d], got %d", shed.MaxLimit, n)
+	}
+	return PolicyFunc(CanonicalPolicyName("static", p), func(env PolicyEnv) (*shed.Limiter, shed.LimitSource, error) {
+		cfg := env.Config
+		cfg.Limit = n
+		if n == 0 {
+			cfg.Limit = env.Scenario.Service.StaticLimit
+			if cfg.Limit == 0 {
+				cfg.Limit = env.Scenario.Upstream.Capacity
+			}
+		}
+		l, err := shed.New(cfg)
+		return l, nil, err
+	}), nil
+}
+
+// gradientPolicy is shedkit's limits.Gradient, each of whose fields is a
+// parameter.
+func gradientPolicy(p map[string]string) (Policy, error) {
+	r := paramReader{policy: "shedkit-gradient", p: p}
+	var c limits.GradientConfig
+	r.int("initial", &c.InitialLimit)
+	r.int("min", &c.MinLimit)
+	r.int("max", &c.MaxLimit)
+	r.float("tolerance", &c.Tolerance)
+	r.float("significance", &c.Significance)
+	r.float("smoothing", &c.Smoothing)
+	r.float("growth", &c.Growth)
+	r.float("backoff", &c.Backoff)
+	r.duration("ceiling", &c.LatencyCeiling)
+	r.float("drop_tolerance", &c.DropTolerance)
+	r.float("min_utilization", &c.MinUtilization)
+	r.int("relearn", &c.RelearnWindows)
+	r.int("baseline", &c.BaselineWindows)
+	r.window(&c.Window)
+	if r.err != nil {
+		return nil, r.err
+	}
+	return checkedSource("shedkit-gradient", p, c, limits.NewGradient)
+}
+
+// aimdPolicy is shedkit's limits.AIMD, each of whose fields is a
+// parameter.
+func aimdPolicy(p map[string]string) (Policy, error) {
+	r := paramReader{policy: "shedkit-aimd", p: p}
+	var c limits.AIMDConfig
+	r.int("initial", &c.InitialLimit)
+	r.int("min", &c.MinLimit)
+	r.int("max", &c.MaxLimit)
+	r.int("increase", &c.Increase)
+	r.float("backoff", &c.Backoff)
+	r.duration("threshold", &c.LatencyThreshold)
+	r.float("tolerance", &c.LatencyTolerance)
+	r.float("drop_tolerance", &c.DropTolerance)
+	r.float("min_utilization", &c.MinUtilization)
+	r.window(&c.Window)
+	if r.err != nil {
+		return nil, r.err
+	}
+	return checkedSource("shedkit-aimd", p, c, limits.NewAIMD)
+}
+
+// checkedSource returns the policy named name of a source built from c by
+// build, after building one, so that a bad parameter fails at parse
+// rather than per replica.
+func checkedSource[C any, S shed.LimitSource](name string, p map[string]string, c C, build func(C) (S, error)) (Policy, error) {
+	if _, err := build(c); err != nil {
+		return nil, fmt.Errorf("policy %s: %w", name, err)
+	}
+	return sourcePolicy(CanonicalPolicyName(name, p), func() (shed.LimitSource, error) { return build(c) }), nil
 }
 
 // gclPolicy registers a go-concurrency-limits algorithm. tuning lists the

@@ -387,121 +387,164 @@ func (s *Scenario) normalize() (*Scenario, error) {
 	if c.Name == "" {
 		return nil, fieldErr("name", "must not be empty")
 	}
-	if c.Duration <= 0 {
-		return nil, fieldErr("duration", "must be > 0, got %v", c.Duration)
+	// Each step checks and fills in c, the copy; later steps rely on the
+	// defaults of earlier ones (the trigger on the timing and the events).
+	for _, step := range []func() error{
+		c.normalizeTimes, c.normalizeClasses, c.normalizeServers,
+		c.normalizeTrigger, c.checkExpect, c.checkWork,
+	} {
+		if err := step(); err != nil {
+			return nil, err
+		}
 	}
-	if c.Interval < 0 {
-		return nil, fieldErr("interval", "must be >= 0, got %v", c.Interval)
+	return &c, nil
+}
+
+// normalizeTimes checks the run's length and its divisions, whose
+// defaults depend on the duration.
+func (s *Scenario) normalizeTimes() error {
+	if s.Duration <= 0 {
+		return fieldErr("duration", "must be > 0, got %v", s.Duration)
 	}
-	if c.Interval == 0 {
-		c.Interval = DefaultInterval
+	if s.Interval < 0 {
+		return fieldErr("interval", "must be >= 0, got %v", s.Interval)
 	}
-	if c.Interval > c.Duration || c.Duration%c.Interval != 0 {
-		return nil, fieldErr("interval", "must divide the duration (%v), got %v", c.Duration, c.Interval)
+	if s.Interval == 0 {
+		s.Interval = DefaultInterval
 	}
-	if c.Warmup < 0 {
-		return nil, fieldErr("warmup", "must be >= 0, got %v", c.Warmup)
+	if s.Interval > s.Duration || s.Duration%s.Interval != 0 {
+		return fieldErr("interval", "must divide the duration (%v), got %v", s.Duration, s.Interval)
 	}
-	if c.Warmup == 0 {
-		c.Warmup = min(DefaultWarmup, c.Duration/2)
+	if s.Warmup < 0 {
+		return fieldErr("warmup", "must be >= 0, got %v", s.Warmup)
 	}
-	if c.Warmup >= c.Duration {
-		return nil, fieldErr("warmup", "must be shorter than the duration (%v), got %v", c.Duration, c.Warmup)
+	if s.Warmup == 0 {
+		s.Warmup = min(DefaultWarmup, s.Duration/2)
 	}
-	if c.Sustain < 0 {
-		return nil, fieldErr("sustain", "must be >= 0, got %v", c.Sustain)
+	if s.Warmup >= s.Duration {
+		return fieldErr("warmup", "must be shorter than the duration (%v), got %v", s.Duration, s.Warmup)
 	}
-	if c.Sustain == 0 {
-		c.Sustain = DefaultSustain
+	if s.Sustain < 0 {
+		return fieldErr("sustain", "must be >= 0, got %v", s.Sustain)
 	}
-	if len(c.Classes) == 0 {
-		return nil, fieldErr("classes", "at least one class is required")
+	if s.Sustain == 0 {
+		s.Sustain = DefaultSustain
 	}
-	if len(c.Classes) > 16 {
-		return nil, fieldErr("classes", "at most 16 classes, got %d", len(c.Classes))
+	return nil
+}
+
+// normalizeClasses checks the classes on a copy of the slice, so that
+// filling in their defaults leaves the caller's scenario as it was.
+func (s *Scenario) normalizeClasses() error {
+	if len(s.Classes) == 0 {
+		return fieldErr("classes", "at least one class is required")
 	}
-	c.Classes = append([]Class(nil), c.Classes...)
+	if len(s.Classes) > 16 {
+		return fieldErr("classes", "at most 16 classes, got %d", len(s.Classes))
+	}
+	s.Classes = append([]Class(nil), s.Classes...)
 	names := map[string]bool{}
 	share := 0.0
-	for i := range c.Classes {
-		if err := c.Classes[i].normalize(fmt.Sprintf("classes[%d]", i), names); err != nil {
-			return nil, err
+	for i := range s.Classes {
+		if err := s.Classes[i].normalize(fmt.Sprintf("classes[%d]", i), names); err != nil {
+			return err
 		}
-		share += c.Classes[i].Protected
+		share += s.Classes[i].Protected
 	}
 	if share > 1+1e-9 {
-		return nil, fieldErr("classes", "protected shares sum to %.3f, more than 1", share)
+		return fieldErr("classes", "protected shares sum to %.3f, more than 1", share)
 	}
-	if c.Gateway != nil {
-		g := *c.Gateway
+	return nil
+}
+
+// normalizeServers checks the gateway, the service and the upstream, in
+// the order requests go through them. The gateway is copied, like the
+// classes, before its defaults are filled in.
+func (s *Scenario) normalizeServers() error {
+	if s.Gateway != nil {
+		g := *s.Gateway
 		if g.Timeout < 0 {
-			return nil, fieldErr("gateway.timeout", "must be >= 0, got %v", g.Timeout)
+			return fieldErr("gateway.timeout", "must be >= 0, got %v", g.Timeout)
 		}
 		if err := g.Retry.normalize("gateway.retry"); err != nil {
-			return nil, err
+			return err
 		}
-		c.Gateway = &g
+		s.Gateway = &g
 	}
-	if err := c.Service.normalize(&c); err != nil {
-		return nil, err
+	if err := s.Service.normalize(s); err != nil {
+		return err
 	}
-	if err := c.Upstream.normalize(&c); err != nil {
-		return nil, err
-	}
-	firstTrigger := addDur(c.Warmup, c.Interval)
+	return s.Upstream.normalize(s)
+}
+
+// normalizeTrigger checks the given trigger, or derives one from the
+// upstream events, as recovery is measured from it. It needs the timing
+// and the events checked first.
+func (s *Scenario) normalizeTrigger() error {
+	firstTrigger := addDur(s.Warmup, s.Interval)
 	validTrigger := func(t Span) bool {
-		return t.At >= firstTrigger && t.For > 0 && t.End() <= c.Duration
+		return t.At >= firstTrigger && t.For > 0 && t.End() <= s.Duration
 	}
-	if c.Trigger == nil && len(c.Upstream.Events) > 0 {
+	if s.Trigger == nil && len(s.Upstream.Events) > 0 {
 		// Derived from the events, when they make a usable trigger (an
 		// event from the start is a condition, not a trigger).
-		t := Span{At: c.Upstream.Events[0].At}
+		t := Span{At: s.Upstream.Events[0].At}
 		end := time.Duration(0)
-		for _, e := range c.Upstream.Events {
+		for _, e := range s.Upstream.Events {
 			t.At = min(t.At, e.At)
 			end = max(end, Span{e.At, e.For}.End())
 		}
 		t.For = end - t.At
 		if validTrigger(t) {
-			c.Trigger = &t
+			s.Trigger = &t
 		}
-	} else if c.Trigger != nil {
-		t := *c.Trigger
+	} else if s.Trigger != nil {
+		t := *s.Trigger
 		if !validTrigger(t) {
-			return nil, fieldErr("trigger", "must start after warmup + one interval (%v), last > 0 and end by the duration (%v); got at %v for %v", firstTrigger, c.Duration, t.At, t.For)
+			return fieldErr("trigger", "must start after warmup + one interval (%v), last > 0 and end by the duration (%v); got at %v for %v", firstTrigger, s.Duration, t.At, t.For)
 		}
-		c.Trigger = &t
+		s.Trigger = &t
 	}
-	for i, p := range c.Policies {
+	return nil
+}
+
+// checkExpect checks the policies and the expectations, so that a typo in
+// a regression test fails at load rather than never matching.
+func (s *Scenario) checkExpect() error {
+	for i, p := range s.Policies {
 		if _, err := ParsePolicy(p); err != nil {
-			return nil, fieldErr(fmt.Sprintf("policies[%d]", i), "%v", err)
+			return fieldErr(fmt.Sprintf("policies[%d]", i), "%v", err)
 		}
 	}
-	for i, e := range c.Expect {
+	for i, e := range s.Expect {
 		p := fmt.Sprintf("expect[%d]", i)
 		if e.Policy == "" {
-			return nil, fieldErr(p+".policy", "must not be empty")
+			return fieldErr(p+".policy", "must not be empty")
 		}
-		if !knownMetric(e.Metric, &c) {
-			return nil, fieldErr(p+".metric", "unknown metric %q (known: %s)", e.Metric, metricHelp)
+		if !knownMetric(e.Metric, s) {
+			return fieldErr(p+".metric", "unknown metric %q (known: %s)", e.Metric, metricHelp)
 		}
 		if math.IsNaN(e.Min) || math.IsNaN(e.Max) || e.Min > e.Max {
-			return nil, fieldErr(p, "needs min <= max, got [%v, %v]", e.Min, e.Max)
+			return fieldErr(p, "needs min <= max, got [%v, %v]", e.Min, e.Max)
 		}
 	}
-	// Bound the work of one run.
+	return nil
+}
+
+// checkWork bounds the work of one run (see MaxEvents).
+func (s *Scenario) checkWork() error {
 	total := 0.0
-	for i := range c.Classes {
-		cl := &c.Classes[i]
+	for i := range s.Classes {
+		cl := &s.Classes[i]
 		if cl.Users == 0 {
 			f, _ := buildRate(cl.Rate, cl.Schedule, "")
-			total += f.integral(0, c.Duration.Seconds())
+			total += f.integral(0, s.Duration.Seconds())
 		}
 	}
 	if total > MaxEvents {
-		return nil, fieldErr("classes", "the run would simulate %.3g requests, more than %d", total, MaxEvents)
+		return fieldErr("classes", "the run would simulate %.3g requests, more than %d", total, MaxEvents)
 	}
-	return &c, nil
+	return nil
 }
 
 func (cl *Class) normalize(p string, names map[string]bool) error {

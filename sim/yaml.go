@@ -278,144 +278,184 @@ func (d *decoder) duration(dst *time.Duration) fieldFunc {
 // dist and its parameters. Durations when isTime, plain numbers otherwise.
 func (d *decoder) dist(dst *Dist, isTime bool) fieldFunc {
 	return func(n *yaml.Node, p string) error {
-		num := func(n *yaml.Node, p string) (float64, error) {
-			v, err := d.scalar(n, p, "a value")
-			if err != nil {
-				return 0, err
-			}
-			if isTime {
-				t, err := time.ParseDuration(v)
-				if err != nil {
-					return 0, d.errf(n, p, "want a duration such as 50ms, got %q", v)
-				}
-				return float64(t), nil
-			}
-			f, err := parseFloat(v)
-			if err != nil || math.IsInf(f, 0) {
-				return 0, d.errf(n, p, "want a finite number, got %q", v)
-			}
-			return f, nil
-		}
 		if n.Kind == yaml.ScalarNode {
-			v, err := num(n, p)
+			v, err := d.distValue(n, p, isTime)
 			*dst = Const(v)
 			return err
 		}
-		var kind string
-		var median, mean, value, lo, hi, cmin, cmax, sigma, alpha, ratio, share *float64
-		param := func(dst **float64, isNum bool) fieldFunc {
-			return func(n *yaml.Node, p string) error {
-				var v float64
-				var err error
-				if isNum {
-					err = d.float(&v)(n, p)
-				} else {
-					v, err = num(n, p)
-				}
-				*dst = &v
-				return err
-			}
+		var dp distParams
+		if err := d.mapping(n, p, d.distFields(&dp, isTime)); err != nil {
+			return err
 		}
-		err := d.mapping(n, p, map[string]fieldFunc{
-			"dist": d.str(&kind), "value": param(&value, false), "mean": param(&mean, false),
-			"median": param(&median, false), "sigma": param(&sigma, true),
-			"min": param(&lo, false), "max": param(&hi, false),
-			"clamp_min": param(&cmin, false), "clamp_max": param(&cmax, false),
-			"alpha": param(&alpha, true), "ratio": param(&ratio, true), "share": param(&share, true),
-		})
+		names, err := d.distNames(n, p, &dp)
 		if err != nil {
 			return err
 		}
-		allowed := map[string][]string{
-			"constant":    {"value"},
-			"exponential": {"mean"},
-			"lognormal":   {"median", "mean", "sigma"},
-			"uniform":     {"min", "max"},
-			"pareto":      {"median", "alpha"},
-			"bimodal":     {"median", "sigma", "ratio", "share"},
+		out, err := d.buildDist(n, p, &dp, names)
+		if err != nil {
+			return err
 		}
-		names, ok := allowed[kind]
-		switch {
-		case kind == "" && d.pos[p+".dist"] == nil:
-			return d.errf(n, p+".dist", "a distribution needs dist: constant, exponential, lognormal, uniform, pareto or bimodal")
-		case !ok:
-			return d.errf(d.pos[p+".dist"], p+".dist", "want one of constant, exponential, lognormal, uniform, pareto, bimodal, got %q", kind)
+		if dp.cmin != nil {
+			out.ClampMin = *dp.cmin
 		}
-		given := map[string]*float64{"value": value, "mean": mean, "median": median, "sigma": sigma, "min": lo, "max": hi,
-			"alpha": alpha, "ratio": ratio, "share": share}
-		for name, v := range given {
-			if v != nil && !slices.Contains(names, name) {
-				return d.errf(d.pos[p+"."+name], p+"."+name, "not a parameter of a %s distribution (it takes %s)", kind, strings.Join(names, ", "))
-			}
-		}
-		need := func(name string, v *float64) error {
-			if v == nil {
-				return d.errf(n, p+"."+name, "a %s distribution needs %s", kind, name)
-			}
-			return nil
-		}
-		var out Dist
-		switch kind {
-		case "constant":
-			if err := need("value", value); err != nil {
-				return err
-			}
-			out = Const(*value)
-		case "exponential":
-			if err := need("mean", mean); err != nil {
-				return err
-			}
-			out = Exp(*mean)
-		case "lognormal":
-			if err := need("sigma", sigma); err != nil {
-				return err
-			}
-			switch {
-			case median != nil && mean != nil:
-				return d.errf(n, p, "give median or mean, not both")
-			case median != nil:
-				out = LogNorm(*median, *sigma)
-			case mean != nil:
-				out = LogNorm(*mean/math.Exp(*sigma**sigma/2), *sigma)
-			default:
-				return d.errf(n, p+".median", "a lognormal distribution needs median (or mean)")
-			}
-		case "uniform":
-			if err := need("min", lo); err != nil {
-				return err
-			}
-			if err := need("max", hi); err != nil {
-				return err
-			}
-			out = Unif(*lo, *hi)
-		case "pareto", "bimodal":
-			out = Dist{Kind: Pareto}
-			if kind == "bimodal" {
-				out.Kind = Bimodal
-			}
-			for _, f := range []struct {
-				name string
-				v    *float64
-				dst  *float64
-			}{{"median", median, &out.Median}, {"alpha", alpha, &out.Alpha}, {"sigma", sigma, &out.Sigma}, {"ratio", ratio, &out.Ratio}, {"share", share, &out.Share}} {
-				if !slices.Contains(names, f.name) {
-					continue
-				}
-				if err := need(f.name, f.v); err != nil {
-					return err
-				}
-				*f.dst = *f.v
-			}
-		}
-		if cmin != nil {
-			out.ClampMin = *cmin
-		}
-		if cmax != nil {
-			out.ClampMax = *cmax
+		if dp.cmax != nil {
+			out.ClampMax = *dp.cmax
 		}
 		*dst = out
 		return nil
 	}
+}
+
+// distValue decodes a value of a distribution (a constant, a mean, a
+// bound...): a duration when isTime, so that times read as times in a
+// scenario, and a finite number otherwise.
+func (d *decoder) distValue(n *yaml.Node, p string, isTime bool) (float64, error) {
+	v, err := d.scalar(n, p, "a value")
+	if err != nil {
+		return 0, err
+	}
+	if isTime {
+		t, err := time.ParseDuration(v)
+		if err != nil {
+			return 0, d.errf(n, p, "want a duration such as 50ms, got %q", v)
+		}
+		return float64(t), nil
+	}
+	f, err := parseFloat(v)
+	if err != nil || math.IsInf(f, 0) {
+		return 0, d.errf(n, p, "want a finite number, got %q", v)
+	}
+	return f, nil
+}
+
+// distParams are the fields of a distribution mapping. A parameter is nil
+// when not given: which ones were given decides what is missing or out of
+// place.
+type distParams struct {
+	kind string
+
+	median, mean, value, lo, hi, cmin, cmax, sigma, alpha, ratio, share *float64
+}
+
+// distFields decodes the fields of a distribution into dp. The shape
+// parameters (sigma, alpha, ratio, share) are plain numbers whatever the
+// distribution's unit.
+func (d *decoder) distFields(dp *distParams, isTime bool) map[string]fieldFunc {
+	param := func(dst **float64, isNum bool) fieldFunc {
+		return func(n *yaml.Node, p string) error {
+			var v float64
+			var err error
+			if isNum {
+				err = d.float(&v)(n, p)
+			} else {
+				v, err = d.distValue(n, p, isTime)
+			}
+			*dst = &v
+			return err
+		}
+	}
+	return map[string]fieldFunc{
+		"dist": d.str(&dp.kind), "value": param(&dp.value, false), "mean": param(&dp.mean, false),
+		"median": param(&dp.median, false), "sigma": param(&dp.sigma, true),
+		"min": param(&dp.lo, false), "max": param(&dp.hi, false),
+		"clamp_min": param(&dp.cmin, false), "clamp_max": param(&dp.cmax, false),
+		"alpha": param(&dp.alpha, true), "ratio": param(&dp.ratio, true), "share": param(&dp.share, true),
+	}
+}
+
+// distNames returns the parameters the distribution dp.kind takes, after
+// checking that it is one and that no parameter of another one was given:
+// a stray parameter is a mistake to report rather than to ignore.
+func (d *decoder) distNames(n *yaml.Node, p string, dp *distParams) ([]string, error) {
+	allowed := map[string][]string{
+		"constant":    {"value"},
+		"exponential": {"mean"},
+		"lognormal":   {"median", "mean", "sigma"},
+		"uniform":     {"min", "max"},
+		"pareto":      {"median", "alpha"},
+		"bimodal":     {"median", "sigma", "ratio", "share"},
+	}
+	names, ok := allowed[dp.kind]
+	switch {
+	case dp.kind == "" && d.pos[p+".dist"] == nil:
+		return nil, d.errf(n, p+".dist", "a distribution needs dist: constant, exponential, lognormal, uniform, pareto or bimodal")
+	case !ok:
+		return nil, d.errf(d.pos[p+".dist"], p+".dist", "want one of constant, exponential, lognormal, uniform, pareto, bimodal, got %q", dp.kind)
+	}
+	given := map[string]*float64{"value": dp.value, "mean": dp.mean, "median": dp.median, "sigma": dp.sigma, "min": dp.lo, "max": dp.hi,
+		"alpha": dp.alpha, "ratio": dp.ratio, "share": dp.share}
+	for name, v := range given {
+		if v != nil && !slices.Contains(names, name) {
+			return nil, d.errf(d.pos[p+"."+name], p+"."+name, "not a parameter of a %s distribution (it takes %s)", dp.kind, strings.Join(names, ", "))
+		}
+	}
+	return names, nil
+}
+
+// buildDist builds the distribution dp describes, once its kind and
+// parameters are known to fit (see distNames); it reports what is
+// missing.
+func (d *decoder) buildDist(n *yaml.Node, p string, dp *distParams, names []string) (Dist, error) {
+	need := func(name string, v *float64) error {
+		if v == nil {
+			return d.errf(n, p+"."+name, "a %s distribution needs %s", dp.kind, name)
+		}
+		return nil
+	}
+	var out Dist
+	switch dp.kind {
+	case "constant":
+		if err := need("value", dp.value); err != nil {
+			return out, err
+		}
+		out = Const(*dp.value)
+	case "exponential":
+		if err := need("mean", dp.mean); err != nil {
+			return out, err
+		}
+		out = Exp(*dp.mean)
+	case "lognormal":
+		if err := need("sigma", dp.sigma); err != nil {
+			return out, err
+		}
+		switch {
+		case dp.median != nil && dp.mean != nil:
+			return out, d.errf(n, p, "give median or mean, not both")
+		case dp.median != nil:
+			out = LogNorm(*dp.median, *dp.sigma)
+		case dp.mean != nil:
+			out = LogNorm(*dp.mean/math.Exp(*dp.sigma**dp.sigma/2), *dp.sigma)
+		default:
+			return out, d.errf(n, p+".median", "a lognormal distribution needs median (or mean)")
+		}
+	case "uniform":
+		if err := need("min", dp.lo); err != nil {
+			return out, err
+		}
+		if err := need("max", dp.hi); err != nil {
+			return out, err
+		}
+		out = Unif(*dp.lo, *dp.hi)
+	case "pareto", "bimodal":
+		out = Dist{Kind: Pareto}
+		if dp.kind == "bimodal" {
+			out.Kind = Bimodal
+		}
+		for _, f := range []struct {
+			name string
+			v    *float64
+			dst  *float64
+		}{{"median", dp.median, &out.Median}, {"alpha", dp.alpha, &out.Alpha}, {"sigma", dp.sigma, &out.Sigma}, {"ratio", dp.ratio, &out.Ratio}, {"share", dp.share, &out.Share}} {
+			if !slices.Contains(names, f.name) {
+				continue
+			}
+			if err := need(f.name, f.v); err != nil {
+				return out, err
+			}
+			*f.dst = *f.v
+		}
+	}
+	return out, nil
 }
 
 func (d *decoder) retry(r *Retry) fieldFunc {
@@ -481,6 +521,7 @@ func (d *decoder) class(c *Class) fieldFunc {
 	}
 }
 
+// scenario decodes the top level of a scenario file.
 func (d *decoder) scenario(n *yaml.Node, sc *Scenario) error {
 	return d.mapping(n, "", map[string]fieldFunc{
 		"name":        d.str(&sc.Name),
@@ -503,98 +544,112 @@ func (d *decoder) scenario(n *yaml.Node, sc *Scenario) error {
 			sc.Gateway = &Gateway{}
 			return d.mapping(n, p, map[string]fieldFunc{"timeout": d.duration(&sc.Gateway.Timeout), "retry": d.retry(&sc.Gateway.Retry)})
 		},
-		"service": func(n *yaml.Node, p string) error {
-			s := &sc.Service
-			return d.mapping(n, p, map[string]fieldFunc{
-				"replicas": d.integer(&s.Replicas),
-				"balancer": func(n *yaml.Node, p string) error {
-					v, err := d.scalar(n, p, "a balancer")
-					if err != nil {
-						return err
-					}
-					i := slices.Index(balancerNames[:], v)
-					if i < 0 {
-						return d.errf(n, p, "want one of %s, got %q", strings.Join(balancerNames[:], ", "), v)
-					}
-					s.Balancer = Balancer(i)
-					return nil
-				},
-				"max_cost":     d.int64v(&s.MaxCost),
-				"static_limit": d.integer(&s.StaticLimit),
-				"strict":       d.boolean(&s.Strict),
-				"max_queue":    d.integer(&s.MaxQueue),
-				"demand_hold":  d.duration(&s.DemandHold),
-				"timeout":      d.duration(&s.Timeout),
-				"retry":        d.retry(&s.Retry),
-
-				"no_deadline_propagation": d.boolean(&s.NoDeadlinePropagation),
-				"deadline_margin":         d.float(&s.DeadlineMargin),
-			})
-		},
-		"upstream": func(n *yaml.Node, p string) error {
-			u := &sc.Upstream
-			return d.mapping(n, p, map[string]fieldFunc{
-				"capacity": d.integer(&u.Capacity),
-				"discipline": func(n *yaml.Node, p string) error {
-					v, err := d.scalar(n, p, "a discipline")
-					if err != nil {
-						return err
-					}
-					i := slices.Index(disciplineNames[:], v)
-					if i < 0 {
-						return d.errf(n, p, "want one of %s, got %q", strings.Join(disciplineNames[:], ", "), v)
-					}
-					u.Discipline = Discipline(i)
-					return nil
-				},
-				"max_in_flight":   d.integer(&u.MaxInFlight),
-				"service_time":    d.dist(&u.ServiceTime, true),
-				"degradation":     d.float(&u.Degradation),
-				"max_degradation": d.float(&u.MaxDegradation),
-				"cost_scaling":    d.float(&u.CostScaling),
-				"cost_ref":        d.float(&u.CostRef),
-				"shared":          d.boolean(&u.Shared),
-				"events": func(n *yaml.Node, p string) error {
-					return d.sequence(n, p, func(n *yaml.Node, p string) error {
-						var ev UpstreamEvent
-						err := d.mapping(n, p, map[string]fieldFunc{
-							"at": d.duration(&ev.At), "for": d.duration(&ev.For), "slowdown": d.float(&ev.Slowdown),
-							"errors": d.float(&ev.Errors), "capacity": d.float(&ev.Capacity), "replicas": d.integer(&ev.Replicas),
-						})
-						u.Events = append(u.Events, ev)
-						return err
-					})
-				},
-			})
-		},
+		"service":  d.service(&sc.Service),
+		"upstream": d.upstream(&sc.Upstream),
 		"policies": d.strList(&sc.Policies),
-		"expect": func(n *yaml.Node, p string) error {
-			return d.sequence(n, p, func(n *yaml.Node, p string) error {
-				x := Expect{Min: math.Inf(-1), Max: math.Inf(1)}
-				bound := func(dst *float64) fieldFunc {
-					return func(n *yaml.Node, p string) error {
-						v, err := d.scalar(n, p, "a number or a duration")
-						if err != nil {
-							return err
-						}
-						if t, err := time.ParseDuration(v); err == nil && strings.ContainsAny(v, "smhµun") {
-							*dst = t.Seconds()
-							return nil
-						}
-						f, err := parseFloat(v)
-						if err != nil {
-							return d.errf(n, p, "want a number or a duration, got %q", v)
-						}
-						*dst = f
-						return nil
-					}
-				}
-				err := d.mapping(n, p, map[string]fieldFunc{
-					"policy": d.str(&x.Policy), "metric": d.str(&x.Metric), "min": bound(&x.Min), "max": bound(&x.Max),
-				})
-				sc.Expect = append(sc.Expect, x)
-				return err
-			})
-		},
+		"expect":   d.expect(&sc.Expect),
 	})
+}
+
+// service decodes the service section: the replicas and the limiter and
+// retries each of them runs.
+func (d *decoder) service(s *Service) fieldFunc {
+	return func(n *yaml.Node, p string) error {
+		return d.mapping(n, p, map[string]fieldFunc{
+			"replicas":     d.integer(&s.Replicas),
+			"balancer":     choice(d, "a balancer", balancerNames[:], &s.Balancer),
+			"max_cost":     d.int64v(&s.MaxCost),
+			"static_limit": d.integer(&s.StaticLimit),
+			"strict":       d.boolean(&s.Strict),
+			"max_queue":    d.integer(&s.MaxQueue),
+			"demand_hold":  d.duration(&s.DemandHold),
+			"timeout":      d.duration(&s.Timeout),
+			"retry":        d.retry(&s.Retry),
+
+			"no_deadline_propagation": d.boolean(&s.NoDeadlinePropagation),
+			"deadline_margin":         d.float(&s.DeadlineMargin),
+		})
+	}
+}
+
+// upstream decodes the upstream section: the shared capacity behind the
+// replicas and the events that change it during the run.
+func (d *decoder) upstream(u *Upstream) fieldFunc {
+	return func(n *yaml.Node, p string) error {
+		return d.mapping(n, p, map[string]fieldFunc{
+			"capacity":        d.integer(&u.Capacity),
+			"discipline":      choice(d, "a discipline", disciplineNames[:], &u.Discipline),
+			"max_in_flight":   d.integer(&u.MaxInFlight),
+			"service_time":    d.dist(&u.ServiceTime, true),
+			"degradation":     d.float(&u.Degradation),
+			"max_degradation": d.float(&u.MaxDegradation),
+			"cost_scaling":    d.float(&u.CostScaling),
+			"cost_ref":        d.float(&u.CostRef),
+			"shared":          d.boolean(&u.Shared),
+			"events": func(n *yaml.Node, p string) error {
+				return d.sequence(n, p, func(n *yaml.Node, p string) error {
+					var ev UpstreamEvent
+					err := d.mapping(n, p, map[string]fieldFunc{
+						"at": d.duration(&ev.At), "for": d.duration(&ev.For), "slowdown": d.float(&ev.Slowdown),
+						"errors": d.float(&ev.Errors), "capacity": d.float(&ev.Capacity), "replicas": d.integer(&ev.Replicas),
+					})
+					u.Events = append(u.Events, ev)
+					return err
+				})
+			},
+		})
+	}
+}
+
+// choice decodes one of names into its index, so that an enumerated
+// field lists its values when given another.
+func choice[T ~uint8](d *decoder, want string, names []string, dst *T) fieldFunc {
+	return func(n *yaml.Node, p string) error {
+		v, err := d.scalar(n, p, want)
+		if err != nil {
+			return err
+		}
+		i := slices.Index(names, v)
+		if i < 0 {
+			return d.errf(n, p, "want one of %s, got %q", strings.Join(names, ", "), v)
+		}
+		*dst = T(i)
+		return nil
+	}
+}
+
+// expect decodes the expectations; a bound left out is infinite, so that
+// an expectation may bound one side only.
+func (d *decoder) expect(dst *[]Expect) fieldFunc {
+	return func(n *yaml.Node, p string) error {
+		return d.sequence(n, p, func(n *yaml.Node, p string) error {
+			x := Expect{Min: math.Inf(-1), Max: math.Inf(1)}
+			err := d.mapping(n, p, map[string]fieldFunc{
+				"policy": d.str(&x.Policy), "metric": d.str(&x.Metric), "min": d.bound(&x.Min), "max": d.bound(&x.Max),
+			})
+			*dst = append(*dst, x)
+			return err
+		})
+	}
+}
+
+// bound decodes a bound of an expectation: a number, or a duration read
+// in seconds, so that a latency bound can be written as one.
+func (d *decoder) bound(dst *float64) fieldFunc {
+	return func(n *yaml.Node, p string) error {
+		v, err := d.scalar(n, p, "a number or a duration")
+		if err != nil {
+			return err
+		}
+		if t, err := time.ParseDuration(v); err == nil && strings.ContainsAny(v, "smhµun") {
+			*dst = t.Seconds()
+			return nil
+		}
+		f, err := parseFloat(v)
+		if err != nil {
+			return d.errf(n, p, "want a number or a duration, got %q", v)
+		}
+		*dst = f
+		return nil
+	}
 }

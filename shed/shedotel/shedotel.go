@@ -135,50 +135,68 @@ func (m *Metrics) Register(l *shed.Limiter) (metric.Registration, error) {
 		names[i] = c.Name
 	}
 	m.setClasses(names)
-
-	var errs []error
-	obs := func(inst metric.Observable, err error) metric.Observable {
-		errs = append(errs, err)
-		return inst
-	}
-	limit, err := m.meter.Int64ObservableGauge("shedkit.admission.limit", metric.WithUnit("{request}"),
-		metric.WithDescription("The concurrency limit in force."))
-	obs(limit, err)
-	budget, err := m.meter.Int64ObservableGauge("shedkit.admission.cost.budget", metric.WithUnit("{unit}"),
-		metric.WithDescription("The in-flight cost budget."))
-	obs(budget, err)
-	inflight, err := m.meter.Int64ObservableUpDownCounter("shedkit.admission.inflight", metric.WithUnit("{request}"),
-		metric.WithDescription("Admitted work not yet released."))
-	obs(inflight, err)
-	cost, err := m.meter.Int64ObservableUpDownCounter("shedkit.admission.inflight.cost", metric.WithUnit("{unit}"),
-		metric.WithDescription("Cost of the admitted work not yet released."))
-	obs(cost, err)
-	depth, err := m.meter.Int64ObservableUpDownCounter("shedkit.admission.queue.depth", metric.WithUnit("{request}"),
-		metric.WithDescription("Requests waiting in the admission queue."))
-	obs(depth, err)
-	tenants, err := m.meter.Int64ObservableUpDownCounter("shedkit.admission.tenants", metric.WithUnit("{tenant}"),
-		metric.WithDescription("Tenants with work in flight or queued, each held to its share of a contended class."))
-	obs(tenants, err)
-	decisions, err := m.meter.Int64ObservableCounter("shedkit.admission.decisions", metric.WithUnit("{request}"),
-		metric.WithDescription("Admission decisions by class, decision and reason."))
-	obs(decisions, err)
-	releases, err := m.meter.Int64ObservableCounter("shedkit.admission.releases", metric.WithUnit("{request}"),
-		metric.WithDescription("Released permits by class and outcome."))
-	obs(releases, err)
-	if err := errors.Join(errs...); err != nil {
+	in, err := m.newLimiterInstruments()
+	if err != nil {
 		return nil, fmt.Errorf("shedotel: %w", err)
 	}
-
 	lim := AttrLimiter.String(m.name)
-	type classSets struct {
-		class     attribute.Set
-		admitted  attribute.Set
-		queued    attribute.Set
-		cancelled attribute.Set
-		rejected  [shed.NumReasons]attribute.Set
-		released  [3]attribute.Set
-		leaked    attribute.Set
-	}
+	sets := newClassSets(lim, names)
+	limSet := attribute.NewSet(lim)
+	return m.meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		in.observe(o, l.Snapshot(), limSet, sets)
+		return nil
+	}, in.limit, in.budget, in.inflight, in.cost, in.depth, in.tenants, in.decisions, in.releases)
+}
+
+// limiterInstruments are the observable instruments of a registered
+// limiter, all read from one snapshot per collection.
+type limiterInstruments struct {
+	limit, budget                  metric.Int64ObservableGauge
+	inflight, cost, depth, tenants metric.Int64ObservableUpDownCounter
+	decisions, releases            metric.Int64ObservableCounter
+}
+
+// newLimiterInstruments creates the instruments of a limiter and joins
+// the errors of all of them, so that one error says everything the meter
+// refused.
+func (m *Metrics) newLimiterInstruments() (*limiterInstruments, error) {
+	var (
+		in   limiterInstruments
+		errs [8]error
+	)
+	in.limit, errs[0] = m.meter.Int64ObservableGauge("shedkit.admission.limit", metric.WithUnit("{request}"),
+		metric.WithDescription("The concurrency limit in force."))
+	in.budget, errs[1] = m.meter.Int64ObservableGauge("shedkit.admission.cost.budget", metric.WithUnit("{unit}"),
+		metric.WithDescription("The in-flight cost budget."))
+	in.inflight, errs[2] = m.meter.Int64ObservableUpDownCounter("shedkit.admission.inflight", metric.WithUnit("{request}"),
+		metric.WithDescription("Admitted work not yet released."))
+	in.cost, errs[3] = m.meter.Int64ObservableUpDownCounter("shedkit.admission.inflight.cost", metric.WithUnit("{unit}"),
+		metric.WithDescription("Cost of the admitted work not yet released."))
+	in.depth, errs[4] = m.meter.Int64ObservableUpDownCounter("shedkit.admission.queue.depth", metric.WithUnit("{request}"),
+		metric.WithDescription("Requests waiting in the admission queue."))
+	in.tenants, errs[5] = m.meter.Int64ObservableUpDownCounter("shedkit.admission.tenants", metric.WithUnit("{tenant}"),
+		metric.WithDescription("Tenants with work in flight or queued, each held to its share of a contended class."))
+	in.decisions, errs[6] = m.meter.Int64ObservableCounter("shedkit.admission.decisions", metric.WithUnit("{request}"),
+		metric.WithDescription("Admission decisions by class, decision and reason."))
+	in.releases, errs[7] = m.meter.Int64ObservableCounter("shedkit.admission.releases", metric.WithUnit("{request}"),
+		metric.WithDescription("Released permits by class and outcome."))
+	return &in, errors.Join(errs[:]...)
+}
+
+// classSets are the attribute sets of one class's observations.
+type classSets struct {
+	class     attribute.Set
+	admitted  attribute.Set
+	queued    attribute.Set
+	cancelled attribute.Set
+	rejected  [shed.NumReasons]attribute.Set
+	released  [3]attribute.Set
+	leaked    attribute.Set
+}
+
+// newClassSets builds every set a collection needs at Register, so that
+// collecting allocates none.
+func newClassSets(lim attribute.KeyValue, names []string) []classSets {
 	sets := make([]classSets, len(names))
 	for i, n := range names {
 		cl := AttrClass.String(n)
@@ -195,36 +213,38 @@ func (m *Metrics) Register(l *shed.Limiter) (metric.Registration, error) {
 		}
 		s.leaked = attribute.NewSet(lim, cl, AttrOutcome.String("leaked"))
 	}
-	limSet := attribute.NewSet(lim)
-	return m.meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
-		snap := l.Snapshot()
-		o.ObserveInt64(limit, int64(snap.Limit), metric.WithAttributeSet(limSet))
-		if snap.MaxCost > 0 {
-			o.ObserveInt64(budget, snap.MaxCost, metric.WithAttributeSet(limSet))
-		}
-		for i, c := range snap.Classes {
-			s := &sets[i]
-			o.ObserveInt64(inflight, int64(c.InFlight), metric.WithAttributeSet(s.class))
-			o.ObserveInt64(cost, c.InFlightCost, metric.WithAttributeSet(s.class))
-			o.ObserveInt64(depth, int64(c.Queued), metric.WithAttributeSet(s.class))
-			o.ObserveInt64(tenants, int64(c.Tenants), metric.WithAttributeSet(s.class))
-			o.ObserveInt64(decisions, int64(c.Admitted), metric.WithAttributeSet(s.admitted))
-			o.ObserveInt64(decisions, int64(c.Enqueued), metric.WithAttributeSet(s.queued))
-			o.ObserveInt64(decisions, int64(c.Cancelled), metric.WithAttributeSet(s.cancelled))
-			for r, n := range c.Rejected {
-				if n > 0 {
-					o.ObserveInt64(decisions, int64(n), metric.WithAttributeSet(s.rejected[r]))
-				}
-			}
-			for r, n := range c.Released {
-				o.ObserveInt64(releases, int64(n), metric.WithAttributeSet(s.released[r]))
-			}
-			if c.Leaked > 0 {
-				o.ObserveInt64(releases, int64(c.Leaked), metric.WithAttributeSet(s.leaked))
+	return sets
+}
+
+// observe reports snap. Rejections and leaks are reported once counted
+// only: most classes never see most reasons, and a series of zeros for
+// each would only add cardinality.
+func (in *limiterInstruments) observe(o metric.Observer, snap shed.Snapshot, limSet attribute.Set, sets []classSets) {
+	o.ObserveInt64(in.limit, int64(snap.Limit), metric.WithAttributeSet(limSet))
+	if snap.MaxCost > 0 {
+		o.ObserveInt64(in.budget, snap.MaxCost, metric.WithAttributeSet(limSet))
+	}
+	for i, c := range snap.Classes {
+		s := &sets[i]
+		o.ObserveInt64(in.inflight, int64(c.InFlight), metric.WithAttributeSet(s.class))
+		o.ObserveInt64(in.cost, c.InFlightCost, metric.WithAttributeSet(s.class))
+		o.ObserveInt64(in.depth, int64(c.Queued), metric.WithAttributeSet(s.class))
+		o.ObserveInt64(in.tenants, int64(c.Tenants), metric.WithAttributeSet(s.class))
+		o.ObserveInt64(in.decisions, int64(c.Admitted), metric.WithAttributeSet(s.admitted))
+		o.ObserveInt64(in.decisions, int64(c.Enqueued), metric.WithAttributeSet(s.queued))
+		o.ObserveInt64(in.decisions, int64(c.Cancelled), metric.WithAttributeSet(s.cancelled))
+		for r, n := range c.Rejected {
+			if n > 0 {
+				o.ObserveInt64(in.decisions, int64(n), metric.WithAttributeSet(s.rejected[r]))
 			}
 		}
-		return nil
-	}, limit, budget, inflight, cost, depth, tenants, decisions, releases)
+		for r, n := range c.Released {
+			o.ObserveInt64(in.releases, int64(n), metric.WithAttributeSet(s.released[r]))
+		}
+		if c.Leaked > 0 {
+			o.ObserveInt64(in.releases, int64(c.Leaked), metric.WithAttributeSet(s.leaked))
+		}
+	}
 }
 
 // AttrLimitReason is the reason of an adaptive limit's decision

@@ -59,69 +59,11 @@ func figure(results []*sim.Result) ([]*plot.Plot, error) {
 		return nil, ErrNoResults
 	}
 	sc := results[0].Scenario
-	iv := sc.Interval.Seconds()
 	var plots []*plot.Plot
 	for k, pn := range panels {
-		p := plot.New()
-		p.Title.Text = pn.title
-		p.Title.TextStyle.Font.Size = vg.Points(11)
-		if k == 0 {
-			p.Title.Text = sc.Name + ": " + pn.title
-		}
-		if k == len(panels)-1 {
-			p.X.Label.Text = "time (s)"
-		}
-		if pn.log {
-			p.Y.Scale = plot.LogScale{}
-			p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
-		}
-		p.X.Min, p.X.Max = 0, sc.Duration.Seconds()
-		p.X.Tick.Marker = timeTicks{}
-		p.Add(plotter.NewGrid())
-		if t := sc.Trigger; t != nil {
-			// Shade the trigger.
-			lo, hi := t.At.Seconds(), t.End().Seconds()
-			band := &shade{x0: lo, x1: hi}
-			p.Add(band)
-		}
-		for i, r := range results {
-			col := palette[i%len(palette)]
-			var pts plotter.XYs
-			var ideal plotter.XYs
-			for j := range r.Series {
-				row := &r.Series[j]
-				x := row.Time - iv/2
-				var y float64
-				if pn.value == nil {
-					y = float64(row.Goodput) / iv
-					ideal = append(ideal, plotter.XY{X: x, Y: row.Ideal / iv})
-				} else {
-					y = pn.value(row)
-				}
-				if math.IsNaN(y) || math.IsInf(y, 0) || (pn.log && y <= 0) {
-					continue
-				}
-				pts = append(pts, plotter.XY{X: x, Y: y})
-			}
-			if len(pts) == 0 {
-				continue
-			}
-			l, err := plotter.NewLine(pts)
-			if err != nil {
-				return nil, fmt.Errorf("chart: %s/%s: %w", sc.Name, r.Policy, err)
-			}
-			l.Color = col
-			l.Width = vg.Points(1.2)
-			p.Add(l)
-			if i == 0 && pn.value == nil && len(ideal) > 0 {
-				il, err := plotter.NewLine(ideal)
-				if err == nil {
-					il.Color = color.Gray{Y: 120}
-					il.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
-					il.Width = vg.Points(1)
-					p.Add(il)
-				}
-			}
+		p := newPanel(sc, k, pn)
+		if err := addLines(p, pn, sc, results); err != nil {
+			return nil, err
 		}
 		if !pn.log && p.Y.Max > p.Y.Min {
 			p.Y.Max += 0.05 * (p.Y.Max - p.Y.Min) // headroom above the highest line
@@ -139,6 +81,88 @@ func figure(results []*sim.Result) ([]*plot.Plot, error) {
 		leg.Legend.Add(r.Policy, legendThumb{palette[i%len(palette)]})
 	}
 	return plots, nil
+}
+
+// newPanel sets up the axes of panel k. The panels stack and share the
+// time axis: the first is headed by the scenario's name, the last
+// labels the axis, and each shades the trigger.
+func newPanel(sc *sim.Scenario, k int, pn panel) *plot.Plot {
+	p := plot.New()
+	p.Title.Text = pn.title
+	p.Title.TextStyle.Font.Size = vg.Points(11)
+	if k == 0 {
+		p.Title.Text = sc.Name + ": " + pn.title
+	}
+	if k == len(panels)-1 {
+		p.X.Label.Text = "time (s)"
+	}
+	if pn.log {
+		p.Y.Scale = plot.LogScale{}
+		p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
+	}
+	p.X.Min, p.X.Max = 0, sc.Duration.Seconds()
+	p.X.Tick.Marker = timeTicks{}
+	p.Add(plotter.NewGrid())
+	if t := sc.Trigger; t != nil {
+		// Shade the trigger.
+		lo, hi := t.At.Seconds(), t.End().Seconds()
+		band := &shade{x0: lo, x1: hi}
+		p.Add(band)
+	}
+	return p
+}
+
+// addLines draws a line per policy on p, in the policy's colour. On the
+// goodput panel it also draws the ideal goodput, dashed, once: it is the
+// scenario's, whatever the policy.
+func addLines(p *plot.Plot, pn panel, sc *sim.Scenario, results []*sim.Result) error {
+	iv := sc.Interval.Seconds()
+	for i, r := range results {
+		pts, ideal := panelPoints(r, pn, iv)
+		if len(pts) == 0 {
+			continue
+		}
+		l, err := plotter.NewLine(pts)
+		if err != nil {
+			return fmt.Errorf("chart: %s/%s: %w", sc.Name, r.Policy, err)
+		}
+		l.Color = palette[i%len(palette)]
+		l.Width = vg.Points(1.2)
+		p.Add(l)
+		if i == 0 && pn.value == nil && len(ideal) > 0 {
+			il, err := plotter.NewLine(ideal)
+			if err == nil {
+				il.Color = color.Gray{Y: 120}
+				il.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
+				il.Width = vg.Points(1)
+				p.Add(il)
+			}
+		}
+	}
+	return nil
+}
+
+// panelPoints returns r's points on panel pn, at the middle of each
+// interval, and on the goodput panel the ideal goodput. It leaves out the
+// values a line cannot draw (NaN, infinities, and on a log scale zeros),
+// so that a gap shows where there is nothing to plot.
+func panelPoints(r *sim.Result, pn panel, iv float64) (pts, ideal plotter.XYs) {
+	for j := range r.Series {
+		row := &r.Series[j]
+		x := row.Time - iv/2
+		var y float64
+		if pn.value == nil {
+			y = float64(row.Goodput) / iv
+			ideal = append(ideal, plotter.XY{X: x, Y: row.Ideal / iv})
+		} else {
+			y = pn.value(row)
+		}
+		if math.IsNaN(y) || math.IsInf(y, 0) || (pn.log && y <= 0) {
+			continue
+		}
+		pts = append(pts, plotter.XY{X: x, Y: y})
+	}
+	return pts, ideal
 }
 
 // render draws the plots on c.
