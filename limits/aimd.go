@@ -255,12 +255,12 @@ func (a *AIMD) decide(s *signals) decision {
 		return a.grow(s)
 	}
 	ep := a.ep
-	if !s.ceilCong && ep.observe(s, lim <= float64(c.MinLimit)) == epHold {
+	if !s.ceilCong && ep.observe(s, lim <= float64(c.MinLimit), false) == epHold {
 		// Cutting stopped helping: the latency (or drops) are the
 		// dependency's, as Gradient finds them.
 		if ep.held > DefaultRelearnWindows {
 			return decision{limit: max(lim, ep.knee), reason: ReasonRelearn,
-				relearnLat: s.lat, relearnDrops: ep.holdDrops, relearnN: ep.holdN}
+				relearnLat: ep.heldLat(s), relearnDrops: ep.holdDrops, relearnN: ep.holdN}
 		}
 		return decision{limit: lim, reason: ReasonHold, ep: ep}
 	}

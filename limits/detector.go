@@ -231,11 +231,20 @@ const (
 
 // observe takes one window of the episode and says whether to go on
 // cutting or to hold.
-func (e *episode) observe(s *signals, atFloor bool) epVerdict {
-	if !s.hasLat {
+//
+// With blind (Gradient's choice), a window of the episode with too few
+// successes for a latency served next to nothing, and its throughput
+// counts as none: errors that the cuts did not reduce then still end in a
+// hold, not at the floor. Without it (AIMD's), such a window teaches
+// nothing.
+func (e *episode) observe(s *signals, atFloor, blind bool) epVerdict {
+	if !s.hasLat && (!blind || !e.active) {
 		return epCut
 	}
-	x := s.throughput()
+	x, lat := 0.0, e.kneeLat
+	if s.hasLat {
+		x, lat = s.throughput(), s.lat
+	}
 	if !e.active {
 		// The first window mixes fast completions of earlier work with
 		// slow ones of new work, and Little's law does not hold across
@@ -254,7 +263,7 @@ func (e *episode) observe(s *signals, atFloor bool) epVerdict {
 		}
 	}
 	if e.held > 0 {
-		if s.lat > s.thresh*e.holdLat {
+		if s.hasLat && s.lat > s.thresh*e.holdLat {
 			// Worse again: new congestion on top of the old.
 			*e = episode{active: true, inFlight: s.inFlight, xBest: x, knee: s.inFlight, kneeLat: s.lat}
 			return epCut
@@ -265,8 +274,18 @@ func (e *episode) observe(s *signals, atFloor bool) epVerdict {
 		return epHold
 	}
 	if (s.inFlight <= (1-relearnCut)*e.inFlight || atFloor) && x < holdThroughput*e.xBest {
-		e.held, e.holdLat, e.holdDrops, e.holdN = 1, s.lat, s.drops, s.n+s.drops
+		e.held, e.holdLat, e.holdDrops, e.holdN = 1, lat, s.drops, s.n+s.drops
 		return epHold
 	}
 	return epCut
+}
+
+// heldLat is the latency a hold re-learns as the baseline: the window's,
+// or, when it had too few successes for one, the latency the hold began
+// with.
+func (e *episode) heldLat(s *signals) float64 {
+	if s.hasLat {
+		return s.lat
+	}
+	return e.holdLat
 }

@@ -118,9 +118,12 @@
 //     baseline and background and returns at once to the knee (the least
 //     work in flight that had the episode's best throughput), whatever
 //     the drop rate: errors that admitting less does not reduce are not
-//     overload, and cutting on them only loses goodput. This is how a
-//     ten-fold slowdown is told from a queue without periodic bursts of
-//     rejections at a pinned limit (Envoy's minRTT probing).
+//     overload, and cutting on them only loses goodput. A window with too
+//     few successes for a latency served next to nothing: its throughput
+//     counts as none, so that errors of nearly all the work still end in
+//     a hold rather than at the floor. This is how a ten-fold slowdown is
+//     told from a queue without periodic bursts of rejections at a pinned
+//     limit (Envoy's minRTT probing).
 //
 // # AIMD
 //

@@ -36,10 +36,10 @@ func (g *Gradient) decide(s *signals) decision {
 		return g.grow(s)
 	}
 	prev := ep // before this window: what the cuts are measured against
-	if !s.ceilCong && ep.observe(s, st.limit <= float64(c.MinLimit)) == epHold {
+	if !s.ceilCong && ep.observe(s, st.limit <= float64(c.MinLimit), true) == epHold {
 		if ep.held > c.RelearnWindows {
 			return decision{limit: max(lim, ep.knee), reason: ReasonRelearn,
-				relearnLat: s.lat, relearnDrops: ep.holdDrops, relearnN: ep.holdN}
+				relearnLat: ep.heldLat(s), relearnDrops: ep.holdDrops, relearnN: ep.holdN}
 		}
 		return decision{limit: lim, reason: ReasonHold, ep: ep}
 	}

@@ -212,6 +212,24 @@ func TestGradientRules(t *testing.T) {
 			t.Fatalf("limit %.2f -> %.2f (%s), want held", before, st.Limit, st.Reason)
 		}
 	})
+	t.Run("errors that cutting does not reduce are re-learned without successes", func(t *testing.T) {
+		// 80% of the work fails, then nearly all of it: the cuts soon
+		// leave windows with too few successes for a latency, which
+		// served next to nothing. The episode still holds and re-learns
+		// instead of cutting to the floor for as long as the errors last.
+		g, f := learned(t, GradientConfig{})
+		for range 3 {
+			f.window(40, 160, 1000, constant(10*ms))
+		}
+		var reasons []Reason
+		for range 10 {
+			f.window(5, 195, 1000, constant(10*ms))
+			reasons = append(reasons, g.State().Reason)
+		}
+		if !slices.Contains(reasons, ReasonRelearn) || g.Limit() <= 1 {
+			t.Fatalf("reasons %v, limit %d: want a relearn above the floor", reasons, g.Limit())
+		}
+	})
 	t.Run("a background of drops is not congestion", func(t *testing.T) {
 		g := newGradient(t, GradientConfig{})
 		f := newFeed(g)
