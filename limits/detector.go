@@ -31,6 +31,7 @@ type detector struct {
 	// back near it.
 	raised  bool
 	lowered float64
+	seeded  bool // the baseline is only the seed of an unsteady window
 }
 
 // unraised reports whether the baseline is learned and is not one that
@@ -150,11 +151,20 @@ func (d *detector) learn(s *signals) {
 			d.base.follow(math.Log(s.lat), 0.5)
 		}
 		if !d.base.learned() {
-			// Something to compare the next windows with; the mean of
-			// the first steady windows soon dilutes its bias.
+			// Something to compare the next windows with, until the
+			// first steady one.
 			d.base.add(math.Log(s.lat))
+			d.seeded = true
 		}
 		return
+	}
+	if d.seeded {
+		// The seed came from a window whose work in flight grew from
+		// nothing: only the fast part of its work had completed, and
+		// with latencies near the window's length it is far too fast
+		// to average in.
+		d.base = baseline{span: d.base.span}
+		d.seeded = false
 	}
 	d.bg.add(s.drops, s.n+s.drops)
 	x := math.Log(s.lat)

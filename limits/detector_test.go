@@ -40,3 +40,22 @@ func TestBaselineLearnedOverAQueueComesDown(t *testing.T) {
 		})
 	}
 }
+
+// The first window, whose work in flight grew from nothing, holds only the
+// fast part of its work: its median seeds the baseline for comparison, but
+// the first steady window replaces it rather than being averaged with it.
+func TestSeedGivesWayToTheFirstSteadyWindow(t *testing.T) {
+	ms := time.Millisecond
+	d := newDetector(DefaultTolerance, DefaultSignificance, 0, 0, DefaultMinUtilization, DefaultBaselineWindows, WindowConfig{MinSamples: DefaultMinSamples})
+	for _, w := range []struct {
+		lat      time.Duration
+		inFlight int
+	}{{900 * ms, 20}, {1000 * ms, 20}} {
+		s := d.read(&WindowSummary{Samples: 50, Latency: w.lat, Mean: w.lat, Median: w.lat,
+			MeanInFlight: float64(w.inFlight), MaxInFlight: w.inFlight}, 40)
+		d.learn(&s)
+	}
+	if got := time.Duration(d.base.value()); !near(got, time.Second) {
+		t.Fatalf("baseline %v, want the first steady window's 1s", got)
+	}
+}

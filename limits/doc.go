@@ -39,7 +39,11 @@
 //     latency (the median moves with a queue as much as the mean does, and
 //     a few very slow requests barely move it). The first 20 windows
 //     (BaselineWindows) make a plain mean, whatever they show, so that a
-//     fast first window does not set it for good. After that it learns
+//     fast first window does not set it for good. Until a window is steady
+//     (see below), the baseline is only a seed from one whose work in
+//     flight grew from nothing, which holds just the fast part of its
+//     work: the first steady window without congestion replaces it
+//     rather than being averaged with it. After that it learns
 //     from windows without congestion, and only downwards while the limit
 //     binds: part of the latency may then be a queue the limit admitted,
 //     and a baseline that learned it would creep up with the limit, as
