@@ -104,6 +104,13 @@
 //     time), by Backoff at least and by half at most.
 //   - cut-ceiling: a latency above LatencyCeiling: the limit shrinks by
 //     Backoff, whatever the episode shows.
+//   - drain: drops beyond the background while the work in flight is
+//     still above the limit (once the background is learned): nothing new
+//     was admitted, so they are drops of work admitted under an earlier
+//     limit, which the cut that lowered it already answered, and the
+//     limit holds. A heavy tail can take many windows to drain, and
+//     cutting on each would take the limit far below the knee. Latency
+//     still cuts: old work measures the dependency's speed as well as new.
 //
 // A congestion starts an episode, which lasts while windows are congested
 // or the limit binds: its cuts are an experiment on the dependency, read

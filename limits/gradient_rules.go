@@ -35,6 +35,12 @@ func (g *Gradient) decide(s *signals) decision {
 	if !s.congested() && !(ep.active && s.binding && s.hasLat) {
 		return g.grow(s)
 	}
+	if s.dropCong && !s.latCong && s.inFlight > max(math.Floor(lim), 1) && !st.det.learning() {
+		// Nothing new was admitted: the drops are of work admitted under
+		// an earlier limit, which the cut that lowered it already
+		// answered. (Its latency still measures the dependency.)
+		return decision{limit: lim, reason: ReasonDrain, ep: ep}
+	}
 	prev := ep // before this window: what the cuts are measured against
 	if !s.ceilCong && ep.observe(s, st.limit <= float64(c.MinLimit), true) == epHold {
 		if ep.held > c.RelearnWindows {

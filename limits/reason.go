@@ -48,11 +48,16 @@ const (
 	// its latency (and drop rate) become the baseline (and background)
 	// and the limit returns to the knee of the episode.
 	ReasonRelearn
+	// ReasonDrain: drops beyond the background while the work in flight
+	// is still above a limit that was cut: nothing new was admitted, the
+	// drops are of work admitted under the earlier limit, and the limit
+	// holds until the work in flight is within it.
+	ReasonDrain
 	// NumReasons is the number of reasons; Reason values are below it.
 	NumReasons
 )
 
-var reasonNames = [NumReasons]string{"none", "idle", "unused", "queue", "slow-start", "grow", "regrow", "cut-latency", "cut-queue", "cut-drops", "cut-ceiling", "hold", "relearn"}
+var reasonNames = [NumReasons]string{"none", "idle", "unused", "queue", "slow-start", "grow", "regrow", "cut-latency", "cut-queue", "cut-drops", "cut-ceiling", "hold", "relearn", "drain"}
 
 // String returns the reason's name, as used in metrics and the simulator.
 func (r Reason) String() string {
