@@ -19,7 +19,7 @@
 //
 // A window lasts at least MinDuration (1 s), twice its fastest latency and
 // twice the median latency of the window before, and closes at the first
-// sample after that once it holds MinSamples (20) samples, or after
+// sample after that once it holds MinSamples (10) samples, or after
 // MaxDuration (10 s) with fewer. A window shorter than its latencies holds
 // the fast completions of recent admissions and the slow ones of earlier
 // ones: its statistics follow the admission history, not the dependency.
@@ -164,7 +164,7 @@
 // [DefaultAIMDMinUtilization] 0.75), [DefaultRelearnWindows] 1,
 // [DefaultBaselineWindows] 20, [DefaultIncrease] 1 (Netflix AIMD),
 // [DefaultDropTolerance] 0.15 (AIMD), [DefaultAIMDLatencyTolerance] 2,
-// [DefaultMinWindow] 1 s (Netflix WindowedLimit), [DefaultMinSamples] 20,
+// [DefaultMinWindow] 1 s (Netflix WindowedLimit), [DefaultMinSamples] 10,
 // [DefaultMaxWindow] 10 s. Invalid values are constructor errors wrapping
 // [ErrInvalidConfig] and naming the field.
 //

@@ -21,15 +21,12 @@ const (
 	// of waiting for traffic that may never come.
 	DefaultMaxWindow = 10 * time.Second
 	// DefaultMinSamples is the number of samples (timed successes plus
-	// drops) a window needs before it closes at its minimum duration: 20.
-	// A window with fewer timed successes than this never moves a latency
-	// decision. Netflix's WindowedLimit uses 10, but the mean of 10
-	// latencies with a coefficient of variation of 0.5 is itself +-16%
-	// (one standard error), most of Gradient's 20% tolerance: in the
-	// simulator's LLM scenario (about 11 requests per second) a first
-	// window that happened to be fast set a baseline that the next 50
-	// windows read as congestion, in 2 seeds of 8. At 20, none.
-	DefaultMinSamples = 20
+	// drops) a window needs before it closes at its minimum duration: 10,
+	// as Netflix's WindowedLimit. A window with fewer than half as many
+	// timed successes never moves a latency decision. The noise of so
+	// few latencies is the detector's business: a window's median must
+	// exceed the baseline by Significance of its own standard errors.
+	DefaultMinSamples = 10
 )
 
 // WindowConfig configures a [Window]. Zero fields take the defaults.
