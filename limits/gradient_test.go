@@ -201,6 +201,32 @@ func TestGradientRules(t *testing.T) {
 			}
 		}
 	})
+	t.Run("latency ceiling", func(t *testing.T) {
+		g := newGradient(t, GradientConfig{LatencyCeiling: 8 * ms})
+		f := newFeed(g)
+		before := g.State().Limit
+		f.window(200, 0, 1000, constant(10*ms))
+		if st := g.State(); math.Abs(st.Limit-0.9*before) > 1e-9 || st.Reason != ReasonCutCeiling {
+			t.Fatalf("limit %.2f -> %.2f (%s), want x0.9 by cut-ceiling", before, st.Limit, st.Reason)
+		}
+	})
+	t.Run("idle: too few samples hold", func(t *testing.T) {
+		g, f := learned(t, GradientConfig{})
+		before := g.Limit()
+		for range 5 { // closed by MaxDuration (10 s) with 5 samples
+			f.now = f.now.Add(2500 * ms)
+			g.Observe(shed.Sample{Now: f.now, Timed: true, Latency: 50 * ms, InFlight: 1000})
+		}
+		if got := g.Limit(); got != before || g.State().Reason != ReasonIdle {
+			t.Fatalf("limit %d -> %d (%s), want held by idle", before, got, g.State().Reason)
+		}
+	})
+}
+
+// The rules by which Gradient holds its limit where a cut would only turn
+// away work the dependency serves, in virtual time.
+func TestGradientHolds(t *testing.T) {
+	ms := time.Millisecond
 	t.Run("drops far below the limit with no queue do not cut", func(t *testing.T) {
 		// The dependency fails 30% of the work while the callers keep 20
 		// in flight under a limit of 200: admitting less would only turn
@@ -269,26 +295,6 @@ func TestGradientRules(t *testing.T) {
 			if r := g.State().Reason; r.IsCut() && !g.State().SlowStart {
 				t.Fatalf("cut by %s on a steady 0.2%% of drops", r)
 			}
-		}
-	})
-	t.Run("latency ceiling", func(t *testing.T) {
-		g := newGradient(t, GradientConfig{LatencyCeiling: 8 * ms})
-		f := newFeed(g)
-		before := g.State().Limit
-		f.window(200, 0, 1000, constant(10*ms))
-		if st := g.State(); math.Abs(st.Limit-0.9*before) > 1e-9 || st.Reason != ReasonCutCeiling {
-			t.Fatalf("limit %.2f -> %.2f (%s), want x0.9 by cut-ceiling", before, st.Limit, st.Reason)
-		}
-	})
-	t.Run("idle: too few samples hold", func(t *testing.T) {
-		g, f := learned(t, GradientConfig{})
-		before := g.Limit()
-		for range 5 { // closed by MaxDuration (10 s) with 5 samples
-			f.now = f.now.Add(2500 * ms)
-			g.Observe(shed.Sample{Now: f.now, Timed: true, Latency: 50 * ms, InFlight: 1000})
-		}
-		if got := g.Limit(); got != before || g.State().Reason != ReasonIdle {
-			t.Fatalf("limit %d -> %d (%s), want held by idle", before, got, g.State().Reason)
 		}
 	})
 }
