@@ -32,6 +32,9 @@ type detector struct {
 	raised  bool
 	lowered float64
 	seeded  bool // the baseline is only the seed of an unsteady window
+	// censored: that window was too short for its latencies, and the
+	// seed says no latency is congestion.
+	censored bool
 }
 
 // unraised reports whether the baseline is learned and is not one that
@@ -51,6 +54,7 @@ func newDetector(tolerance, significance, dropTol float64, ceiling time.Duration
 // signals is what one window says, set against what was learned.
 type signals struct {
 	hasLat   bool    // enough timed successes for a latency
+	dur      float64 // the window's length, ns
 	lat      float64 // the compared statistic, ns (at least 1)
 	mean     float64 // mean latency, ns (Little's law)
 	ratio    float64 // lat / baseline; 1 until a baseline is learned
@@ -87,7 +91,8 @@ func (d *detector) read(w *WindowSummary, limit float64) signals {
 	s := signals{
 		hasLat: w.Samples >= max(d.minSamples/2, 1),
 		mean:   max(float64(w.Mean), 1), inFlight: w.MeanInFlight, peak: float64(w.MaxInFlight),
-		n: w.Samples, drops: w.Drops, ratio: 1, thresh: d.tolerance,
+		dur: float64(w.End.Sub(w.Start)),
+		n:   w.Samples, drops: w.Drops, ratio: 1, thresh: d.tolerance,
 	}
 	s.lat = max(float64(w.Median), 1)
 	if d.quantile {
@@ -103,7 +108,7 @@ func (d *detector) read(w *WindowSummary, limit float64) signals {
 		// heavy tail or a small window moves it by chance alone.
 		s.thresh = max(d.tolerance, math.Exp(d.significance*w.MedianErr))
 		// An unsteady window must show twice the excess.
-		s.latCong = d.latency && s.ratio > s.thresh && (s.steady || s.ratio > s.thresh*s.thresh)
+		s.latCong = d.latency && s.ratio > s.thresh && (s.steady || s.ratio > s.thresh*s.thresh) && !d.censored
 	}
 	if d.learning() {
 		// The background is still being learned: before it is known,
@@ -154,7 +159,11 @@ func (d *detector) learn(s *signals) {
 			// Something to compare the next windows with, until the
 			// first steady one.
 			d.base.add(math.Log(s.lat))
-			d.seeded = true
+			// Work that arrived at t shows in the window only if its
+			// latency is below the window's length minus t: in a window
+			// shorter than ten times its median, much of the latency
+			// was still to come, and the seed judges nothing.
+			d.seeded, d.censored = true, s.dur < censoredSpan*s.lat
 		}
 		return
 	}
@@ -164,7 +173,7 @@ func (d *detector) learn(s *signals) {
 		// with latencies near the window's length it is far too fast
 		// to average in.
 		d.base = baseline{span: d.base.span}
-		d.seeded = false
+		d.seeded, d.censored = false, false
 	}
 	d.bg.add(s.drops, s.n+s.drops)
 	x := math.Log(s.lat)

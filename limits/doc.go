@@ -43,7 +43,11 @@
 //     (see below), the baseline is only a seed from one whose work in
 //     flight grew from nothing, which holds just the fast part of its
 //     work: the first steady window without congestion replaces it
-//     rather than being averaged with it. After that it learns
+//     rather than being averaged with it. When that first window lasted
+//     less than ten times its median, the slow part of its latencies had
+//     not completed yet, and until it is replaced no latency reads as
+//     congestion (a service whose requests take seconds would otherwise
+//     be cut at every start). After that it learns
 //     from windows without congestion, and only downwards while the limit
 //     binds: part of the latency may then be a queue the limit admitted,
 //     and a baseline that learned it would creep up with the limit, as

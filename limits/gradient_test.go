@@ -410,3 +410,32 @@ func TestGradientForgetsTheSlowdown(t *testing.T) {
 		t.Fatalf("limit up to %d in the last 30 windows after recovery, want <= 650 (knee 500, tolerance 1.2)", hi)
 	}
 }
+
+// A dependency with one-second latencies, started with nothing in flight:
+// the first window closes after a second with only the fast half of its
+// work completed, so its median (the baseline's seed) is half the true
+// one. The next windows, steady at the true latency, must replace the
+// seed instead of reading as congestion and cutting a healthy service.
+func TestLongLatencyStartUpIsNotCut(t *testing.T) {
+	g := newGradient(t, GradientConfig{})
+	now := t0
+	g.Observe(shed.Sample{Now: now})
+	sample := func(step, lat time.Duration, inFlight int) {
+		now = now.Add(step)
+		g.Observe(shed.Sample{Now: now, Timed: true, Latency: lat, InFlight: inFlight})
+	}
+	for i := range 20 { // the first window, from nothing
+		sample(50*time.Millisecond, 500*time.Millisecond, i+1)
+	}
+	for range 10 { // steady windows at the true latency
+		for range 25 {
+			sample(100*time.Millisecond, time.Second, 20)
+		}
+		if st := g.State(); st.Reason.IsCut() || g.Limit() < 20 {
+			t.Fatalf("limit %d (%s): a healthy start-up was cut", g.Limit(), st.Reason)
+		}
+	}
+	if st := g.State(); !near(st.Baseline, time.Second) {
+		t.Fatalf("baseline %v, want the steady windows' 1s", st.Baseline)
+	}
+}

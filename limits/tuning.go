@@ -41,4 +41,11 @@ const (
 	// to find it.
 	regrowth    = 1.5
 	regrowShare = 0.8
+
+	// censoredSpan: the first window, whose work in flight grew from
+	// nothing, shows a request only if it completed before the window
+	// closed. Unless the window lasted this many times its median, the
+	// slow part of its latencies is missing, and its median, the
+	// baseline's seed, is too fast to read any latency as congestion.
+	censoredSpan = 10
 )
