@@ -71,6 +71,7 @@ type Traits struct {
 	Rate     float64 // healthy logical requests per second, all replicas
 	Warmup   time.Duration
 	Incident string // "" in the healthy family
+	Kind     string // the incident's kind ("slowdown", "errors", ...)
 	// Warm is an estimate of the in-flight work per replica under the
 	// healthy load, with room for bursts: the initial limit that makes a
 	// peer start converged ({warm} in a policy spec). Max is a maximum

@@ -36,6 +36,7 @@ func (d *draft) drawIncident(r *rand.Rand) (time.Duration, bool) {
 			span, ok := k.draw(d, r)
 			if ok {
 				d.sc.Trigger = &Span{At: d.at, For: span}
+				d.t.Kind = k.name
 			}
 			return span, ok
 		}

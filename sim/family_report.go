@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"slices"
 	"strconv"
@@ -227,6 +228,7 @@ func peerTable(w io.Writer, res *FamilyResult) {
 		}
 		losses, n := res.AgainstPeers(p)
 		fmt.Fprintf(w, "  %s: %d of %d (%.0f%%)\n", spec, n-len(losses), n, 100*float64(n-len(losses))/float64(max(n, 1)))
+		byKind(w, res, p, losses)
 		for k, i := range losses {
 			if k == maxLossesShown {
 				fmt.Fprintf(w, "    ... and %d more (the CSV has every instance)\n", len(losses)-k)
@@ -236,6 +238,36 @@ func peerTable(w io.Writer, res *FamilyResult) {
 				pct(res.Judged(p)[i]), pct(res.bestPeer(i)), res.Instances[i].Traits)
 		}
 	}
+}
+
+// byKind writes, per kind of incident, how many of the instances compared
+// with the peers policy p did not lose (losses as AgainstPeers returns
+// them): where a policy loses is a kind of incident more often than an
+// instance.
+func byKind(w io.Writer, res *FamilyResult, p int, losses []int) {
+	lost := make(map[int]bool, len(losses))
+	for _, i := range losses {
+		lost[i] = true
+	}
+	won, all := map[string]int{}, map[string]int{}
+	j := res.Judged(p)
+	for i, in := range res.Instances {
+		if k := in.Traits.Kind; k != "" && !math.IsNaN(res.bestPeer(i)) && !math.IsNaN(j[i]) {
+			all[k]++
+			if !lost[i] {
+				won[k]++
+			}
+		}
+	}
+	kinds := slices.Sorted(maps.Keys(all))
+	if len(kinds) == 0 {
+		return
+	}
+	parts := make([]string, len(kinds))
+	for i, k := range kinds {
+		parts[i] = fmt.Sprintf("%s %d/%d", k, won[k], all[k])
+	}
+	fmt.Fprintf(w, "    by incident: %s\n", strings.Join(parts, ", "))
 }
 
 func (res *FamilyResult) bestPeer(i int) float64 {

@@ -141,3 +141,21 @@ const (
 	sampleHealthyFloor, sampleHealthyShare, sampleHealthyMedian    = 0.9, 0.85, 0.99
 	sampleIncidentFloor, sampleIncidentShare, sampleIncidentMedian = 0.5, 0.7, 0.85
 )
+
+// The report counts, per kind of incident, the instances in which a
+// shedkit policy is at least as good as the best peer.
+func TestFamilyReportByKind(t *testing.T) {
+	res := &FamilyResult{Family: "incident", Policies: []string{"static", "shedkit-gradient", "gcl-aimd"}}
+	for i, tc := range []struct {
+		kind       string
+		ours, peer float64
+	}{{"errors", 0.9, 0.95}, {"errors", 0.9, 0.5}, {"slowdown", 0.8, 0.805}} {
+		res.Instances = append(res.Instances, &Instance{Index: i, Traits: Traits{Kind: tc.kind}})
+		res.Summaries = append(res.Summaries, []Summary{{TriggerGoodputRatio: 1}, {TriggerGoodputRatio: tc.ours}, {TriggerGoodputRatio: tc.peer}})
+	}
+	var w strings.Builder
+	peerTable(&w, res)
+	if !strings.Contains(w.String(), "by incident: errors 1/2, slowdown 1/1\n") {
+		t.Fatalf("report:\n%s", w.String())
+	}
+}
