@@ -128,16 +128,10 @@ type server struct {
 	served   chan error
 }
 
-func startServer(cfg Config, start time.Time, secs int) (*server, error) {
-	up := &upstream{
-		workers:  make(chan struct{}, cfg.Capacity),
-		healthy:  cfg.ServiceTime,
-		factor:   cfg.SlowdownFactor,
-		start:    start,
-		slowFrom: cfg.SlowdownStart,
-		slowTo:   cfg.SlowdownEnd,
-		busy:     make([]atomic.Int64, secs),
-	}
+// soakAdmission builds the service's limiter (Gradient at its defaults
+// from the upstream's concurrency, or a static limit) and its middleware:
+// interactive protected, batch borrowing, a rate limit per tenant.
+func soakAdmission(cfg Config) (*shed.Limiter, func(http.Handler) http.Handler, error) {
 	var source shed.LimitSource
 	if cfg.StaticLimit == 0 {
 		// Gradient's defaults, started at the upstream's concurrency.
@@ -146,13 +140,13 @@ func startServer(cfg Config, start time.Time, secs int) (*server, error) {
 			MaxLimit:     20 * cfg.Capacity,
 		})
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		source = gradient
 	} else {
 		fixed, err := limits.NewFixed(cfg.StaticLimit)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		source = fixed
 	}
@@ -166,7 +160,7 @@ func startServer(cfg Config, start time.Time, secs int) (*server, error) {
 		},
 	})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	// Each tenant may send twice its fair share of the offered rate: the
 	// ordinary tenants never reach it, the greedy one (4 shares) does.
@@ -183,6 +177,23 @@ func startServer(cfg Config, start time.Time, secs int) (*server, error) {
 			},
 		},
 	})
+	if err != nil {
+		return nil, nil, err
+	}
+	return lim, mw, nil
+}
+
+func startServer(cfg Config, start time.Time, secs int) (*server, error) {
+	up := &upstream{
+		workers:  make(chan struct{}, cfg.Capacity),
+		healthy:  cfg.ServiceTime,
+		factor:   cfg.SlowdownFactor,
+		start:    start,
+		slowFrom: cfg.SlowdownStart,
+		slowTo:   cfg.SlowdownEnd,
+		busy:     make([]atomic.Int64, secs),
+	}
+	lim, mw, err := soakAdmission(cfg)
 	if err != nil {
 		return nil, err
 	}
