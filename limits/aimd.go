@@ -58,13 +58,15 @@ type AIMDConfig struct {
 	// slow start off (Netflix's AIMD). Default DefaultGrowth. Slow start
 	// runs from the start until the first congested window or the first
 	// window in which the limit is not in use, never past the in-flight
-	// peak / MinUtilization; and after a run of congested windows, from
-	// the first window in use without congestion back up to the limit
-	// the run's first cut left (TCP's slow start threshold). A run of
-	// drops cuts the limit every window, but only its first window says
-	// where congestion began: a burst of timeouts from a slow dependency
-	// would otherwise leave the limit at its minimum and growing by
-	// Increase per window for minutes after the dependency recovered.
+	// peak / MinUtilization; and, with LatencyThreshold set (no
+	// learned baseline), after a run of congested windows, from the first
+	// window in use without congestion back up to the limit the run's
+	// first cut left (TCP's slow start threshold): a burst of timeouts
+	// from a slow dependency would otherwise leave the limit at its
+	// minimum and growing by Increase per window for minutes after the
+	// dependency recovered. With a learned baseline, regrowth at the
+	// baseline's latency finds a recovered dependency instead, and a
+	// return to the first cut would re-admit the queue the cuts removed.
 	Growth float64
 	// LatencyThreshold selects the latency signal. Zero (the default):
 	// a window whose median latency exceeds LatencyTolerance x a learned
@@ -100,8 +102,8 @@ type AIMDConfig struct {
 // predictable than Gradient, and probes slowly (Increase per window). It
 // grows multiplicatively (slow start) until its first congestion, so that
 // a service at 300 in flight is not throttled for minutes after a start
-// from InitialLimit, and after a run of congested windows back up to the
-// limit the run's first cut left.
+// from InitialLimit, and while the work in flight fills the limit at the
+// latency of its learned baseline.
 //
 // Limit is an atomic load. Observe is lock-free and allocation-free; the
 // sample that closes a window updates the limit under a mutex.
@@ -305,9 +307,12 @@ func (a *AIMD) grow(s *signals) decision {
 		// Never past the point where the work in flight would no longer
 		// use the limit; a limit it filled may always grow by one.
 		next, reason = max(next, min(lim*c.Growth, max(s.peak/c.MinUtilization, s.peak+1))), ReasonSlowStart
-	case lim < a.restore:
-		// Back to where congestion began; the demand cap does not
-		// apply, as that limit held before.
+	case lim < a.restore && !a.det.latency:
+		// Back to where congestion began (TCP's slow start threshold);
+		// the demand cap does not apply, as that limit held before.
+		// Only without a learned baseline: with one, regrow finds a
+		// recovered dependency, and restoring would re-admit the queue
+		// the cuts had just removed.
 		next, reason = max(next, min(lim*c.Growth, a.restore)), ReasonRegrow
 	}
 	return decision{limit: next, reason: reason}

@@ -184,3 +184,32 @@ func TestAIMDSlowStart(t *testing.T) {
 		t.Fatalf("Growth 1: %v, want [21 22 23]", got)
 	}
 }
+
+// TestAIMDStaysOffAQueueItCut: once a run of cuts has brought the
+// latency back under the tolerance, the default AIMD grows by Increase
+// from where the cuts left it; it does not slow-start back to the limit
+// its first cut left, which would re-admit the queue the cuts removed.
+// (With LatencyThreshold set, and so no baseline to tell a recovered
+// dependency by, it still does: see TestAIMDRules.)
+func TestAIMDStaysOffAQueueItCut(t *testing.T) {
+	a, err := NewAIMD(AIMDConfig{InitialLimit: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := newFeed(a)
+	ms := time.Millisecond
+	for range 2 * DefaultBaselineWindows { // the baseline: 10 ms
+		f.window(20, 0, 80, constant(10*ms))
+	}
+	start := a.Limit()
+	for range 3 { // a queue: cut three times
+		f.window(20, 0, a.Limit(), constant(30*ms))
+	}
+	cut := a.Limit()
+	// Still above the baseline (no regrow), under the tolerance.
+	got := f.window(20, 0, cut, constant(12*ms))
+	if got != cut+DefaultIncrease || a.State().Reason != ReasonGrow {
+		t.Fatalf("from %d, cut to %d: the first window under the tolerance left %d (%s), want %d (grow)",
+			start, cut, got, a.State().Reason, cut+DefaultIncrease)
+	}
+}

@@ -147,13 +147,14 @@
 // window. By default it sees latency (LatencyTolerance, 2, times its
 // learned baseline) as well as drops, and, as Gradient, takes a latency
 // or drop rate that cutting does not reduce as the dependency's new
-// normal instead of cutting to the minimum. It slow-starts at the start,
-// after a run of congested windows back to the limit the run's first cut
-// left (TCP's slow start threshold), and, as Gradient's regrow, while the
-// work in flight fills the limit with the latency at its baseline. Drops
-// within DropTolerance (15%) never count. A fixed LatencyThreshold
-// replaces the learned baseline with a latency objective; a negative one
-// leaves drops alone.
+// normal instead of cutting to the minimum. It slow-starts at the start
+// and, as Gradient's regrow, while the work in flight fills the limit with
+// the latency at its baseline; with LatencyThreshold set, which leaves no
+// baseline to recognise a recovered dependency by, also after a run of
+// congested windows, back to the limit the run's first cut left (TCP's
+// slow start threshold). Drops within DropTolerance (15%) never count.
+// A fixed LatencyThreshold replaces the learned baseline with a latency
+// objective; a negative one leaves drops alone.
 //
 // # Defaults and why
 //
