@@ -213,3 +213,24 @@ func TestAIMDStaysOffAQueueItCut(t *testing.T) {
 			start, cut, got, a.State().Reason, cut+DefaultIncrease)
 	}
 }
+
+// TestAIMDLearnsNoQueue: a dependency that queues past 60 in flight, with
+// demand for far more. Slow start overshoots, the cuts bring the latency
+// under the tolerance, and the first steady windows that follow still
+// bind over a queue: had they taught the baseline, each queue would be
+// taken for the normal and the limit would grow past twice the knee's
+// latency for good. It stays within the tolerance (x2: 120 in flight)
+// plus one Increase.
+func TestAIMDLearnsNoQueue(t *testing.T) {
+	a, err := NewAIMD(AIMDConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := newModel(100*healthyRate, healthyLatency)
+	m.latency = knee(healthyLatency, 60)
+	limits := m.run(a, 100)
+	t.Logf("knee at 60: %v", limits)
+	if top := slices.Max(limits[20:]); top > 121 {
+		t.Fatalf("the limit reached %d after the first 20 windows, want at most 121", top)
+	}
+}

@@ -21,6 +21,10 @@ type detector struct {
 	latency      bool          // latency signals at all (AIMD may turn them off)
 	anyDrop      bool          // any drop is congestion (AIMD's Netflix mode)
 	boundDrops   bool          // drops count only while the limit is used (Gradient)
+	// queueTeaches: a window in which the limit binds with a latency
+	// that shows a queue may still teach the baseline (Gradient's choice;
+	// see learn).
+	queueTeaches bool
 
 	base         baseline       // latency without congestion
 	bg           dropBackground // drops without congestion
@@ -165,6 +169,13 @@ func (d *detector) learn(s *signals) {
 			// was still to come, and the seed judges nothing.
 			d.seeded, d.censored = true, s.dur < censoredSpan*s.lat
 		}
+		return
+	}
+	if !d.queueTeaches && s.binding && s.ratio > math.Sqrt(s.thresh) && !d.censored {
+		// AIMD: the limit binds and the latency shows a queue, which the
+		// limit admitted; learning it would let the next queue grow
+		// longer. Gradient's growth stops at that latency: a baseline
+		// that could not learn it would stop its growth for good.
 		return
 	}
 	if d.seeded {

@@ -152,8 +152,11 @@
 // the latency at its baseline; with LatencyThreshold set, which leaves no
 // baseline to recognise a recovered dependency by, also after a run of
 // congested windows, back to the limit the run's first cut left (TCP's
-// slow start threshold). Drops within DropTolerance (15%) never count.
-// A fixed LatencyThreshold replaces the learned baseline with a latency
+// slow start threshold). Its tolerance lets a queue double the latency
+// before it cuts, so a window in which its limit binds with the latency
+// above the square root of that tolerance teaches its baseline nothing,
+// not even while learning: the queue would become the next normal.
+// Drops within DropTolerance (15%) never count. A fixed LatencyThreshold replaces the learned baseline with a latency
 // objective; a negative one leaves drops alone.
 //
 // # Defaults and why

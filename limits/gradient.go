@@ -202,7 +202,7 @@ func NewGradient(cfg GradientConfig) (*Gradient, error) {
 		det: newDetector(cfg.Tolerance, cfg.Significance, cfg.DropTolerance, cfg.LatencyCeiling,
 			cfg.MinUtilization, cfg.BaselineWindows, cfg.Window),
 	}
-	g.st.det.boundDrops = true
+	g.st.det.boundDrops, g.st.det.queueTeaches = true, true
 	g.limit.Store(int64(cfg.InitialLimit))
 	return g, nil
 }
