@@ -122,7 +122,26 @@ type Thresholds struct {
 	RecoveryShare float64
 }
 
+// withDefaults fills the zero fields of c with their defaults and checks
+// every field, in the order of Config.
 func (c Config) withDefaults() (Config, error) {
+	c, err := c.offeredLoadDefaults()
+	if err != nil {
+		return c, err
+	}
+	if c, err = c.slowdownDefaults(); err != nil {
+		return c, err
+	}
+	if c, err = c.harnessDefaults(); err != nil {
+		return c, err
+	}
+	c.Thresholds = c.Thresholds.withDefaults(c.Workers, c.Overload)
+	return c, nil
+}
+
+// offeredLoadDefaults settles the run's length, the upstream's capacity
+// and the offered rate, from which Overload is then derived.
+func (c Config) offeredLoadDefaults() (Config, error) {
 	if c.Duration == 0 {
 		c.Duration = DefaultDuration
 	}
@@ -154,6 +173,12 @@ func (c Config) withDefaults() (Config, error) {
 		return c, configError("Rate", "must be > 0, got %d", c.Rate)
 	}
 	c.Overload = float64(c.Rate) / c.capacityRPS()
+	return c, nil
+}
+
+// slowdownDefaults settles the slowdown (factor and window) and the two
+// timeouts, which follow from the slow service time.
+func (c Config) slowdownDefaults() (Config, error) {
 	if c.SlowdownFactor == 0 {
 		c.SlowdownFactor = DefaultSlowdownFactor
 	}
@@ -180,6 +205,12 @@ func (c Config) withDefaults() (Config, error) {
 	if c.ClientTimeout <= c.RequestTimeout {
 		return c, configError("ClientTimeout", "must exceed RequestTimeout (%v), got %v", c.RequestTimeout, c.ClientTimeout)
 	}
+	return c, nil
+}
+
+// harnessDefaults settles how the run is driven and measured: the static
+// limit, the load generator's workers, the warm-up and the sampling period.
+func (c Config) harnessDefaults() (Config, error) {
 	if c.StaticLimit < 0 || c.StaticLimit > shed.MaxLimit {
 		return c, configError("StaticLimit", "must be in [0, %d], got %d", shed.MaxLimit, c.StaticLimit)
 	}
@@ -201,7 +232,12 @@ func (c Config) withDefaults() (Config, error) {
 	if c.SampleEvery < 10*time.Millisecond {
 		return c, configError("SampleEvery", "must be at least 10ms, got %v", c.SampleEvery)
 	}
-	t := &c.Thresholds
+	return c, nil
+}
+
+// withDefaults fills the zero thresholds; two follow from the settled
+// Config: the goroutine slack from workers, the shed rate from overload.
+func (t Thresholds) withDefaults(workers int, overload float64) Thresholds {
 	if t.PeakFactor == 0 {
 		t.PeakFactor = 2
 	}
@@ -209,7 +245,7 @@ func (c Config) withDefaults() (Config, error) {
 		t.TrendFactor = 1.5
 	}
 	if t.GoroutineSlack == 0 {
-		t.GoroutineSlack = 64 + 4*c.Workers
+		t.GoroutineSlack = 64 + 4*workers
 	}
 	if t.HeapSlack == 0 {
 		t.HeapSlack = 16 << 20
@@ -224,7 +260,7 @@ func (c Config) withDefaults() (Config, error) {
 		t.MinGoodput = 0.7
 	}
 	if t.MinShedRate == 0 {
-		t.MinShedRate = max(0, 1-3/c.Overload)
+		t.MinShedRate = max(0, 1-3/overload)
 	}
 	if t.P99Factor == 0 {
 		t.P99Factor = 6
@@ -238,7 +274,7 @@ func (c Config) withDefaults() (Config, error) {
 	if t.RecoveryShare == 0 {
 		t.RecoveryShare = 0.9
 	}
-	return c, nil
+	return t
 }
 
 func (c Config) capacityRPS() float64 { return float64(c.Capacity) / c.ServiceTime.Seconds() }
