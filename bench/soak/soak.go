@@ -296,7 +296,37 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	if err != nil {
 		return rep, err
 	}
+	atk, tr := newSoakAttacker(cfg)
+	targets := soakTargets(srv.url)
 
+	col := newCollector(cfg, start, secs)
+	smp := newSampler(cfg, start, srv)
+	stopSampler := runSampler(smp, col)
+
+	attackOver := stopAttackOnCancel(ctx, atk)
+	res := atk.Attack(vegeta.NewStaticTargeter(targets...), vegeta.ConstantPacer{Freq: cfg.Rate, Per: time.Second}, cfg.Duration, "soak")
+	for r := range res {
+		col.add(r)
+	}
+	attackOver()
+	rep.AttackEnd = time.Since(start)
+
+	settleServer(cfg, srv, &rep)
+	stopSampler()
+	cerr := closeServer(cfg, srv, tr, &rep)
+	rep.GoroutinesAfter = waitGoroutines(rep.GoroutinesBefore+cfg.Thresholds.LeftoverGoroutines, 5*time.Second)
+
+	col.finish(&rep, srv.up)
+	smp.finish(&rep)
+	if cerr != nil {
+		return rep, fmt.Errorf("soak: closing the server: %w", cerr)
+	}
+	return rep, ctx.Err()
+}
+
+// newSoakAttacker builds the load generator of the server soak and returns
+// it with its transport, whose idle connections Run closes at the end.
+func newSoakAttacker(cfg Config) (*vegeta.Attacker, *http.Transport) {
 	tr := &http.Transport{
 		DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
 		MaxIdleConnsPerHost: cfg.Workers,
@@ -317,21 +347,36 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 		vegeta.MaxWorkers(uint64(cfg.Workers)),
 		vegeta.MaxBody(0),
 	)
+	return atk, tr
+}
+
+// soakTargets turns targetMix into vegeta targets on the server at url.
+func soakTargets(url string) []vegeta.Target {
 	targets := make([]vegeta.Target, len(targetMix))
 	for i, m := range targetMix {
-		targets[i] = vegeta.Target{Method: http.MethodGet, URL: srv.url + m.path, Header: http.Header{tenantHeader: {m.tenant}}}
+		targets[i] = vegeta.Target{Method: http.MethodGet, URL: url + m.path, Header: http.Header{tenantHeader: {m.tenant}}}
 	}
+	return targets
+}
 
-	col := newCollector(cfg, start, secs)
-	smp := newSampler(cfg, start, srv)
+// runSampler runs smp in the background until stop is called; stop waits
+// for the sampler to return, so that no sample races the report.
+func runSampler(smp *sampler, col *collector) (stop func()) {
 	smpDone := make(chan struct{})
 	smpStop := make(chan struct{})
 	go func() {
 		defer close(smpDone)
 		smp.run(smpStop, col)
 	}()
+	return func() {
+		close(smpStop)
+		<-smpDone
+	}
+}
 
-	// Stop the attack early if ctx ends; the results channel then closes.
+// stopAttackOnCancel stops atk early if ctx ends (its results channel then
+// closes); call attackOver once the results are read, to end the watch.
+func stopAttackOnCancel(ctx context.Context, atk *vegeta.Attacker) (attackOver func()) {
 	attackDone := make(chan struct{})
 	go func() {
 		select {
@@ -340,16 +385,14 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 		case <-attackDone:
 		}
 	}()
-	res := atk.Attack(vegeta.NewStaticTargeter(targets...), vegeta.ConstantPacer{Freq: cfg.Rate, Per: time.Second}, cfg.Duration, "soak")
-	for r := range res {
-		col.add(r)
-	}
-	close(attackDone)
-	rep.AttackEnd = time.Since(start)
+	return func() { close(attackDone) }
+}
 
-	// Every response has arrived; wait for the server side to settle (the
-	// permits of answered requests are released before the response is
-	// flushed, so this is normally immediate).
+// settleServer waits, once every response has arrived, for the server side
+// to settle, and records its end state and the limiter's figures by class.
+func settleServer(cfg Config, srv *server, rep *Report) {
+	// The permits of answered requests are released before the response
+	// is flushed, so this is normally immediate.
 	settle := time.Now()
 	deadline := settle.Add(cfg.RequestTimeout + time.Second)
 	for (srv.lim.InFlight() != 0 || srv.inflight.Load() != 0) && time.Now().Before(deadline) {
@@ -373,9 +416,11 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 			Leaked:    c.Leaked,
 		})
 	}
-	close(smpStop)
-	<-smpDone
+}
 
+// closeServer closes the client's idle connections, then drains and shuts
+// the server down, recording the connections left open and the drain.
+func closeServer(cfg Config, srv *server, tr *http.Transport, rep *Report) error {
 	// Close the client's idle connections before the server: the server
 	// must then see every connection closed (none held by a response body
 	// left unread, none stuck in a handler). Closing happens
@@ -390,14 +435,7 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	drain, cerr := srv.close(closeCtx)
 	cancel()
 	rep.End.DrainInFlight = drain.InFlight
-	rep.GoroutinesAfter = waitGoroutines(rep.GoroutinesBefore+cfg.Thresholds.LeftoverGoroutines, 5*time.Second)
-
-	col.finish(&rep, srv.up)
-	smp.finish(&rep)
-	if cerr != nil {
-		return rep, fmt.Errorf("soak: closing the server: %w", cerr)
-	}
-	return rep, ctx.Err()
+	return cerr
 }
 
 // waitGoroutines waits up to d for the goroutine count to fall to at most
