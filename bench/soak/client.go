@@ -197,64 +197,167 @@ func RunClient(ctx context.Context, cfg ClientConfig) (ClientReport, error) {
 		return ClientReport{}, err
 	}
 	rep := ClientReport{Config: cfg, GoroutinesBefore: runtime.NumGoroutine()}
-
-	var (
-		byNumber         [maxAttemptSlots]atomic.Uint64
-		outageFirst      atomic.Uint64
-		outageAll        atomic.Uint64
-		conns, newConns  atomic.Int64
-		peak             atomic.Int64
-		start            = time.Now()
-		outFrom, outTill = cfg.OutageStart, cfg.OutageEnd
+	up, err := startClientUpstream(cfg)
+	if err != nil {
+		return rep, err
+	}
+	client, base, budget, err := newRetryingClient(cfg)
+	if err != nil {
+		up.abort()
+		return rep, err
+	}
+	atk := vegeta.NewAttacker(
+		vegeta.Client(client),
+		vegeta.Workers(uint64(cfg.Workers)),
+		vegeta.MaxWorkers(uint64(cfg.Workers)),
+		vegeta.MaxBody(0),
 	)
-	upstream := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		n := retrybudget.RequestAttempt(r)
-		byNumber[min(max(n, 0), maxAttemptSlots-1)].Add(1)
-		if t := time.Since(start); t >= outFrom && t < outTill {
-			outageAll.Add(1)
-			if n == 1 {
-				outageFirst.Add(1)
-			}
-			if cfg.OutageReset {
-				resetConn(w)
-				return
-			}
-			// A plain 503: retryable (no no-retry header, no Retry-After).
-			http.Error(w, "unavailable", http.StatusServiceUnavailable)
-			return
-		}
-		_, _ = io.WriteString(w, "ok\n")
-	})
+	attackOver := stopAttackOnCancel(ctx, atk)
+	var m vegeta.Metrics
+	seen := map[string]struct{}{}
+	res := atk.Attack(vegeta.NewStaticTargeter(vegeta.Target{Method: http.MethodGet, URL: up.url}),
+		vegeta.ConstantPacer{Freq: cfg.Rate, Per: time.Second}, cfg.Duration, "client-soak")
+	for r := range res {
+		m.Add(r)
+		rep.tally(r, up.start, seen)
+	}
+	attackOver()
+	m.Close()
+	rep.Logical = m.Requests
+	rep.OfferedRate = m.Rate
+	attackTime := time.Since(up.start)
+
+	// Close the client's idle connections first: the server must then see
+	// every connection closed (none held by an unread body).
+	base.CloseIdleConnections()
+	cerr := up.shutdown(&rep)
+
+	up.countAttempts(&rep)
+	rep.BudgetDenials = budget.Snapshot().Denials
+	if rep.Logical > 0 {
+		rep.Amplification = float64(rep.Attempts) / float64(rep.Logical)
+		rep.MaxAmplification = 1 + float64(cfg.maxRetries(rep.Logical, attackTime))/float64(rep.Logical)
+	}
+	rep.GoroutinesAfter = waitGoroutines(rep.GoroutinesBefore+cfg.Thresholds.LeftoverGoroutines, 5*time.Second)
+	if cerr != nil {
+		return rep, fmt.Errorf("soak: closing the upstream: %w", cerr)
+	}
+	return rep, ctx.Err()
+}
+
+// clientUpstream is the client soak's upstream: it fails every attempt
+// during the outage, and counts attempts by number and connections.
+type clientUpstream struct {
+	cfg   ClientConfig
+	start time.Time // the outage is timed from it
+	url   string
+
+	byNumber        [maxAttemptSlots]atomic.Uint64
+	outageFirst     atomic.Uint64
+	outageAll       atomic.Uint64
+	conns, newConns atomic.Int64
+	peak            atomic.Int64
+
+	srv    *http.Server
+	served chan error
+}
+
+// startClientUpstream starts the upstream on 127.0.0.1; the outage's
+// offsets count from now.
+func startClientUpstream(cfg ClientConfig) (*clientUpstream, error) {
+	u := &clientUpstream{cfg: cfg, start: time.Now()}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return rep, err
+		return nil, err
 	}
-	srv := &http.Server{
-		Handler:           upstream,
+	u.srv = &http.Server{
+		Handler:           http.HandlerFunc(u.serve),
 		ReadHeaderTimeout: 5 * time.Second,
-		ConnState: func(_ net.Conn, st http.ConnState) {
-			switch st {
-			case http.StateNew:
-				newConns.Add(1)
-				n := conns.Add(1)
-				for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
-				}
-			case http.StateClosed, http.StateHijacked:
-				conns.Add(-1)
-			}
-		},
+		ConnState:         u.track,
 	}
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
-	url := "http://" + ln.Addr().String() + "/v1/thing"
+	u.served = make(chan error, 1)
+	go func() { u.served <- u.srv.Serve(ln) }()
+	u.url = "http://" + ln.Addr().String() + "/v1/thing"
+	return u, nil
+}
 
-	budget, err := retrybudget.NewBudget(cfg.Budget)
-	if err != nil {
-		_ = srv.Close()
-		<-served
-		return rep, err
+// serve counts the attempt by number and answers ok, or, during the
+// outage, 503 or a connection reset.
+func (u *clientUpstream) serve(w http.ResponseWriter, r *http.Request) {
+	n := retrybudget.RequestAttempt(r)
+	u.byNumber[min(max(n, 0), maxAttemptSlots-1)].Add(1)
+	if t := time.Since(u.start); t >= u.cfg.OutageStart && t < u.cfg.OutageEnd {
+		u.outageAll.Add(1)
+		if n == 1 {
+			u.outageFirst.Add(1)
+		}
+		if u.cfg.OutageReset {
+			resetConn(w)
+			return
+		}
+		// A plain 503: retryable (no no-retry header, no Retry-After).
+		http.Error(w, "unavailable", http.StatusServiceUnavailable)
+		return
 	}
-	base := &http.Transport{
+	_, _ = io.WriteString(w, "ok\n")
+}
+
+// track counts the connections accepted, open, and the most open at once.
+func (u *clientUpstream) track(_ net.Conn, st http.ConnState) {
+	switch st {
+	case http.StateNew:
+		u.newConns.Add(1)
+		n := u.conns.Add(1)
+		for p := u.peak.Load(); n > p && !u.peak.CompareAndSwap(p, n); p = u.peak.Load() {
+		}
+	case http.StateClosed, http.StateHijacked:
+		u.conns.Add(-1)
+	}
+}
+
+// abort closes the upstream at once, for a run that fails to start.
+func (u *clientUpstream) abort() {
+	_ = u.srv.Close()
+	<-u.served
+}
+
+// shutdown waits (up to 2s) for every connection to be closed, records
+// the connections in rep, and shuts the upstream down.
+func (u *clientUpstream) shutdown(rep *ClientReport) error {
+	for i := 0; i < 200 && u.conns.Load() != 0; i++ {
+		time.Sleep(10 * time.Millisecond)
+	}
+	rep.ConnsOpenAfter = u.conns.Load()
+	rep.ConnsAccepted = u.newConns.Load()
+	rep.ConnsPeak = u.peak.Load()
+	shutCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	cerr := u.srv.Shutdown(shutCtx)
+	cancel()
+	if serr := <-u.served; serr != nil && !errors.Is(serr, http.ErrServerClosed) {
+		cerr = errors.Join(cerr, serr)
+	}
+	return cerr
+}
+
+// countAttempts records in rep the attempts the upstream received, by
+// number and during the outage.
+func (u *clientUpstream) countAttempts(rep *ClientReport) {
+	for i := range u.byNumber {
+		rep.AttemptsByNumber[i] = u.byNumber[i].Load()
+		rep.Attempts += rep.AttemptsByNumber[i]
+	}
+	rep.OutageLogical, rep.OutageAttempts = u.outageFirst.Load(), u.outageAll.Load()
+}
+
+// newRetryingClient builds the client under test: a retrybudget.Transport
+// (with the shared budget, unless NoBudget) over base, whose idle
+// connections RunClient closes at the end.
+func newRetryingClient(cfg ClientConfig) (client *http.Client, base *http.Transport, budget *retrybudget.Budget, err error) {
+	budget, err = retrybudget.NewBudget(cfg.Budget)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	base = &http.Transport{
 		DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
 		MaxIdleConnsPerHost: cfg.Workers,
 		IdleConnTimeout:     90 * time.Second,
@@ -272,96 +375,42 @@ func RunClient(ctx context.Context, cfg ClientConfig) (ClientReport, error) {
 	}
 	rt, err := retrybudget.NewTransport(tcfg)
 	if err != nil {
-		_ = srv.Close()
-		<-served
-		return rep, err
+		return nil, nil, nil, err
 	}
-	client := &http.Client{Transport: rt, Timeout: cfg.Timeout}
-	atk := vegeta.NewAttacker(
-		vegeta.Client(client),
-		vegeta.Workers(uint64(cfg.Workers)),
-		vegeta.MaxWorkers(uint64(cfg.Workers)),
-		vegeta.MaxBody(0),
-	)
-	attackDone := make(chan struct{})
-	go func() {
-		select {
-		case <-ctx.Done():
-			atk.Stop()
-		case <-attackDone:
+	return &http.Client{Transport: rt, Timeout: cfg.Timeout}, base, budget, nil
+}
+
+// tally counts one logical request by outcome, and among those sent after
+// the outage; it keeps one sample per kind of error (seen holds the kinds).
+func (r *ClientReport) tally(res *vegeta.Result, start time.Time, seen map[string]struct{}) {
+	cfg := r.Config
+	after := res.Timestamp.Sub(start) >= cfg.OutageEnd
+	if after {
+		r.AfterSent++
+	}
+	switch {
+	case res.Code == 0:
+		r.LogicalErrors++
+		if sent := res.Timestamp.Sub(start); sent < cfg.OutageStart-cfg.Timeout || sent >= cfg.OutageEnd {
+			r.ErrorsOutside++
 		}
-	}()
-	var m vegeta.Metrics
-	seen := map[string]struct{}{}
-	res := atk.Attack(vegeta.NewStaticTargeter(vegeta.Target{Method: http.MethodGet, URL: url}),
-		vegeta.ConstantPacer{Freq: cfg.Rate, Per: time.Second}, cfg.Duration, "client-soak")
-	for r := range res {
-		m.Add(r)
-		after := r.Timestamp.Sub(start) >= outTill
+		// One sample per kind of error: ports differ, kinds rarely.
+		if e := portRE.ReplaceAllString(res.Error, ":PORT"); len(r.ErrorSamples) < 8 {
+			if _, ok := seen[e]; !ok {
+				seen[e] = struct{}{}
+				r.ErrorSamples = append(r.ErrorSamples, e)
+			}
+		}
+	case res.Code == http.StatusOK:
+		r.LogicalOK++
 		if after {
-			rep.AfterSent++
+			r.AfterOK++
 		}
-		switch {
-		case r.Code == 0:
-			rep.LogicalErrors++
-			if sent := r.Timestamp.Sub(start); sent < outFrom-cfg.Timeout || sent >= outTill {
-				rep.ErrorsOutside++
-			}
-			// One sample per kind of error: ports differ, kinds rarely.
-			if e := portRE.ReplaceAllString(r.Error, ":PORT"); len(rep.ErrorSamples) < 8 {
-				if _, ok := seen[e]; !ok {
-					seen[e] = struct{}{}
-					rep.ErrorSamples = append(rep.ErrorSamples, e)
-				}
-			}
-		case r.Code == http.StatusOK:
-			rep.LogicalOK++
-			if after {
-				rep.AfterOK++
-			}
-		case r.Code == http.StatusServiceUnavailable:
-			rep.Logical503++
-		default:
-			rep.LogicalOther++
-		}
+	case res.Code == http.StatusServiceUnavailable:
+		r.Logical503++
+	default:
+		r.LogicalOther++
 	}
-	close(attackDone)
-	m.Close()
-	rep.Logical = m.Requests
-	rep.OfferedRate = m.Rate
-	attackTime := time.Since(start)
-
-	// Close the client's idle connections first: the server must then see
-	// every connection closed (none held by an unread body).
-	base.CloseIdleConnections()
-	for i := 0; i < 200 && conns.Load() != 0; i++ {
-		time.Sleep(10 * time.Millisecond)
-	}
-	rep.ConnsOpenAfter = conns.Load()
-	rep.ConnsAccepted = newConns.Load()
-	rep.ConnsPeak = peak.Load()
-	shutCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	cerr := srv.Shutdown(shutCtx)
-	cancel()
-	if serr := <-served; serr != nil && !errors.Is(serr, http.ErrServerClosed) {
-		cerr = errors.Join(cerr, serr)
-	}
-
-	for i := range byNumber {
-		rep.AttemptsByNumber[i] = byNumber[i].Load()
-		rep.Attempts += rep.AttemptsByNumber[i]
-	}
-	rep.OutageLogical, rep.OutageAttempts = outageFirst.Load(), outageAll.Load()
-	rep.BudgetDenials = budget.Snapshot().Denials
-	if rep.Logical > 0 {
-		rep.Amplification = float64(rep.Attempts) / float64(rep.Logical)
-		rep.MaxAmplification = 1 + float64(cfg.maxRetries(rep.Logical, attackTime))/float64(rep.Logical)
-	}
-	rep.GoroutinesAfter = waitGoroutines(rep.GoroutinesBefore+cfg.Thresholds.LeftoverGoroutines, 5*time.Second)
-	if cerr != nil {
-		return rep, fmt.Errorf("soak: closing the upstream: %w", cerr)
-	}
-	return rep, ctx.Err()
 }
 
 // maxRetries is the most retries the budget allows for n logical requests
