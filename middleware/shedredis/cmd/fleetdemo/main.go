@@ -89,151 +89,232 @@ func (s *server) addr() string { return "127.0.0.1:" + strconv.Itoa(s.port) }
 
 type counts struct{ ok, limited, failed atomic.Int64 }
 
+// run starts Redis (unless addr is given), three replicas and the
+// tenants' load, then prints each second of the three phases.
 func run(addr string, phase time.Duration) error {
 	var srv *server
 	if addr == "" {
-		bin, err := exec.LookPath("redis-server")
-		if err != nil {
-			return fmt.Errorf("redis-server not found (make redis installs it), or pass -addr: %w", err)
-		}
-		dir, err := os.MkdirTemp("", "fleetdemo")
+		s, cleanup, err := startOwnRedis()
 		if err != nil {
 			return err
 		}
-		defer os.RemoveAll(dir)
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return err
-		}
-		port := l.Addr().(*net.TCPAddr).Port
-		l.Close()
-		srv = &server{bin: bin, dir: dir, port: port}
-		if err := srv.start(); err != nil {
-			return err
-		}
-		defer srv.kill()
+		defer cleanup()
+		srv = s
 		addr = srv.addr()
 	}
 
+	var closers cleanups
+	defer closers.run()
 	var urls []string
 	var stores []*shedredis.Store
 	for i := range 3 {
-		rdb := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true, MaxRetries: -1})
-		defer rdb.Close()
-		cfg := shedredis.Config{Client: rdb, Replicas: 3, Timeout: 20 * time.Millisecond, Name: "replica-" + strconv.Itoa(i)}
-		store, err := shedredis.NewStore(cfg)
+		url, store, err := startReplica(addr, i, &closers)
 		if err != nil {
 			return err
 		}
 		stores = append(stores, store)
-		conc, err := shedredis.NewConcurrency(cfg)
-		if err != nil {
-			return err
-		}
-		defer conc.Close()
-		lim, err := shed.New(shed.Config{Limit: 1000})
-		if err != nil {
-			return err
-		}
-		admission, err := nethttp.New(nethttp.Config{
-			Options: shedhttp.Options{
-				Limiter:    lim,
-				KeyHeader:  "X-Tenant",
-				RateLimits: map[string]shedhttp.RateLimit{"default": {Rate: 200, Burst: 20}},
-				KeyStore:   store,
-			},
-		})
-		if err != nil {
-			return err
-		}
-		perTenant, err := shedredis.ConcurrencyMiddleware(shedredis.MiddlewareConfig{
-			Concurrency: conc,
-			Key:         func(r *http.Request) string { return r.Header.Get("X-Tenant") },
-			Limit:       20,
-		})
-		if err != nil {
-			return err
-		}
-		app := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { time.Sleep(2 * time.Millisecond) })
-		hs := httptest.NewServer(perTenant(admission(app)))
-		defer hs.Close()
-		urls = append(urls, hs.URL)
+		urls = append(urls, url)
 	}
 
 	tr := &http.Transport{MaxIdleConnsPerHost: 512}
 	defer tr.CloseIdleConnections()
-	client := &http.Client{Transport: tr, Timeout: 5 * time.Second}
-	var noisy, quiet counts
+	l := &load{client: &http.Client{Transport: tr, Timeout: 5 * time.Second}, urls: urls}
 	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	offer := func(tenant string, rate float64, n *counts) {
-		defer wg.Done()
-		interval := time.Duration(float64(time.Second) / rate)
-		start := time.Now()
-		for i := 0; ctx.Err() == nil; i++ {
-			time.Sleep(time.Until(start.Add(time.Duration(i) * interval)))
-			wg.Add(1)
-			go func(u string) {
-				defer wg.Done()
-				req, _ := http.NewRequest("GET", u, nil)
-				req.Header.Set("X-Tenant", tenant)
-				resp, err := client.Do(req)
-				if err != nil {
-					n.failed.Add(1)
-					return
-				}
-				_, _ = io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
-				switch resp.StatusCode {
-				case http.StatusOK:
-					n.ok.Add(1)
-				case http.StatusTooManyRequests:
-					n.limited.Add(1)
-				default:
-					n.failed.Add(1)
-				}
-			}(urls[i%len(urls)])
-		}
-	}
-	wg.Add(11)
-	go offer("noisy", 600, &noisy)
+	l.wg.Add(11)
+	go l.offer(ctx, "noisy", 600, &l.noisy)
 	for i := range 10 {
-		go offer("quiet-"+strconv.Itoa(i), 20, &quiet)
+		go l.offer(ctx, "quiet-"+strconv.Itoa(i), 20, &l.quiet)
 	}
 
 	fmt.Println("quota 200/s and 20 in flight per tenant, shared by 3 replicas; noisy offers 600/s, 10 quiet tenants 20/s each")
 	fmt.Printf("%-6s %-12s %13s %15s %9s %10s\n", "second", "phase", "noisy ok/s", "quiet admitted", "failed", "fallbacks")
-	var lastFB uint64
-	sec := 0
-	report := func(name string, d time.Duration) {
-		end := time.Now().Add(d)
-		for time.Now().Before(end) {
-			time.Sleep(time.Second)
-			sec++
-			nOK := noisy.ok.Swap(0)
-			noisy.limited.Swap(0)
-			qOK, qLim := quiet.ok.Swap(0), quiet.limited.Swap(0)
-			failed := noisy.failed.Swap(0) + quiet.failed.Swap(0)
-			var fb uint64
-			for _, s := range stores {
-				fb += s.Stats().FellBack
-			}
-			fmt.Printf("%-6d %-12s %13d %14.1f%% %9d %10d\n", sec, name, nOK, 100*float64(qOK)/float64(max(qOK+qLim, 1)), failed, fb-lastFB)
-			lastFB = fb
-		}
+	err := runPhases(srv, &secondReport{stores: stores, load: l}, phase)
+	cancel()
+	l.wg.Wait()
+	return err
+}
+
+// startOwnRedis starts a redis-server on a free port with a temporary
+// directory; cleanup kills it and removes the directory.
+func startOwnRedis() (srv *server, cleanup func(), err error) {
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		return nil, nil, fmt.Errorf("redis-server not found (make redis installs it), or pass -addr: %w", err)
 	}
-	report("shared", phase)
+	dir, err := os.MkdirTemp("", "fleetdemo")
+	if err != nil {
+		return nil, nil, err
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, nil, err
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	srv = &server{bin: bin, dir: dir, port: port}
+	if err := srv.start(); err != nil {
+		os.RemoveAll(dir)
+		return nil, nil, err
+	}
+	return srv, func() {
+		srv.kill()
+		os.RemoveAll(dir)
+	}, nil
+}
+
+// cleanups is a stack of close functions, run last first like defers.
+type cleanups []func()
+
+// add pushes f onto the stack.
+func (c *cleanups) add(f func()) { *c = append(*c, f) }
+
+// run calls the functions, the last added first.
+func (c cleanups) run() {
+	for i := len(c) - 1; i >= 0; i-- {
+		c[i]()
+	}
+}
+
+// startReplica starts replica i, sharing its quotas through the Redis at
+// addr, and returns its URL and its rate-limit store; what it opens is
+// added to closers.
+func startReplica(addr string, i int, closers *cleanups) (url string, store *shedredis.Store, err error) {
+	rdb := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true, MaxRetries: -1})
+	closers.add(func() { _ = rdb.Close() })
+	cfg := shedredis.Config{Client: rdb, Replicas: 3, Timeout: 20 * time.Millisecond, Name: "replica-" + strconv.Itoa(i)}
+	store, err = shedredis.NewStore(cfg)
+	if err != nil {
+		return "", nil, err
+	}
+	conc, err := shedredis.NewConcurrency(cfg)
+	if err != nil {
+		return "", nil, err
+	}
+	closers.add(func() { _ = conc.Close() })
+	handler, err := replicaHandler(store, conc)
+	if err != nil {
+		return "", nil, err
+	}
+	hs := httptest.NewServer(handler)
+	closers.add(hs.Close)
+	return hs.URL, store, nil
+}
+
+// replicaHandler is a replica's service: 20 in flight per tenant (conc),
+// then a rate limit of 200/s per tenant (store), in front of a 2ms handler.
+func replicaHandler(store *shedredis.Store, conc *shedredis.Concurrency) (http.Handler, error) {
+	lim, err := shed.New(shed.Config{Limit: 1000})
+	if err != nil {
+		return nil, err
+	}
+	admission, err := nethttp.New(nethttp.Config{
+		Options: shedhttp.Options{
+			Limiter:    lim,
+			KeyHeader:  "X-Tenant",
+			RateLimits: map[string]shedhttp.RateLimit{"default": {Rate: 200, Burst: 20}},
+			KeyStore:   store,
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	perTenant, err := shedredis.ConcurrencyMiddleware(shedredis.MiddlewareConfig{
+		Concurrency: conc,
+		Key:         func(r *http.Request) string { return r.Header.Get("X-Tenant") },
+		Limit:       20,
+	})
+	if err != nil {
+		return nil, err
+	}
+	app := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { time.Sleep(2 * time.Millisecond) })
+	return perTenant(admission(app)), nil
+}
+
+// load offers the tenants' requests to the replicas in turn and counts
+// the answers of the noisy tenant and of the quiet ones.
+type load struct {
+	client       *http.Client
+	urls         []string
+	wg           sync.WaitGroup
+	noisy, quiet counts
+}
+
+// offer sends tenant's requests at rate per second, each from a goroutine
+// of its own, until ctx ends.
+func (l *load) offer(ctx context.Context, tenant string, rate float64, n *counts) {
+	defer l.wg.Done()
+	interval := time.Duration(float64(time.Second) / rate)
+	start := time.Now()
+	for i := 0; ctx.Err() == nil; i++ {
+		time.Sleep(time.Until(start.Add(time.Duration(i) * interval)))
+		l.wg.Add(1)
+		go l.send(l.urls[i%len(l.urls)], tenant, n)
+	}
+}
+
+// send sends one request of tenant to u and counts its answer in n.
+func (l *load) send(u, tenant string, n *counts) {
+	defer l.wg.Done()
+	req, _ := http.NewRequest("GET", u, nil)
+	req.Header.Set("X-Tenant", tenant)
+	resp, err := l.client.Do(req)
+	if err != nil {
+		n.failed.Add(1)
+		return
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	switch resp.StatusCode {
+	case http.StatusOK:
+		n.ok.Add(1)
+	case http.StatusTooManyRequests:
+		n.limited.Add(1)
+	default:
+		n.failed.Add(1)
+	}
+}
+
+// runPhases runs the phases: shared quotas, then, with a Redis of its
+// own, Redis down and Redis back.
+func runPhases(srv *server, rep *secondReport, phase time.Duration) error {
+	rep.phase("shared", phase)
 	if srv != nil {
 		srv.kill()
-		report("redis down", phase)
+		rep.phase("redis down", phase)
 		if err := srv.start(); err != nil {
-			cancel()
-			wg.Wait()
 			return err
 		}
-		report("redis back", phase)
+		rep.phase("redis back", phase)
 	}
-	cancel()
-	wg.Wait()
 	return nil
+}
+
+// secondReport prints one line a second: what the tenants got and how
+// many times the replicas fell back to their local share.
+type secondReport struct {
+	stores []*shedredis.Store
+	load   *load
+	sec    int
+	lastFB uint64
+}
+
+// phase prints the lines of a phase of length d.
+func (p *secondReport) phase(name string, d time.Duration) {
+	noisy, quiet := &p.load.noisy, &p.load.quiet
+	end := time.Now().Add(d)
+	for time.Now().Before(end) {
+		time.Sleep(time.Second)
+		p.sec++
+		nOK := noisy.ok.Swap(0)
+		noisy.limited.Swap(0)
+		qOK, qLim := quiet.ok.Swap(0), quiet.limited.Swap(0)
+		failed := noisy.failed.Swap(0) + quiet.failed.Swap(0)
+		var fb uint64
+		for _, s := range p.stores {
+			fb += s.Stats().FellBack
+		}
+		fmt.Printf("%-6d %-12s %13d %14.1f%% %9d %10d\n", p.sec, name, nOK, 100*float64(qOK)/float64(max(qOK+qLim, 1)), failed, fb-p.lastFB)
+		p.lastFB = fb
+	}
 }
