@@ -239,7 +239,7 @@ func (a *AIMD) update(w *WindowSummary) {
 	a.ep, a.reason = d.ep, d.reason
 	a.decisions[d.reason]++
 	if d.reason == ReasonRelearn {
-		a.det.relearn(d.relearnLat, d.relearnDrops, d.relearnN)
+		a.det.relearn(&s, d.relearnLat, d.relearnDrops, d.relearnN)
 	} else {
 		a.det.learn(&s)
 	}

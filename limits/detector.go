@@ -222,7 +222,8 @@ func (d *detector) learning() bool { return d.seen < d.base.span }
 // relearn takes lat as the baseline and drops in n units of work as the
 // background: the dependency's new normal. A relearning while the
 // baseline is still being learned corrects it rather than raises it.
-func (d *detector) relearn(lat float64, drops, n int) {
+func (d *detector) relearn(s *signals, lat float64, drops, n int) {
+	d.prevInFlight = s.inFlight // what the next window's steadiness is measured against
 	before, learning := d.base.value(), d.learning()
 	d.base.reset(math.Log(lat))
 	d.bg.reset(drops, n)

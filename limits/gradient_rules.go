@@ -155,7 +155,7 @@ func (g *Gradient) apply(s *signals, d *decision) {
 	st.decisions[d.reason]++
 	st.ep = d.ep
 	if d.reason == ReasonRelearn {
-		st.det.relearn(d.relearnLat, d.relearnDrops, d.relearnN)
+		st.det.relearn(s, d.relearnLat, d.relearnDrops, d.relearnN)
 		st.relearned++
 	} else {
 		st.det.learn(s)
