@@ -154,6 +154,7 @@ func startOwnRedis() (srv *server, cleanup func(), err error) {
 	l.Close()
 	srv = &server{bin: bin, dir: dir, port: port}
 	if err := srv.start(); err != nil {
+		srv.kill() // started but silent: do not leave it running
 		os.RemoveAll(dir)
 		return nil, nil, err
 	}
