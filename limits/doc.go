@@ -156,8 +156,9 @@
 // before it cuts, so a window in which its limit binds with the latency
 // above the square root of that tolerance teaches its baseline nothing,
 // not even while learning: the queue would become the next normal.
-// Drops within DropTolerance (15%) never count. A fixed LatencyThreshold replaces the learned baseline with a latency
-// objective; a negative one leaves drops alone.
+// Drops within DropTolerance ([DefaultDropTolerance]) never count. A fixed
+// LatencyThreshold replaces the learned baseline with a latency objective;
+// a negative one leaves drops alone.
 //
 // # Defaults and why
 //
