@@ -121,6 +121,7 @@ type AIMD struct {
 	ep        episode
 	reason    Reason
 	decisions decisions
+	unused    unusedRun
 }
 
 // Decisions calls f with the number of windows that each reason decided
@@ -238,6 +239,7 @@ func (a *AIMD) update(w *WindowSummary) {
 	d := a.decide(&s)
 	a.ep, a.reason = d.ep, d.reason
 	a.decisions[d.reason]++
+	a.unused.note(d.reason == ReasonUnused, &s, a.det.base.span)
 	if d.reason == ReasonRelearn {
 		a.det.relearn(&s, d.relearnLat, d.relearnDrops, d.relearnN)
 	} else {
@@ -294,6 +296,10 @@ func (a *AIMD) grow(s *signals) decision {
 		// from here on a surge must earn its capacity step by step
 		// (drops show congestion late, at a deadline).
 		a.slowStart = false
+		// Headroom no window tested for a span shrinks (see unusedRun).
+		if capAt, ok := a.unused.decayed(s, a.det.base.span, c.MinUtilization); ok {
+			lim = min(lim, capAt)
+		}
 		return decision{limit: lim, reason: ReasonUnused}
 	}
 	next, reason := lim+float64(c.Increase), ReasonGrow
@@ -306,7 +312,7 @@ func (a *AIMD) grow(s *signals) decision {
 	case a.slowStart:
 		// Never past the point where the work in flight would no longer
 		// use the limit; a limit it filled may always grow by one.
-		next, reason = max(next, min(lim*c.Growth, max(s.peak/c.MinUtilization, s.peak+1))), ReasonSlowStart
+		next, reason = max(next, min(lim*c.Growth, demandCap(s.peak, c.MinUtilization))), ReasonSlowStart
 	case lim < a.restore && !a.det.latency:
 		// Back to where congestion began (TCP's slow start threshold);
 		// the demand cap does not apply, as that limit held before.

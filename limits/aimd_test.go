@@ -234,3 +234,23 @@ func TestAIMDLearnsNoQueue(t *testing.T) {
 		t.Fatalf("the limit reached %d after the first 20 windows, want at most 121", top)
 	}
 }
+
+// TestAIMDShrinksAnUnusedLimit: a limit that BaselineWindows windows in a
+// row left unused falls to what their largest work in flight uses to
+// MinUtilization, and not before.
+func TestAIMDShrinksAnUnusedLimit(t *testing.T) {
+	a, err := NewAIMD(AIMDConfig{InitialLimit: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := newFeed(a)
+	for i := range DefaultBaselineWindows - 1 {
+		if got := f.window(200, 0, 10, constant(10*time.Millisecond)); got != 100 {
+			t.Fatalf("%d unused windows: limit %d, want 100", i+1, got)
+		}
+	}
+	// At most 10 in flight: 10 / 0.75.
+	if got := f.window(200, 0, 10, constant(10*time.Millisecond)); got != 13 || a.State().Reason != ReasonUnused {
+		t.Fatalf("after %d unused windows: limit %d (%s), want 13 by unused", DefaultBaselineWindows, got, a.State().Reason)
+	}
+}

@@ -320,3 +320,39 @@ func (e *episode) heldLat(s *signals) float64 {
 	}
 	return e.holdLat
 }
+
+// demandCap is the most a limit grows to on windows whose largest work in
+// flight was peak: the limit that this work uses to MinUtilization (and
+// always one more than it).
+func demandCap(peak, minUtil float64) float64 { return max(peak/minUtil, peak+1) }
+
+// unusedRun follows the windows in a row whose work in flight did not use
+// the limit. After span of them the limit falls to the demand cap of
+// their largest work in flight, as TCP's congestion window validation
+// (RFC 7661) shrinks a window the sender did not use: headroom no window
+// tested protects nothing, and when the dependency slows, all of it
+// fills with a queue at once.
+type unusedRun struct {
+	windows int
+	peak    float64
+}
+
+// decayed returns the limit after one more unused window s, and whether
+// it ends the run.
+func (r *unusedRun) decayed(s *signals, span int, minUtil float64) (float64, bool) {
+	if r.windows+1 < span {
+		return 0, false
+	}
+	return demandCap(max(r.peak, s.peak), minUtil), true
+}
+
+// note counts window s in the run when it left the limit unused, and
+// ends the run otherwise or when it reached span.
+func (r *unusedRun) note(unused bool, s *signals, span int) {
+	if !unused || r.windows+1 >= span {
+		*r = unusedRun{}
+		return
+	}
+	r.windows++
+	r.peak = max(r.peak, s.peak)
+}

@@ -93,7 +93,12 @@
 //     it, and never past that work / MinUtilization: a limit that is not
 //     used has learned nothing about capacity.
 //   - unused, idle: the limit holds: too little work in flight to use it,
-//     or too few samples to judge.
+//     or too few samples to judge. After BaselineWindows unused windows
+//     in a row, it falls to the largest work in flight they saw divided
+//     by MinUtilization, twice it by default (TCP's congestion window
+//     validation, RFC 7661): headroom that no window tested protects
+//     nothing, and when the dependency slows, all of it fills with a
+//     queue at once.
 //   - queue: the latency is above the baseline by more than the square
 //     root of the threshold (its noise), by less than congestion: a queue
 //     may be forming, so the limit holds and slow start ends.
@@ -155,7 +160,9 @@
 // slow start threshold). Its tolerance lets a queue double the latency
 // before it cuts, so a window in which its limit binds with the latency
 // above the square root of that tolerance teaches its baseline nothing,
-// not even while learning: the queue would become the next normal.
+// not even while learning: the queue would become the next normal. As
+// Gradient's, a limit left unused for BaselineWindows windows in a row
+// falls to what their largest work in flight uses to MinUtilization.
 // Drops within DropTolerance ([DefaultDropTolerance]) never count. A fixed
 // LatencyThreshold replaces the learned baseline with a latency objective;
 // a negative one leaves drops alone.

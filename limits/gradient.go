@@ -70,7 +70,8 @@ const (
 	// DefaultBaselineWindows is the length of the exponential averages of
 	// the baseline latency, its window-to-window spread and the background
 	// drop rate: 20 windows, long enough to average out the noise of a
-	// heavy tail, short enough to follow a day's drift.
+	// heavy tail, short enough to follow a day's drift. It is also how
+	// many unused windows in a row shrink an untested limit.
 	DefaultBaselineWindows = 20
 	// DefaultSignificance is how many standard deviations of its usual
 	// window-to-window variation a window's latency (or drop rate) must

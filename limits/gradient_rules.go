@@ -11,6 +11,7 @@ type gradientState struct {
 	reason             Reason
 	decisions          decisions
 	windows, relearned uint64
+	unused             unusedRun
 }
 
 // decision is what a window does to the limit, and why.
@@ -109,6 +110,9 @@ func (g *Gradient) grow(s *signals) decision {
 	case !s.hasLat:
 		return decision{limit: lim, reason: ReasonIdle}
 	case !s.used:
+		if capAt, ok := st.unused.decayed(s, c.BaselineWindows, c.MinUtilization); ok {
+			return decision{limit: min(lim, capAt), reason: ReasonUnused}
+		}
 		return decision{limit: lim, reason: ReasonUnused}
 	case s.ratio > math.Sqrt(s.thresh):
 		return decision{limit: lim, reason: ReasonQueue}
@@ -128,7 +132,7 @@ func (g *Gradient) grow(s *signals) decision {
 	// Not past the point where the work in flight would no longer use
 	// the limit: that is headroom nobody asked for. A limit the work in
 	// flight filled may always grow by one.
-	if capAt := max(s.peak/c.MinUtilization, s.peak+1); next > capAt {
+	if capAt := demandCap(s.peak, c.MinUtilization); next > capAt {
 		next = max(lim, capAt)
 		if next == lim {
 			reason = ReasonUnused
@@ -154,6 +158,7 @@ func (g *Gradient) apply(s *signals, d *decision) {
 	st.reason = d.reason
 	st.decisions[d.reason]++
 	st.ep = d.ep
+	st.unused.note(d.reason == ReasonUnused, s, c.BaselineWindows)
 	if d.reason == ReasonRelearn {
 		st.det.relearn(s, d.relearnLat, d.relearnDrops, d.relearnN)
 		st.relearned++

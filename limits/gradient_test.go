@@ -165,6 +165,19 @@ func TestGradientRules(t *testing.T) {
 			t.Fatalf("limit %v, reason %s: want 30 (15 / MinUtilization) and unused", got, g.State().Reason)
 		}
 	})
+	t.Run("unused for BaselineWindows windows: down to twice the work in flight", func(t *testing.T) {
+		g := newGradient(t, GradientConfig{InitialLimit: 100})
+		f := newFeed(g)
+		for i := range DefaultBaselineWindows - 1 {
+			if got := f.window(200, 0, 10, constant(10*ms)); got != 100 {
+				t.Fatalf("%d unused windows: limit %d, want 100", i, got)
+			}
+		}
+		// At most 10 in flight: 10 / MinUtilization.
+		if got := f.window(200, 0, 10, constant(10*ms)); got != 20 || g.State().Reason != ReasonUnused {
+			t.Fatalf("after %d unused windows: limit %d (%s), want 20 by unused", DefaultBaselineWindows, got, g.State().Reason)
+		}
+	})
 	t.Run("queue: above the baseline's noise, below congestion, holds", func(t *testing.T) {
 		g, f := learned(t, GradientConfig{})
 		before := g.Limit()

@@ -118,16 +118,17 @@ func (m *model) run(src shed.LimitSource, windows int) []int {
 	return out
 }
 
-// settle runs until the limit has not changed for 5 windows (at most max
-// windows) and returns the steady limit.
+// settle runs until the limit has stayed within 2% (or one) for a
+// baseline span of windows (an unused limit shrinks after one; at most
+// max windows) and returns the steady limit.
 func (m *model) settle(t *testing.T, src shed.LimitSource, maxWindows int) int {
 	t.Helper()
 	last, same := src.Limit(), 0
 	for range maxWindows {
 		l := m.runWindow(src)
-		if l == last {
+		if d := l - last; max(d, -d) <= max(1, last/50) { // an unused limit steps by one
 			same++
-			if same >= 5 {
+			if same > DefaultBaselineWindows {
 				return l
 			}
 		} else {

@@ -12,7 +12,8 @@ const (
 	ReasonIdle
 	// ReasonUnused: no congestion, but the work in flight stayed below
 	// MinUtilization x limit: nothing learned about capacity, the limit
-	// holds.
+	// holds; after BaselineWindows such windows in a row it falls to what
+	// their largest work in flight uses to MinUtilization.
 	ReasonUnused
 	// ReasonQueue: the latency is above the baseline, by less than
 	// congestion: a queue may be forming, so the limit holds (and slow
