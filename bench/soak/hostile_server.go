@@ -395,13 +395,18 @@ func startHostileServer(cfg HostileConfig) (*hostileServer, error) {
 // window (Gradient never counts a window's single drop); a baseline and
 // background learned in the first window, before the hostile clients; and
 // a tolerance of 10, so that latency cuts it only far above the baseline,
-// not for the noise of a shared machine.
+// not for the noise of a shared machine; and a MinUtilization of 0.05,
+// so that the normal traffic's few requests in flight count as using the
+// limit and it does not shrink to their demand before the hostile clients
+// come (the check compares the limit with them against the limit before).
 func (s *hostileServer) buildLimiter() error {
 	g, err := limits.NewGradient(limits.GradientConfig{
 		InitialLimit: s.cfg.Limit,
 		MaxLimit:     s.cfg.Limit,
 		Backoff:      0.5,
 		Tolerance:    10,
+		// In use at 2 requests in flight of 32: no shrinking to demand.
+		MinUtilization: 0.05,
 		// The baseline and the drop background are learned in the
 		// first window, before the hostile clients come.
 		BaselineWindows: 1,
