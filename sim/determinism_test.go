@@ -49,6 +49,8 @@ func TestDeterminism(t *testing.T) {
 	}
 	mixed.Duration, mixed.Trigger, mixed.Expect = 40*time.Second, &Span{At: 15 * time.Second, For: 10 * time.Second}, nil
 	mixed.Classes[1].Schedule = []RateChange{{At: 15 * time.Second, Rate: 4800, For: 10 * time.Second}}
+	// The spike runs into a rate limit: its 429s are deterministic too.
+	mixed.Classes[1].RateLimit = &RateLimit{RPS: 3000}
 	llm, err := Builtin("llm")
 	if err != nil {
 		t.Fatal(err)

@@ -125,6 +125,7 @@
 //	    queue: 50
 //	    max_wait: 100ms
 //	    lifo: false
+//	    rate_limit: {rps: 200, burst: 50}  # 429 before admission, a bucket per replica (burst default rps/10)
 //	gateway:                     # optional proxy layer
 //	  timeout: 500ms             # per attempt
 //	  retry: {max_attempts: 2}

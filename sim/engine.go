@@ -8,6 +8,8 @@ import (
 	"math/rand/v2"
 	"time"
 
+	xrate "golang.org/x/time/rate"
+
 	"github.com/shedkit/shedkit/middleware/shedhttp"
 	"github.com/shedkit/shedkit/retrybudget"
 	"github.com/shedkit/shedkit/shed"
@@ -113,6 +115,10 @@ type replica struct {
 	inFlight int // permits held
 	call     *caller
 	up       *upstream
+	// rates holds the rate limit of each class (nil: none), in front of
+	// lim as the middleware's KeyStore is: one bucket per class, since the
+	// simulator's classes have no keys.
+	rates []*xrate.Limiter
 }
 
 // classRT is the runtime state of a class.
@@ -296,8 +302,26 @@ func (e *engine) initReplicas(p Policy, shedClasses []shed.ClassConfig, seed uin
 		if !sc.Upstream.Shared {
 			r.up = e.ups[i]
 		}
+		r.rates = newRateLimiters(sc.Classes)
 	}
 	return nil
+}
+
+// newRateLimiters returns one replica's token buckets, by class, or nil
+// when no class has a rate limit. x/time/rate driven with explicit times
+// (AllowN) is what the middleware's MemoryStore runs, so the simulated
+// 429s are the real ones; its buckets start full, as a new key's do.
+func newRateLimiters(classes []Class) []*xrate.Limiter {
+	var out []*xrate.Limiter
+	for i := range classes {
+		if l := classes[i].RateLimit; l != nil {
+			if out == nil {
+				out = make([]*xrate.Limiter, len(classes))
+			}
+			out[i] = xrate.NewLimiter(xrate.Limit(l.RPS), l.Burst)
+		}
+	}
+	return out
 }
 
 func (e *engine) schedule(at int64, kind evKind, t *task, arg int32) {
@@ -610,6 +634,10 @@ func (e *engine) serviceArrive(t *task) {
 	t.replica = int32(ri)
 	r.active++
 	e.rec.attempt(e)
+	if r.rates != nil && r.rates[t.class] != nil && !r.rates[t.class].AllowN(e.nowT, 1) {
+		e.rateLimited(t, r.rates[t.class])
+		return
+	}
 	req := serviceRequest(t)
 	var p shed.Permit
 	var queued bool
@@ -671,6 +699,19 @@ func (e *engine) rejected(t *task, err error) {
 		e.rec.reject(e, rej.Reason)
 		t.retryAfter = int64(rej.RetryAfter)
 	}
+	e.finish(t, resShed)
+}
+
+// rateLimited ends service request t, refused by its class's rate limit
+// lim, as the middleware answers 429: before the limiter saw it, with a
+// Retry-After of the time the bucket takes to hold a token again, in
+// whole seconds. Its callers treat it as they treat a 503: a rejection
+// that says "overloaded, do not retry" (the middleware sends that header
+// with both).
+func (e *engine) rateLimited(t *task, lim *xrate.Limiter) {
+	e.rec.rateLimited(t.class)
+	wait := time.Duration((1 - lim.TokensAt(e.nowT)) / float64(lim.Limit()) * float64(time.Second))
+	t.retryAfter = shedhttp.RetryAfterSeconds(wait) * int64(time.Second)
 	e.finish(t, resShed)
 }
 

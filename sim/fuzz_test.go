@@ -46,6 +46,14 @@ classes:
     schedule: [{at: 1s, factor: 3, for: 500ms}, {at: 2s, rate: 0, ramp: 500ms}]
 upstream: {capacity: 2, service_time: {dist: constant, value: 10ms}}
 `))
+	f.Add([]byte(`name: limited
+duration: 3s
+classes:
+  - {name: a, rate: 80, rate_limit: {rps: 40, burst: 5}, retry: {max_attempts: 2, honor_retry_after: true}}
+  - {name: b, users: 3, rate_limit: {rps: 0.5}}
+service: {replicas: 2}
+upstream: {capacity: 2, service_time: {dist: constant, value: 10ms}}
+`))
 	f.Add([]byte("name: ovf\nduration: 10s\nclasses: [{name: a, rate: 1}]\nupstream: {capacity: 1, service_time: {dist: constant, value: 1ms}, events: [{at: 1h, for: 2562047h}]}\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		if len(data) > 1<<14 {

@@ -7,6 +7,7 @@ require (
 	github.com/shedkit/shedkit/limits/gcl v0.0.0-00010101000000-000000000000
 	go.uber.org/goleak v1.3.0
 	go.yaml.in/yaml/v3 v3.0.6
+	golang.org/x/time v0.16.0
 	gonum.org/v1/plot v0.17.0
 )
 
@@ -30,7 +31,6 @@ require (
 	go.opentelemetry.io/otel/trace v1.47.0 // indirect
 	golang.org/x/image v0.30.0 // indirect
 	golang.org/x/text v0.42.0 // indirect
-	golang.org/x/time v0.16.0 // indirect
 )
 
 replace github.com/shedkit/shedkit => ..

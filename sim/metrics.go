@@ -21,6 +21,10 @@ type Row struct {
 	Attempts int64
 	Admitted int64
 	Rejected [shed.NumReasons]int64
+	// RateLimited counts requests reaching the service that a class's
+	// rate limit refused (429) before the limiter saw them. They count
+	// in Attempts, not in Rejected.
+	RateLimited int64
 	// Completed counts admitted requests that finished (permit released).
 	Completed int64
 	// Goodput counts logical requests answered successfully within
@@ -68,6 +72,7 @@ type ClassRow struct {
 // acc accumulates the figures of one interval or one summary window.
 type acc struct {
 	offered, goodput, timeouts, failed []int64
+	limited                            []int64 // rate limited, per class
 	attempts, admitted, completed      int64
 	rejected                           [shed.NumReasons]int64
 	retries                            [4]int64 // by layer
@@ -86,7 +91,7 @@ func newAcc(classes int) *acc {
 	return &acc{
 		offered: make([]int64, classes), goodput: make([]int64, classes),
 		timeouts: make([]int64, classes), failed: make([]int64, classes),
-		lat: make([]hist, classes),
+		limited: make([]int64, classes), lat: make([]hist, classes),
 	}
 }
 
@@ -99,9 +104,10 @@ func (a *acc) reset() {
 	clear(a.goodput)
 	clear(a.timeouts)
 	clear(a.failed)
+	clear(a.limited)
 	a.all.reset()
 	a.adm.reset()
-	*a = acc{offered: a.offered, goodput: a.goodput, timeouts: a.timeouts, failed: a.failed, lat: lat, all: a.all, adm: a.adm}
+	*a = acc{offered: a.offered, goodput: a.goodput, timeouts: a.timeouts, failed: a.failed, limited: a.limited, lat: lat, all: a.all, adm: a.adm}
 }
 
 // recorder gathers a run's measures: the current interval and the summary
@@ -208,6 +214,12 @@ func (r *recorder) reject(e *engine, reason shed.Reason) {
 	}
 }
 
+func (r *recorder) rateLimited(class uint8) {
+	for _, a := range r.act {
+		a.limited[class]++
+	}
+}
+
 func (r *recorder) admit(e *engine, rep *replica) {
 	r.inFlight++
 	for _, a := range r.act {
@@ -304,6 +316,7 @@ func (r *recorder) tick(e *engine) {
 		row.Goodput += a.goodput[c]
 		row.Timeouts += a.timeouts[c]
 		row.Failed += a.failed[c]
+		row.RateLimited += a.limited[c]
 		row.Classes[c] = ClassRow{
 			Offered: a.offered[c], Goodput: a.goodput[c], Timeouts: a.timeouts[c], Failed: a.failed[c],
 			P50: a.lat[c].quantile(0.5) / 1e9, P99: a.lat[c].quantile(0.99) / 1e9,
@@ -327,6 +340,9 @@ type Summary struct {
 	Logical, Goodput, Timeouts, Failed int64
 	// Attempts reaching the service, admitted and rejected by limiters.
 	Attempts, Admitted, Rejected int64
+	// RateLimited counts attempts that a class's rate limit refused (429)
+	// before the limiter: in Attempts, apart from Rejected (503).
+	RateLimited int64
 	// Retries made by clients, the gateway and the replicas.
 	ClientRetries, GatewayRetries, ServiceRetries int64
 	// Jobs finished by the upstream.
@@ -391,6 +407,8 @@ type Summary struct {
 type ClassSummary struct {
 	Name                               string
 	Offered, Goodput, Timeouts, Failed int64
+	// RateLimited counts the class's attempts refused by its rate limit.
+	RateLimited int64
 	// GoodputShare is Goodput / Offered; TriggerGoodputShare the same
 	// during the trigger (NaN without one).
 	GoodputShare        float64

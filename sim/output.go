@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -37,7 +38,9 @@ func simReason(r shed.Reason) bool {
 }
 
 // SeriesColumns returns the column names of the series of sc, in the
-// order of WriteSeriesCSV (after the policy column).
+// order of WriteSeriesCSV (after the policy column). rate_limited (429s
+// of the classes' rate limits) comes last, after the per-class columns,
+// so that it moved no column of the outputs written before it existed.
 func SeriesColumns(sc *Scenario) []string {
 	cols := []string{"time", "offered", "attempts", "admitted"}
 	for r := shed.Reason(1); r < shed.NumReasons; r++ {
@@ -53,7 +56,7 @@ func SeriesColumns(sc *Scenario) []string {
 			cols = append(cols, c.Name+"_"+m)
 		}
 	}
-	return cols
+	return append(cols, "rate_limited")
 }
 
 // appendRow appends row's cells in SeriesColumns order, with cell
@@ -92,6 +95,7 @@ func appendRow(b []byte, row *Row, sep byte, f func([]byte, float64) []byte) []b
 		x(c.P50)
 		x(c.P99)
 	}
+	i(row.RateLimited)
 	return b
 }
 
@@ -193,7 +197,8 @@ func (s *Summary) fields() []summaryField {
 // the same classes, per-class columns follow the common ones
 // (NAME_offered, NAME_goodput, NAME_goodput_share,
 // NAME_trigger_goodput_share, NAME_p50_s, NAME_p99_s);
-// otherwise they are left out.
+// otherwise they are left out. rate_limited comes last, so that it
+// moved no column of the files written before it existed.
 func WriteSummaryCSV(w io.Writer, sums []*Summary) error {
 	if len(sums) == 0 {
 		return nil
@@ -215,7 +220,7 @@ func WriteSummaryCSV(w io.Writer, sums []*Summary) error {
 			bw.WriteString("," + c.Name + "_" + m)
 		}
 	}
-	bw.WriteByte('\n')
+	bw.WriteString(",rate_limited\n")
 	var b []byte
 	for _, s := range sums {
 		b = append(b[:0], csvField(s.Scenario)...)
@@ -242,6 +247,8 @@ func WriteSummaryCSV(w io.Writer, sums []*Summary) error {
 				b = fmtFloat(b, v)
 			}
 		}
+		b = append(b, ',')
+		b = strconv.AppendInt(b, s.RateLimited, 10)
 		b = append(b, '\n')
 		bw.Write(b)
 	}
@@ -260,7 +267,8 @@ func sameClasses(a, b []ClassSummary) bool {
 	return true
 }
 
-// AppendSummaryJSON appends s as one JSON object.
+// AppendSummaryJSON appends s as one JSON object; rate_limited is its
+// last key.
 func AppendSummaryJSON(b []byte, s *Summary) []byte {
 	b = append(b, "{\"scenario\":"...)
 	b = strconv.AppendQuote(b, s.Scenario)
@@ -308,7 +316,9 @@ func AppendSummaryJSON(b []byte, s *Summary) []byte {
 		b = jsonFloat(b, c.P99)
 		b = append(b, '}')
 	}
-	return append(b, "]}"...)
+	b = append(b, "],\"rate_limited\":"...)
+	b = strconv.AppendInt(b, s.RateLimited, 10)
+	return append(b, '}')
 }
 
 // WriteSummaryJSON writes the summaries as a JSON array, one per line.
@@ -329,9 +339,16 @@ func WriteSummaryJSON(w io.Writer, sums []*Summary) error {
 // WriteTable writes the comparison table of summaries, grouped by
 // scenario in the order given. Goodput is against the ideal; "trigger"
 // columns cover the trigger window; per-class goodput is against the
-// class's offered requests.
+// class's offered requests. A "429" column (attempts refused by rate
+// limits, a share of attempts like "rejected") follows "rejected" only
+// when some summary has any, so that tables without rate limits read as
+// they always did.
 func WriteTable(w io.Writer, sums []*Summary) error {
 	header := []string{"scenario", "policy", "goodput", "trigger", "recovery", "p50", "p99", "adm p99", "trig p99", "amp", "wasted", "rejected", "limit", "classes (goodput/offered)"}
+	limited := slices.ContainsFunc(sums, func(s *Summary) bool { return s.RateLimited > 0 })
+	if limited {
+		header = slices.Insert(header, 12, "429")
+	}
 	var rows [][]string
 	for _, s := range sums {
 		var cls []string
@@ -345,6 +362,9 @@ func WriteTable(w io.Writer, sums []*Summary) error {
 			dur(s.P50), dur(s.P99), dur(s.AdmittedP99), dur(s.TriggerP99),
 			num(s.Amplification, 2), pct(s.Wasted), pct(s.RejectedShare), num(s.MeanLimit, 0), strings.Join(cls, " "),
 		})
+		if limited {
+			rows[len(rows)-1] = slices.Insert(rows[len(rows)-1], 12, pct(ratio(float64(s.RateLimited), float64(s.Attempts))))
+		}
 	}
 	return writeAligned(w, header, rows, 2, 0)
 }

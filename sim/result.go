@@ -113,9 +113,10 @@ func (e *engine) result(policy string, seed uint64) *Result {
 		s.Goodput += m.goodput[c]
 		s.Timeouts += m.timeouts[c]
 		s.Failed += m.failed[c]
+		s.RateLimited += m.limited[c]
 		s.Classes = append(s.Classes, ClassSummary{
 			Name: sc.Classes[c].Name, Offered: m.offered[c], Goodput: m.goodput[c],
-			Timeouts: m.timeouts[c], Failed: m.failed[c],
+			Timeouts: m.timeouts[c], Failed: m.failed[c], RateLimited: m.limited[c],
 			GoodputShare:        ratio(float64(m.goodput[c]), float64(m.offered[c])),
 			TriggerGoodputShare: ratio(float64(r.trigger.goodput[c]), float64(r.trigger.offered[c])),
 			P50:                 m.lat[c].quantile(0.5) / 1e9, P99: m.lat[c].quantile(0.99) / 1e9,

@@ -106,6 +106,55 @@ type Class struct {
 	Queue     int
 	MaxWait   time.Duration
 	LIFO      bool
+	// RateLimit, when set, is a token bucket in front of the class's
+	// admission in each replica, as the middleware's
+	// shedhttp.Options.RateLimits sets one per key: a request over it is
+	// rejected with 429 before it reaches the limiter, and counted as
+	// rate limited rather than shed. The simulator has no keys: the
+	// class's traffic is one key, and each replica keeps its own bucket
+	// (the default MemoryStore; a store shared by the replicas, such as
+	// shedredis, is not modelled). Default nil: no rate limit.
+	RateLimit *RateLimit
+}
+
+// RateLimit is a per-replica token bucket (shedhttp.RateLimit): it
+// refills at RPS tokens per second up to Burst, and each request that
+// reaches a replica takes one token or is rejected with 429.
+type RateLimit struct {
+	// RPS is the sustained rate in requests per second. Required: > 0.
+	RPS float64
+	// Burst is how many requests may pass at once, the bucket's size.
+	// Default DefaultBurst(RPS).
+	Burst int
+}
+
+// MaxRateLimitRPS bounds RateLimit.RPS, so that a typo is an error
+// rather than a bucket that never empties.
+const MaxRateLimitRPS = 1e9
+
+// DefaultBurst is the burst of a RateLimit of rps requests per second
+// that gives none: a tenth of a second of traffic, at least 1. Poisson
+// arrivals at the rate itself need a burst of that order not to see 429s
+// from chance alone.
+func DefaultBurst(rps float64) int {
+	if !(rps > 0) {
+		return 1
+	}
+	return int(max(math.Round(min(rps, MaxRateLimitRPS)/10), 1))
+}
+
+// normalize checks a rate limit and fills in its default burst.
+func (l *RateLimit) normalize(p string) error {
+	if math.IsNaN(l.RPS) || l.RPS <= 0 || l.RPS > MaxRateLimitRPS {
+		return fieldErr(p+".rps", "must be in (0, %g], got %v", MaxRateLimitRPS, l.RPS)
+	}
+	if l.Burst < 0 || l.Burst > math.MaxInt32 {
+		return fieldErr(p+".burst", "must be >= 1 (0: default %d), got %d", DefaultBurst(l.RPS), l.Burst)
+	}
+	if l.Burst == 0 {
+		l.Burst = DefaultBurst(l.RPS)
+	}
+	return nil
 }
 
 // Retry is a layer's retry policy: full-jitter exponential backoff, the
@@ -601,6 +650,12 @@ func (cl *Class) normalize(p string, names map[string]bool) error {
 	if err := cl.Retry.normalize(p + ".retry"); err != nil {
 		return err
 	}
+	return cl.normalizeAdmission(p)
+}
+
+// normalizeAdmission checks the class's settings in each replica: its
+// rate limit and its class in the limiter.
+func (cl *Class) normalizeAdmission(p string) error {
 	if math.IsNaN(cl.Protected) || cl.Protected < 0 || cl.Protected > 1 {
 		return fieldErr(p+".protected", "must be in [0, 1], got %v", cl.Protected)
 	}
@@ -615,6 +670,14 @@ func (cl *Class) normalize(p string, names map[string]bool) error {
 	}
 	if cl.Queue == 0 && cl.MaxWait > 0 {
 		return fieldErr(p+".max_wait", "max_wait needs a queue (queue > 0)")
+	}
+	if cl.RateLimit != nil {
+		// A copy: filling in the burst leaves the caller's scenario as it was.
+		l := *cl.RateLimit
+		if err := l.normalize(p + ".rate_limit"); err != nil {
+			return err
+		}
+		cl.RateLimit = &l
 	}
 	return nil
 }

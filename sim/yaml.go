@@ -517,6 +517,10 @@ func (d *decoder) class(c *Class) fieldFunc {
 			"queue":           d.integer(&c.Queue),
 			"max_wait":        d.duration(&c.MaxWait),
 			"lifo":            d.boolean(&c.LIFO),
+			"rate_limit": func(n *yaml.Node, p string) error {
+				c.RateLimit = &RateLimit{}
+				return d.mapping(n, p, map[string]fieldFunc{"rps": d.float(&c.RateLimit.RPS), "burst": d.integer(&c.RateLimit.Burst)})
+			},
 		})
 	}
 }

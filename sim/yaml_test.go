@@ -180,6 +180,7 @@ func FuzzParseScenario(f *testing.F) {
 	}
 	f.Add([]byte("name: [\n"))
 	f.Add([]byte("classes: [{name: a, schedule: [{at: 1s, factor: -1}]}]\n"))
+	f.Add([]byte("name: r\nduration: 5s\nclasses: [{name: a, rate: 10, rate_limit: {rps: 1e-3, burst: 2147483647}}]\nupstream: {capacity: 1, service_time: 1ms}\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		sc, err := ParseScenario("fuzz.yaml", data)
 		if err != nil {

@@ -182,6 +182,12 @@ func classNode(c *Class) *yaml.Node {
 	m.integer("queue", int64(c.Queue))
 	m.dur("max_wait", c.MaxWait)
 	m.boolean("lifo", c.LIFO)
+	if l := c.RateLimit; l != nil {
+		lm := newMap(true)
+		lm.num("rps", l.RPS)
+		lm.integer("burst", int64(l.Burst))
+		m.node("rate_limit", lm.n)
+	}
 	return m.n
 }
 

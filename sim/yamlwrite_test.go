@@ -103,6 +103,7 @@ func FuzzScenarioYAMLRoundTrip(f *testing.F) {
 		}
 		f.Add(src)
 	}
+	f.Add([]byte("name: r\nduration: 5s\nclasses: [{name: a, rate: 10, rate_limit: {rps: 0.1}}]\nupstream: {capacity: 1, service_time: 1ms}\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		sc, err := ParseScenario("fuzz.yaml", data)
 		if err != nil {
