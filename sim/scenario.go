@@ -128,6 +128,16 @@ type RateLimit struct {
 	Burst int
 }
 
+// clone returns a copy of l (nil for nil), so that a setting handed on
+// is not shared with its source.
+func (l *RateLimit) clone() *RateLimit {
+	if l == nil {
+		return nil
+	}
+	c := *l
+	return &c
+}
+
 // MaxRateLimitRPS bounds RateLimit.RPS, so that a typo is an error
 // rather than a bucket that never empties.
 const MaxRateLimitRPS = 1e9

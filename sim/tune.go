@@ -22,6 +22,8 @@ type TuneOptions struct {
 	// Candidates, when set, replaces the draw of [TuneSpace] (each must
 	// have one TuneClass per class of the scenario).
 	Candidates []TuneCandidate
+	// Space narrows the draw of [TuneSpace] (not Candidates).
+	Space TuneSpaceOptions
 	// Workers, Context and Progress are passed to [RunBatch].
 	Workers  int
 	Context  context.Context
@@ -92,7 +94,7 @@ func Tune(sc *Scenario, opt TuneOptions) (*TuneResult, error) {
 	cands := opt.Candidates
 	if cands == nil {
 		var err error
-		if cands, err = TuneSpace(sc, opt.Budget, opt.Seed); err != nil {
+		if cands, err = TuneSpace(sc, opt.Budget, opt.Seed, opt.Space); err != nil {
 			return nil, err
 		}
 	}

@@ -3,6 +3,7 @@ package sim
 import (
 	"fmt"
 	"go/format"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -19,9 +20,11 @@ var tuneFields = map[string]map[string]string{
 // newAdmission returning the shed.Limiter (with its limit from package
 // limits and the scenario's classes and service settings) and, when the
 // candidate sets one, the retrybudget.Budget to share between the
-// service's outgoing calls (retrybudget.TransportConfig.Budget). Pasted
-// after a package clause it compiles; a test builds it. An error says
-// that the policy is not one Tune sweeps.
+// service's outgoing calls (retrybudget.TransportConfig.Budget). When a
+// class has a rate limit, a function newHTTPOptions also returns the
+// middleware's shedhttp.Options with the limiter and the rate limits
+// (RateLimits). Pasted after a package clause it compiles; a test builds
+// it. An error says that the policy is not one Tune sweeps.
 func (c *TuneCandidate) GoSnippet(sc *Scenario) (string, error) {
 	limit, err := limitSource(c.Policy)
 	if err != nil {
@@ -54,13 +57,19 @@ func (c *TuneCandidate) GoSnippet(sc *Scenario) (string, error) {
 		budget = "budget"
 	}
 	fmt.Fprintf(&body, "\treturn limiter, %s, nil\n}\n", budget)
+	rates := c.rateLimitsSource(sc)
+	body.WriteString(rates)
 
 	var out strings.Builder
 	out.WriteString("import (\n")
 	if usesTime {
 		out.WriteString("\t\"time\"\n\n")
 	}
-	out.WriteString("\t\"github.com/shedkit/shedkit/limits\"\n\t\"github.com/shedkit/shedkit/retrybudget\"\n\t\"github.com/shedkit/shedkit/shed\"\n)\n\n")
+	out.WriteString("\t\"github.com/shedkit/shedkit/limits\"\n")
+	if rates != "" {
+		out.WriteString("\t\"github.com/shedkit/shedkit/middleware/shedhttp\"\n")
+	}
+	out.WriteString("\t\"github.com/shedkit/shedkit/retrybudget\"\n\t\"github.com/shedkit/shedkit/shed\"\n)\n\n")
 	out.WriteString("// newAdmission builds the service's admission control as shedsim tune\n// recommends it. Share the budget (nil: keep your own) between the\n// service's outgoing calls: retrybudget.TransportConfig{Budget: budget}.\n")
 	out.WriteString("func newAdmission() (*shed.Limiter, *retrybudget.Budget, error) {\n")
 	out.WriteString(body.String())
@@ -69,6 +78,35 @@ func (c *TuneCandidate) GoSnippet(sc *Scenario) (string, error) {
 		return "", fmt.Errorf("sim: tune: snippet: %w", err)
 	}
 	return string(src), nil
+}
+
+// rateLimitsSource returns the function newHTTPOptions, which sets the
+// candidate's rate limits in the middleware's options, or "" when no
+// class has one. shedhttp.Options.RateLimits is what nethttp.Config and
+// echo.Config embed; its default MemoryStore keeps a bucket per replica,
+// as the simulator does.
+func (c *TuneCandidate) rateLimitsSource(sc *Scenario) string {
+	var m strings.Builder
+	for i, k := range c.Classes {
+		if l := k.RateLimit; l != nil {
+			burst := l.Burst
+			if burst == 0 {
+				burst = DefaultBurst(l.RPS)
+			}
+			fmt.Fprintf(&m, "\t\t\t%q: {Rate: %s, Burst: %d},\n", sc.Classes[i].Name, strconv.FormatFloat(l.RPS, 'g', -1, 64), burst)
+		}
+	}
+	if m.Len() == 0 {
+		return ""
+	}
+	return "\n// newHTTPOptions returns the middleware's options with the rate limits\n" +
+		"// shedsim tune recommends, per key and class: use it as\n" +
+		"// nethttp.Config{Options: newHTTPOptions(limiter)} (or echo.Config). The\n" +
+		"// simulator saw each class's traffic as one key: a class spread over many\n" +
+		"// keys (clients, tenants) needs each key's share of these rates.\n" +
+		"func newHTTPOptions(limiter *shed.Limiter) shedhttp.Options {\n" +
+		"\treturn shedhttp.Options{\n\t\tLimiter: limiter,\n\t\tRateLimits: map[string]shedhttp.RateLimit{\n" +
+		m.String() + "\t\t},\n\t}\n}\n"
 }
 
 // limitSource returns the Go expression that builds the policy's limit.

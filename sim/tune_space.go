@@ -2,7 +2,9 @@ package sim
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -23,12 +25,16 @@ type TuneCandidate struct {
 	Budget *Budget
 }
 
-// TuneClass is a class's setting in the service's limiter: its protected
-// share and its queue (Class.Protected, Queue and MaxWait).
+// TuneClass is a class's setting in the service: its protected share and
+// its queue in the limiter (Class.Protected, Queue and MaxWait), and the
+// rate limit in front of it (Class.RateLimit).
 type TuneClass struct {
 	Protected float64
 	Queue     int
 	MaxWait   time.Duration
+	// RateLimit is the class's per-replica rate limit (429 before
+	// admission); nil for none.
+	RateLimit *RateLimit
 }
 
 // Apply returns a copy of sc with the candidate's settings. sc must have
@@ -42,6 +48,11 @@ func (c *TuneCandidate) Apply(sc *Scenario) *Scenario {
 		cl.Protected, cl.Queue, cl.MaxWait = k.Protected, k.Queue, k.MaxWait
 		if k.Queue == 0 {
 			cl.MaxWait = 0
+		}
+		cl.RateLimit = nil
+		if k.RateLimit != nil {
+			l := *k.RateLimit // the candidate's stays its own
+			cl.RateLimit = &l
 		}
 		setBudget(&cl.Retry, c.Budget)
 	}
@@ -61,7 +72,8 @@ func setBudget(r *Retry, b *Budget) {
 }
 
 // String names the candidate in one line: the policy, then each class's
-// protected share and queue (depth/max wait), then the budget.
+// protected share, queue (depth/max wait) and rate limit (rps/burst), then
+// the budget.
 func (c *TuneCandidate) String() string {
 	var b strings.Builder
 	b.WriteString(c.Policy)
@@ -69,6 +81,9 @@ func (c *TuneCandidate) String() string {
 		fmt.Fprintf(&b, " | p=%g", k.Protected)
 		if k.Queue > 0 {
 			fmt.Fprintf(&b, " q=%d/%v", k.Queue, k.MaxWait)
+		}
+		if l := k.RateLimit; l != nil {
+			fmt.Fprintf(&b, " rl=%g/%d", l.RPS, l.Burst)
 		}
 	}
 	if c.Budget != nil {
@@ -94,35 +109,86 @@ var (
 	tuneFloors     = []float64{1, 5, 10}
 )
 
+// tuneRateFactors are the rate limits [TuneSpace] draws, as multiples of
+// a class's peak arrival rate: from one that refuses half the peak to one
+// that only cuts spikes.
+var tuneRateFactors = []float64{0.5, 1, 1.5, 2}
+
+// TuneSpaceOptions narrows the space [TuneSpace] draws from. The zero
+// value sweeps all of it.
+type TuneSpaceOptions struct {
+	// KeepRateLimits gives every candidate each class's rate limit as the
+	// scenario sets it (or none) instead of drawing one: for rate limits
+	// that are a promise to callers rather than a setting to tune, and
+	// for callers that cannot apply a drawn one (make tune-demo: the
+	// demo's gateway has no flag for them).
+	KeepRateLimits bool
+}
+
 // TuneSpace returns the candidates [Tune] tries on sc: first the baseline
 // (the scenario's own settings under shedkit-gradient's defaults), then up
 // to budget-1 distinct random draws from the space below, the same for a
 // given seed. The space is every limit of tuneLimits; per class, a
 // protected share (all zero with one class, where it has no effect; the
-// shares' sum at most 1) and a queue depth with a max wait of 5% or 20%
-// of the class's deadline; and a retry budget's ratio and floor when some
-// layer of sc retries. Draws stop early when the space is exhausted.
-func TuneSpace(sc *Scenario, budget int, seed uint64) ([]TuneCandidate, error) {
+// shares' sum at most 1), a queue depth with a max wait of 5% or 20% of
+// the class's deadline and, unless opt.KeepRateLimits, a rate limit (see
+// drawRateLimit); and a retry budget's ratio and floor when some layer of
+// sc retries. Draws stop early when the space is exhausted.
+func TuneSpace(sc *Scenario, budget int, seed uint64, opt TuneSpaceOptions) ([]TuneCandidate, error) {
 	n, err := sc.normalize()
 	if err != nil {
 		return nil, err
 	}
 	base := TuneCandidate{Policy: "shedkit-gradient"}
-	for _, cl := range sc.Classes {
-		base.Classes = append(base.Classes, TuneClass{cl.Protected, cl.Queue, cl.MaxWait})
+	for i, cl := range sc.Classes {
+		// The normalized rate limit: its burst filled in, as it runs.
+		base.Classes = append(base.Classes, TuneClass{cl.Protected, cl.Queue, cl.MaxWait, n.Classes[i].RateLimit.clone()})
 	}
 	out := []TuneCandidate{base}
 	seen := map[string]bool{base.String(): true}
 	rng := rand.New(rand.NewPCG(seed, 0x7475_6e65)) // "tune"
+	// Rate limits have a stream of their own, so that turning their sweep
+	// off leaves the draws of everything else as they were.
+	rateRng := rand.New(rand.NewPCG(seed, 0x7261_7465)) // "rate"
 	retries := scenarioRetries(n)
 	for tries := 0; len(out) < budget && tries < 50*budget; tries++ {
 		c := drawCandidate(rng, n, retries)
+		for i := range c.Classes {
+			c.Classes[i].RateLimit = n.Classes[i].RateLimit.clone()
+			if !opt.KeepRateLimits {
+				c.Classes[i].RateLimit = drawRateLimit(rateRng, n, i)
+			}
+		}
 		if k := c.String(); !seen[k] {
 			seen[k] = true
 			out = append(out, c)
 		}
 	}
 	return out, nil
+}
+
+// drawRateLimit draws the rate limit of class i of the normalized
+// scenario n: none half of the time (most classes of most services want
+// none, and a uniform draw would leave few candidates without any), else
+// a multiple (tuneRateFactors) of the class's peak arrival rate, shared
+// among the replicas since each replica has its own bucket, with the
+// default burst. A closed-loop class keeps its own: its rate follows its
+// latency, so it has no peak to scale.
+func drawRateLimit(rng *rand.Rand, n *Scenario, i int) *RateLimit {
+	none, f := rng.IntN(2) == 0, tuneRateFactors[rng.IntN(len(tuneRateFactors))]
+	cl := &n.Classes[i]
+	if cl.Users > 0 {
+		return cl.RateLimit.clone()
+	}
+	rf, _ := buildRate(cl.Rate, cl.Schedule, "")
+	peak := rf.max()
+	if none || !(peak > 0) {
+		return nil
+	}
+	// Three significant digits: a limit to read and paste, not a fit.
+	rps, _ := strconv.ParseFloat(strconv.FormatFloat(f*peak/float64(n.Service.Replicas), 'g', 3, 64), 64)
+	rps = math.Min(math.Max(rps, 1e-3), MaxRateLimitRPS)
+	return &RateLimit{RPS: rps, Burst: DefaultBurst(rps)}
 }
 
 // drawCandidate draws one candidate for the normalized scenario n.

@@ -1,7 +1,10 @@
 package sim
 
 import (
+	"fmt"
+	"math"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -9,7 +12,7 @@ import (
 // TestTuneSpace checks the bounds of the draw.
 func TestTuneSpace(t *testing.T) {
 	sc := tinyTune()
-	cs, err := TuneSpace(sc, 50, 1)
+	cs, err := TuneSpace(sc, 50, 1, TuneSpaceOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -31,7 +34,7 @@ func TestTuneSpace(t *testing.T) {
 		}
 	}
 	sc.Classes[0].Retry.MaxAttempts = 2
-	cs, _ = TuneSpace(sc, 5, 1)
+	cs, _ = TuneSpace(sc, 5, 1, TuneSpaceOptions{})
 	if cs[1].Budget == nil || cs[1].Apply(sc).Classes[0].Retry.Budget == nil || cs[1].Apply(sc).Classes[1].Retry.Budget != nil {
 		t.Errorf("a retrying class got no budget, or a class without retries got one: %s", cs[1].String())
 	}
@@ -67,7 +70,7 @@ func TestTuneBadConfigNeverWins(t *testing.T) {
 	bad := TuneCandidate{Policy: "shedkit-gradient", Classes: []TuneClass{{Protected: 0.01}, {Protected: 0.95, Queue: 128, MaxWait: 400 * time.Millisecond}}}
 	good := TuneCandidate{Policy: "shedkit-gradient", Classes: []TuneClass{{Protected: 0.5}, {}}}
 	for seed := uint64(1); seed <= 3; seed++ {
-		cs, err := TuneSpace(tinyTune(), 6, seed)
+		cs, err := TuneSpace(tinyTune(), 6, seed, TuneSpaceOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -80,5 +83,99 @@ func TestTuneBadConfigNeverWins(t *testing.T) {
 		}
 		i := slices.IndexFunc(res.Ranked, func(r TuneRanked) bool { return r.Candidate.String() == bad.String() })
 		t.Logf("seed %d: the bad configuration ranks %d of %d (worst %+v)", seed, i+1, len(res.Ranked), res.Ranked[i].Worst)
+	}
+}
+
+// TestTuneSpaceRateLimits checks the rate limits TuneSpace draws: none or
+// a multiple of the class's peak arrival rate, per replica, with the
+// default burst; the scenario's own with KeepRateLimits, without changing
+// the draws of the other settings.
+func TestTuneSpaceRateLimits(t *testing.T) {
+	sc := tinyTune()
+	sc.Classes[1].Schedule = []RateChange{{At: 10 * time.Second, Rate: 400, For: 5 * time.Second}}
+	sc.Service.Replicas = 2
+	cs, err := TuneSpace(sc, 60, 1, TuneSpaceOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	peaks := []float64{150, 400}
+	counts := map[string]int{}
+	for _, c := range cs[1:] {
+		for i, k := range c.Classes {
+			l := k.RateLimit
+			if l == nil {
+				counts["none"]++
+				continue
+			}
+			// Within the rounding to three significant digits.
+			f := l.RPS * 2 / peaks[i]
+			k := slices.IndexFunc(tuneRateFactors, func(x float64) bool { return math.Abs(f-x) < 0.01*x })
+			if k < 0 || l.Burst != DefaultBurst(l.RPS) {
+				t.Errorf("candidate %s: class %d: rate limit %+v is %g x the peak per replica", c.String(), i, *l, f)
+			}
+			counts[fmt.Sprint(tuneRateFactors[k])]++
+		}
+		if err := c.Apply(sc).Validate(); err != nil {
+			t.Errorf("candidate %s: %v", c.String(), err)
+		}
+	}
+	if counts["none"] < 20 || counts["0.5"] == 0 || counts["2"] == 0 {
+		t.Errorf("draws by factor: %v", counts)
+	}
+	if cs[0].Classes[0].RateLimit != nil || cs[0].Classes[1].RateLimit != nil {
+		t.Errorf("baseline %s: the scenario has no rate limit", cs[0].String())
+	}
+
+	sc.Classes[0].RateLimit = &RateLimit{RPS: 100}
+	kept, err := TuneSpace(sc, 60, 1, TuneSpaceOptions{KeepRateLimits: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, c := range kept {
+		if l := c.Classes[0].RateLimit; l == nil || *l != (RateLimit{RPS: 100, Burst: 10}) || c.Classes[1].RateLimit != nil {
+			t.Fatalf("kept candidate %s: want the scenario's rate limit (100/10) and none", c.String())
+		}
+		if a := c.Apply(sc); a.Classes[0].RateLimit == c.Classes[0].RateLimit {
+			t.Fatal("Apply shares the candidate's rate limit")
+		}
+		if i < 10 && (c.Policy != cs[i].Policy || c.Classes[1].Queue != cs[i].Classes[1].Queue || c.Classes[0].Protected != cs[i].Classes[0].Protected) {
+			t.Errorf("candidate %d: %s with rate limits kept, %s drawn: the other draws changed", i, c.String(), cs[i].String())
+		}
+	}
+
+	sc.Classes[0] = Class{Name: "interactive", Users: 20, RateLimit: &RateLimit{RPS: 7, Burst: 3}}
+	cs, err = TuneSpace(sc, 10, 1, TuneSpaceOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range cs {
+		if l := c.Classes[0].RateLimit; l == nil || *l != (RateLimit{RPS: 7, Burst: 3}) {
+			t.Errorf("candidate %s: a closed-loop class keeps its own rate limit", c.String())
+		}
+	}
+}
+
+// TestTuneSnippetRateLimits: the Go snippet sets the candidate's rate
+// limits as the middleware's shedhttp.Options.RateLimits, and imports
+// shedhttp only then (the compile test in package cli builds it).
+func TestTuneSnippetRateLimits(t *testing.T) {
+	sc := tinyTune()
+	c := TuneCandidate{Policy: "shedkit-gradient", Classes: []TuneClass{{}, {RateLimit: &RateLimit{RPS: 112.5}}}}
+	src, err := c.GoSnippet(sc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`"github.com/shedkit/shedkit/middleware/shedhttp"`, "func newHTTPOptions(limiter *shed.Limiter) shedhttp.Options {",
+		"RateLimits: map[string]shedhttp.RateLimit{", `"batch": {Rate: 112.5, Burst: 11},`} {
+		if !strings.Contains(src, want) {
+			t.Errorf("snippet lacks %q:\n%s", want, src)
+		}
+	}
+	if strings.Contains(src, `"interactive": {`) {
+		t.Errorf("a class without a rate limit has one:\n%s", src)
+	}
+	c.Classes[1].RateLimit = nil
+	if src, _ := c.GoSnippet(sc); strings.Contains(src, "shedhttp") {
+		t.Errorf("snippet without rate limits mentions shedhttp:\n%s", src)
 	}
 }

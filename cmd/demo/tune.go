@@ -71,9 +71,11 @@ func policySpec(algo string, initial int, ceiling time.Duration, tolerance, back
 // configuration first, then sim.TuneSpace's draws carrying the demo's
 // initial limit and ceiling (which the tuner does not sweep). With a
 // ceiling, AIMD candidates are left out: the demo cannot run them as
-// simulated (AIMD has no ceiling).
+// simulated (AIMD has no ceiling). Rate limits are not swept: the gateway
+// has no flag for them, and keeping them out keeps make tune-demo's draws
+// (and its minute and a half) as they were.
 func tuneCandidates(o *options, sc *sim.Scenario) ([]sim.TuneCandidate, error) {
-	space, err := sim.TuneSpace(sc, o.tuneBudget, o.seed)
+	space, err := sim.TuneSpace(sc, o.tuneBudget, o.seed, sim.TuneSpaceOptions{KeepRateLimits: true})
 	if err != nil {
 		return nil, err
 	}
@@ -133,6 +135,9 @@ func candidateAdmission(base admission, c sim.TuneCandidate) (admission, error) 
 		return a, fmt.Errorf("tune: candidate has %d classes, the demo %d", len(c.Classes), numClasses)
 	}
 	for i, k := range c.Classes {
+		if k.RateLimit != nil {
+			return a, fmt.Errorf("tune: class %d: no demo flag for a rate limit", i)
+		}
 		a.classes[i] = classAdmission{protected: k.Protected}
 		if k.Queue > 0 {
 			a.classes[i].queue, a.classes[i].wait = k.Queue, k.MaxWait

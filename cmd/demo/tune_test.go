@@ -59,6 +59,7 @@ func TestCandidateAdmission(t *testing.T) {
 		{"a parameter without a flag", sim.TuneCandidate{Policy: "shedkit-gradient:smoothing=0.3", Classes: []sim.TuneClass{{}, {}}}, admission{}, "smoothing"},
 		{"a bad value", sim.TuneCandidate{Policy: "shedkit-aimd:backoff=x", Classes: []sim.TuneClass{{}, {}}}, admission{}, "backoff"},
 		{"one class", sim.TuneCandidate{Policy: "shedkit-gradient", Classes: []sim.TuneClass{{}}}, admission{}, "classes"},
+		{"a rate limit", sim.TuneCandidate{Policy: "shedkit-gradient", Classes: []sim.TuneClass{{}, {RateLimit: &sim.RateLimit{RPS: 50, Burst: 5}}}}, admission{}, "rate limit"},
 	}
 	for _, c := range cases {
 		got, err := candidateAdmission(base, c.c)

@@ -36,10 +36,13 @@ Search space (random draws, the same for a -seed; the first candidate is
 the scenario's own settings under shedkit-gradient's defaults): the limit
 (shedkit-gradient or shedkit-aimd, tolerance and backoff near their
 defaults), per class a protected share (with two classes or more; shares
-sum to at most 1) and a queue (depth 0, 8, 32, 128; max wait 5% or 20% of
-the class's deadline), and the retry budget's ratio and floor when a layer
-of the scenario retries. Not expressed by scenarios, so not tuned: per-key
-rate limits (middleware), the limits' window and bounds, Retry-After.
+sum to at most 1), a queue (depth 0, 8, 32, 128; max wait 5% or 20% of
+the class's deadline) and a rate limit (429 before admission: none, or
+0.5, 1, 1.5 or 2x the class's peak arrival rate, shared among the
+replicas; -rate-limits=false keeps the scenario's own), and the retry
+budget's ratio and floor when a layer of the scenario retries. Not
+expressed by scenarios, so not tuned: the limits' window and bounds,
+Retry-After.
 
 Objective: over the four variants, the worst case of the first class's
 goodput share (steps of 0.5%), then of its p99 (steps of 5%), then of the
@@ -48,7 +51,8 @@ is below 98% of the best candidate's ranks after all others.
 
 Output (stdout): the ranking with each variant's figures
 (interactive goodput / its p99 / other classes' goodput), the winner as Go
-code and the scenario's YAML with the winner's settings (or -o FILE).
+code (with the rate limits as shedhttp.Options.RateLimits) and the
+scenario's YAML with the winner's settings (or -o FILE).
 Exit codes: 0, 1 when a run fails, 2 bad flags or scenario.
 `
 
@@ -57,6 +61,9 @@ type tuneOptions struct {
 	seed                        uint64
 	out                         string
 	quiet                       bool
+	// rateLimits sweeps the classes' rate limits; off, the candidates
+	// keep the scenario's own.
+	rateLimits bool
 }
 
 // runTune runs "shedsim tune".
@@ -71,6 +78,7 @@ func runTune(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&o.workers, "workers", 0, "runs in parallel (default GOMAXPROCS); results do not depend on it")
 	fs.StringVar(&o.out, "o", "", "write the tuned scenario YAML to this file instead of stdout")
 	fs.BoolVar(&o.quiet, "quiet", false, "no progress bar on stderr")
+	fs.BoolVar(&o.rateLimits, "rate-limits", true, "sweep each class's rate limit (false: keep the scenario's own)")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), tuneUsageHead)
 		fs.PrintDefaults()
@@ -100,7 +108,7 @@ func runTune(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 // tune runs the search on sc and prints the ranking and the winner.
 func tune(ctx context.Context, o tuneOptions, sc *sim.Scenario, stdout, stderr io.Writer) int {
-	cands, err := sim.TuneSpace(sc, o.budget, o.seed)
+	cands, err := sim.TuneSpace(sc, o.budget, o.seed, sim.TuneSpaceOptions{KeepRateLimits: !o.rateLimits})
 	if err != nil {
 		fmt.Fprintln(stderr, "shedsim tune:", err)
 		return ExitUsage
@@ -116,7 +124,11 @@ func tune(ctx context.Context, o tuneOptions, sc *sim.Scenario, stdout, stderr i
 		fmt.Fprintln(stderr, "shedsim tune:", err)
 		return ExitFail
 	}
-	fmt.Fprintf(stdout, "shedsim tune %s -seed %d -seeds %d -budget %d\n", sc.Name, o.seed, o.seeds, o.budget)
+	flags := ""
+	if !o.rateLimits {
+		flags = " -rate-limits=false"
+	}
+	fmt.Fprintf(stdout, "shedsim tune %s -seed %d -seeds %d -budget %d%s\n", sc.Name, o.seed, o.seeds, o.budget, flags)
 	writeTuneRanking(stdout, res, o.top)
 	writeBaseline(stdout, res, cands[0].String())
 	return writeWinner(o, sc, res.Ranked[0].Candidate, stdout, stderr)

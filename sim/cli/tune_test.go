@@ -84,7 +84,8 @@ func TestTuneUsage(t *testing.T) {
 // TestTuneSnippetCompiles pastes the printed Go code, and the code of an
 // AIMD candidate with queues and a budget, into a throwaway module that
 // replaces github.com/shedkit/shedkit with this repository, and vets it:
-// the recommendation always compiles.
+// the recommendation always compiles, its rate limits too (the AIMD
+// candidate has one, set in the middleware's options).
 func TestTuneSnippetCompiles(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds a module with the go command")
@@ -102,7 +103,7 @@ func TestTuneSnippetCompiles(t *testing.T) {
 	}
 	sc.Service.DemandHold, sc.Service.MaxCost = time.Second, 100
 	c := sim.TuneCandidate{Policy: "shedkit-aimd:backoff=0.8,tolerance=3",
-		Classes: []sim.TuneClass{{Protected: 0.5, Queue: 8, MaxWait: 50 * time.Millisecond}, {Queue: 32, MaxWait: 1500 * time.Microsecond}},
+		Classes: []sim.TuneClass{{Protected: 0.5, Queue: 8, MaxWait: 50 * time.Millisecond}, {Queue: 32, MaxWait: 1500 * time.Microsecond, RateLimit: &sim.RateLimit{RPS: 112.5, Burst: 11}}},
 		Budget:  &sim.Budget{Ratio: 0.1, MinPerSecond: 5}}
 	aimd, err := c.GoSnippet(sc)
 	if err != nil {
@@ -119,7 +120,7 @@ func TestTuneSnippetCompiles(t *testing.T) {
 		"go.mod":    gomod,
 		"go.sum":    string(sum),
 		"main.go":   "package main\n\n" + snippet + "\nfunc main() { _, _, _ = newAdmission() }\n",
-		"b/aimd.go": "package b\n\n" + aimd + "\nvar New = newAdmission\n",
+		"b/aimd.go": "package b\n\n" + aimd + "\nvar New, Options = newAdmission, newHTTPOptions\n",
 	}
 	for name, text := range files {
 		p := filepath.Join(dir, name)
