@@ -22,7 +22,7 @@
 // writes a scenario with the recorded arrival rates, costs, service time
 // and upstream capacity; shedsim fit -h says how each is inferred.
 // shedsim tune runs candidate configurations (limit, protected shares,
-// queues, retry budget) on a scenario and on a slowdown, a spike and a
+// queues, rate limits, retry budget) on a scenario and on a slowdown, a spike and a
 // retry storm derived from it, and prints the best as Go code and YAML;
 // shedsim tune -h gives the search space and the objective.
 //

@@ -144,3 +144,17 @@ func TestTuneSnippetCompiles(t *testing.T) {
 		}
 	}
 }
+
+// TestTuneRateLimitsFlag: by default some candidates carry a rate limit
+// (rl=); -rate-limits=false keeps the scenario's own (none in tinyTune)
+// and says so in the header line.
+func TestTuneRateLimitsFlag(t *testing.T) {
+	on := runTuneCLI(t, "-budget", "6", "-top", "6")
+	off := runTuneCLI(t, "-budget", "6", "-top", "6", "-rate-limits=false")
+	if !strings.Contains(on, " rl=") || strings.Contains(on, "-rate-limits=false") {
+		t.Errorf("default: no candidate with a rate limit, or the flag in the header:\n%s", on)
+	}
+	if strings.Contains(off, " rl=") || strings.Contains(off, "rate_limit:") || !strings.Contains(off, "-budget 6 -rate-limits=false\n") {
+		t.Errorf("-rate-limits=false: a rate limit was drawn, or the header lacks the flag:\n%s", off)
+	}
+}
