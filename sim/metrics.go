@@ -417,7 +417,7 @@ type ClassSummary struct {
 }
 
 // metricHelp lists the metric names for errors and -h.
-const metricHelp = "goodput, trigger_goodput, throughput, healthy_throughput, recovery, p50, p99, admitted_p50, admitted_p99, healthy_p99, trigger_p99, p99_ratio, amplification, upstream_amplification, wasted, rejected, mean_limit, mean_in_flight, class.NAME.goodput, class.NAME.trigger_goodput, class.NAME.p50, class.NAME.p99"
+const metricHelp = "goodput, trigger_goodput, throughput, healthy_throughput, recovery, p50, p99, admitted_p50, admitted_p99, healthy_p99, trigger_p99, p99_ratio, amplification, upstream_amplification, wasted, rejected, rate_limited, mean_limit, mean_in_flight, class.NAME.goodput, class.NAME.trigger_goodput, class.NAME.p50, class.NAME.p99"
 
 // MetricNames returns the names accepted by Summary.Metric (class
 // metrics as class.NAME.goodput, class.NAME.trigger_goodput,
@@ -444,7 +444,9 @@ func knownMetric(name string, sc *Scenario) bool {
 }
 
 // Metric returns a summary figure by name (see MetricNames): ratios as
-// fractions, times in seconds. p99_ratio is TriggerP99 / HealthyP99.
+// fractions, times in seconds. p99_ratio is TriggerP99 / HealthyP99;
+// rate_limited is RateLimited / Attempts, as rejected is Rejected /
+// Attempts.
 func (s *Summary) Metric(name string) (float64, bool) {
 	switch name {
 	case "goodput":
@@ -479,6 +481,8 @@ func (s *Summary) Metric(name string) (float64, bool) {
 		return s.Wasted, true
 	case "rejected":
 		return s.RejectedShare, true
+	case "rate_limited":
+		return ratio(float64(s.RateLimited), float64(s.Attempts)), true
 	case "mean_limit":
 		return s.MeanLimit, true
 	case "mean_in_flight":

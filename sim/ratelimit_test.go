@@ -74,6 +74,9 @@ func TestRateLimitEngine(t *testing.T) {
 				t.Errorf("rejected %d (want 0: 429s are not sheds), class %d, admitted %d + limited %d != attempts %d",
 					s.Rejected, s.Classes[0].RateLimited, s.Admitted, s.RateLimited, s.Attempts)
 			}
+			if m, ok := s.Metric("rate_limited"); !ok || m != share {
+				t.Errorf("metric rate_limited %v (%v), want %v", m, ok, share)
+			}
 			if tc.limit == nil && s.Goodput != s.Logical {
 				t.Errorf("goodput %d of %d without a rate limit", s.Goodput, s.Logical)
 			}
