@@ -16,8 +16,9 @@ type Row struct {
 	Time float64
 	// Offered counts new logical requests (first attempts of clients).
 	Offered int64
-	// Attempts counts requests reaching the service (limiter decisions);
-	// Admitted those admitted; Rejected those rejected, by shed.Reason.
+	// Attempts counts requests reaching the service (limiter decisions,
+	// and the 429s of RateLimited); Admitted those admitted; Rejected
+	// those rejected by the limiters, by shed.Reason.
 	Attempts int64
 	Admitted int64
 	Rejected [shed.NumReasons]int64

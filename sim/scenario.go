@@ -143,9 +143,9 @@ func (l *RateLimit) clone() *RateLimit {
 const MaxRateLimitRPS = 1e9
 
 // DefaultBurst is the burst of a RateLimit of rps requests per second
-// that gives none: a tenth of a second of traffic, at least 1. Poisson
-// arrivals at the rate itself need a burst of that order not to see 429s
-// from chance alone.
+// whose Burst is zero: a tenth of a second of traffic, at least 1. Poisson
+// arrivals at the limit's own rate need a burst of that order not to see
+// many 429s from chance alone (with a burst of 1 they would see half).
 func DefaultBurst(rps float64) int {
 	if !(rps > 0) {
 		return 1
