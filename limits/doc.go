@@ -130,6 +130,9 @@
 //   - cut-queue: the latency is back within the threshold, but the last
 //     cut cost no throughput: the rest is queue too (even if the baseline
 //     was learned with it in), and the limit goes on shrinking by Backoff.
+//     So does a cut that raised the throughput: the queue was costing the
+//     dependency work. (A dependency that sped up just then looks the
+//     same; it costs a few windows before growth resumes from the knee.)
 //     When a cut then costs throughput the knee was passed: relearn.
 //   - hold, relearn: once the work in flight fell by 40% in the episode
 //     and the throughput fell below 85% of its best while the latency (or

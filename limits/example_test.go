@@ -40,10 +40,12 @@ func ExampleNewGradient() {
 		fmt.Print(g.Limit(), " ")
 	}
 	fmt.Println(g.State().Reason)
-	// It recovers: the work in flight fills the limit with no queue, so
-	// the limit grows by half; then by sqrt(limit) per window while it is
-	// in use.
-	for range 2 {
+	// It recovers. The first window reads as a cut that removed queue
+	// (more throughput with less in flight), so the limit is cut once
+	// more; that cut costs throughput, so the limit returns to the knee.
+	// Then the work in flight fills it with no queue: it grows by half,
+	// and by sqrt(limit) per window while it is in use.
+	for range 4 {
 		feedWindow(g, &now, 10*time.Millisecond, 300)
 		fmt.Print(g.Limit(), " ")
 	}
@@ -51,7 +53,7 @@ func ExampleNewGradient() {
 	// Output:
 	// 40 80 160 320 600 slow-start
 	// 450 337 253 cut-latency
-	// 379 399 grow
+	// 227 253 379 398 grow
 }
 
 func ExampleNewAIMD() {

@@ -82,16 +82,16 @@ func (g *Gradient) decide(s *signals) decision {
 // that cutting removes without losing throughput was queue: while that
 // holds the limit goes on shrinking, by Backoff (the baseline may hold
 // the very queue being cut, so the ratio to it says nothing; a small step
-// overshoots the knee by little). Once a cut costs throughput, the knee was passed: its latency
-// becomes the baseline and the limit returns to it. A throughput that
-// rose while the latency fell to the baseline is the dependency's doing
-// (it sped up): the episode ends.
+// overshoots the knee by little). A cut that raised the throughput
+// removed a queue that was costing the dependency work, and cutting goes
+// on too. Once a cut costs throughput, the knee was passed: its latency
+// becomes the baseline and the limit returns to it.
 func (g *Gradient) afterCut(s *signals, prev, ep episode) decision {
 	lim, c := g.st.limit, &g.cfg
 	x := s.throughput()
 	switch {
 	case prev.xBest == 0:
-	case s.inFlight < prev.inFlight && x >= 0.9*prev.xBest && (x <= 1.1*prev.xBest || s.ratio > math.Sqrt(s.thresh)):
+	case s.inFlight < prev.inFlight && x >= 0.9*prev.xBest:
 		ep.queueCuts++
 		return decision{limit: lim * c.Backoff, reason: ReasonCutQueue, ep: ep}
 	case ep.queueCuts > 0 && x < 0.9*prev.xBest:

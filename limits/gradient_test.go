@@ -363,15 +363,44 @@ func TestGradientFindsAKneeBelowItsStart(t *testing.T) {
 
 // TestGradientRegrows: a limit that binds while the latency is at its
 // baseline (no queue at all: the dependency got back the servers it had
-// lost) grows by half per window.
+// lost, or the demand rose) grows by half per window, once the episode
+// of its last cut has ended.
 func TestGradientRegrows(t *testing.T) {
 	g, f := learned(t, GradientConfig{MaxLimit: 100})
 	f.window(200, 0, 100, constant(20*time.Millisecond)) // cut
-	f.window(200, 0, 100, constant(20*time.Millisecond)) // wait
+	f.window(200, 0, 40, constant(10*time.Millisecond))  // the episode ends
 	before := g.State().Limit
 	f.window(200, 0, 1000, constant(10*time.Millisecond))
 	if st := g.State(); st.Reason != ReasonRegrow || math.Abs(st.Limit-min(1.5*before, 100)) > 1e-9 {
 		t.Fatalf("limit %.1f -> %.1f (%s), want x1.5 by regrow", before, st.Limit, st.Reason)
+	}
+}
+
+// thrash is latency flat at base up to capacity in flight, then growing
+// with the square of the excess: a dependency that loses throughput to
+// its own queue (contention, swapping), so that cutting raises it.
+func thrash(base time.Duration, capacity int) func(int) time.Duration {
+	return func(n int) time.Duration {
+		if n <= capacity {
+			return base
+		}
+		r := float64(n) / float64(capacity)
+		return time.Duration(float64(base) * r * r)
+	}
+}
+
+// TestGradientCutsAThrashingQueue: a dependency whose throughput falls as
+// its queue grows, behind a limit that starts far above its knee, so the
+// baseline is learned with the queue in it. A cut that raises the
+// throughput removed queue: the episode goes on cutting to the knee
+// instead of taking the gain for a faster dependency and growing back.
+func TestGradientCutsAThrashingQueue(t *testing.T) {
+	g := newGradient(t, GradientConfig{InitialLimit: 200})
+	m := newModel(healthyRate, healthyLatency)
+	m.latency = thrash(healthyLatency, 20)
+	got := m.run(g, 200)
+	if tail := got[150:]; slices.Max(tail) > 40 {
+		t.Fatalf("limit over its last 50 windows %v, want within twice the knee at 20", tail)
 	}
 }
 
