@@ -255,10 +255,13 @@ func (a *AIMD) update(w *WindowSummary) {
 func (a *AIMD) decide(s *signals) decision {
 	c := &a.cfg
 	lim := a.cur
-	if !s.congested() {
+	ep := a.ep
+	// As Gradient's: an episode begins with congestion and lasts while
+	// the limit binds.
+	if !s.congested() && !(ep.active && s.binding && s.hasLat) {
 		return a.grow(s)
 	}
-	ep := a.ep
+	prev := ep
 	if !s.ceilCong && ep.observe(s, lim <= float64(c.MinLimit), false) == epHold {
 		// Cutting stopped helping: the latency (or drops) are the
 		// dependency's, as Gradient finds them.
@@ -267,6 +270,12 @@ func (a *AIMD) decide(s *signals) decision {
 				relearnLat: ep.heldLat(s), relearnDrops: ep.holdDrops, relearnN: ep.holdN}
 		}
 		return decision{limit: lim, reason: ReasonHold, ep: ep}
+	}
+	if !s.congested() {
+		if d, ok := ep.afterCut(s, prev, lim, c.Backoff); ok {
+			return d
+		}
+		return a.grow(s)
 	}
 	next := lim * c.Backoff
 	if !a.congested {

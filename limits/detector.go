@@ -321,6 +321,30 @@ func (e *episode) heldLat(s *signals) float64 {
 	return e.holdLat
 }
 
+// afterCut decides a window without congestion in an episode at limit
+// lim, from the episode before (prev) and after it (e); ok is false when
+// the episode ends. By Little's law, work in flight that cutting removes
+// without losing throughput was queue: while that holds the limit goes
+// on shrinking by backoff (the baseline may hold the very queue being
+// cut, so the ratio to it says nothing; a small step overshoots the knee
+// by little). A cut that raised the throughput removed a queue that was
+// costing the dependency work, and cutting goes on too. Once a cut costs
+// throughput, the knee was passed: its latency becomes the baseline and
+// the limit returns to it.
+func (e episode) afterCut(s *signals, prev episode, lim, backoff float64) (d decision, ok bool) {
+	x := s.throughput()
+	switch {
+	case prev.xBest == 0:
+	case s.inFlight < prev.inFlight && x >= 0.9*prev.xBest:
+		e.queueCuts++
+		return decision{limit: lim * backoff, reason: ReasonCutQueue, ep: e}, true
+	case e.queueCuts > 0 && x < 0.9*prev.xBest:
+		return decision{limit: max(lim, e.knee), reason: ReasonRelearn,
+			relearnLat: e.kneeLat, relearnDrops: s.drops, relearnN: s.n + s.drops}, true
+	}
+	return decision{}, false
+}
+
 // demandCap is the most a limit grows to on windows whose largest work in
 // flight was peak: the limit that this work uses to MinUtilization (and
 // always one more than it).

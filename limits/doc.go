@@ -155,7 +155,8 @@
 // window. By default it sees latency (LatencyTolerance, 2, times its
 // learned baseline) as well as drops, and, as Gradient, takes a latency
 // or drop rate that cutting does not reduce as the dependency's new
-// normal instead of cutting to the minimum. It slow-starts at the start
+// normal instead of cutting to the minimum, and goes on cutting while its
+// cuts cost no throughput (cut-queue: the rest is queue). It slow-starts at the start
 // and, as Gradient's regrow, while the work in flight fills the limit with
 // the latency at its baseline; with LatencyThreshold set, which leaves no
 // baseline to recognise a recovered dependency by, also after a run of

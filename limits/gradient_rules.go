@@ -77,28 +77,13 @@ func (g *Gradient) decide(s *signals) decision {
 	return decision{limit: next, reason: reason, ep: ep}
 }
 
-// afterCut decides a window without congestion in an episode, from the
-// episode before (prev) and after it (ep). By Little's law, work in flight
-// that cutting removes without losing throughput was queue: while that
-// holds the limit goes on shrinking, by Backoff (the baseline may hold
-// the very queue being cut, so the ratio to it says nothing; a small step
-// overshoots the knee by little). A cut that raised the throughput
-// removed a queue that was costing the dependency work, and cutting goes
-// on too. Once a cut costs throughput, the knee was passed: its latency
-// becomes the baseline and the limit returns to it.
+// afterCut decides a window without congestion in an episode (see
+// episode.afterCut); when the episode ends, the limit may grow again.
 func (g *Gradient) afterCut(s *signals, prev, ep episode) decision {
-	lim, c := g.st.limit, &g.cfg
-	x := s.throughput()
-	switch {
-	case prev.xBest == 0:
-	case s.inFlight < prev.inFlight && x >= 0.9*prev.xBest:
-		ep.queueCuts++
-		return decision{limit: lim * c.Backoff, reason: ReasonCutQueue, ep: ep}
-	case ep.queueCuts > 0 && x < 0.9*prev.xBest:
-		return decision{limit: max(lim, ep.knee), reason: ReasonRelearn,
-			relearnLat: ep.kneeLat, relearnDrops: s.drops, relearnN: s.n + s.drops}
+	if d, ok := ep.afterCut(s, prev, g.st.limit, g.cfg.Backoff); ok {
+		return d
 	}
-	return g.grow(s) // the episode ends
+	return g.grow(s)
 }
 
 // grow returns the decision after a window without congestion: the
