@@ -153,23 +153,23 @@
 // AIMD reads windows the same way and moves the limit as Netflix's AIMD:
 // +Increase per window in use without congestion, x Backoff per congested
 // window. By default it sees latency (LatencyTolerance, 2, times its
-// learned baseline) as well as drops, and, as Gradient, takes a latency
-// or drop rate that cutting does not reduce as the dependency's new
-// normal instead of cutting to the minimum, and goes on cutting while its
-// cuts cost no throughput (cut-queue: the rest is queue). It slow-starts at the start
-// and, as Gradient's regrow, while the work in flight fills the limit with
-// the latency at its baseline; with LatencyThreshold set, which leaves no
-// baseline to recognise a recovered dependency by, also after a run of
-// congested windows, back to the limit the run's first cut left (TCP's
-// slow start threshold). Its tolerance lets a queue double the latency
-// before it cuts, so a window in which its limit binds with the latency
-// above the square root of that tolerance teaches its baseline nothing,
-// not even while learning: the queue would become the next normal. As
-// Gradient's, a limit left unused for BaselineWindows windows in a row
-// falls to what their largest work in flight uses to MinUtilization.
-// Drops within DropTolerance ([DefaultDropTolerance]) never count. A fixed
-// LatencyThreshold replaces the learned baseline with a latency objective;
-// a negative one leaves drops alone.
+// learned baseline) as well as drops, and, as Gradient, takes a latency or
+// drop rate that cutting does not reduce as the dependency's new normal
+// instead of cutting to the minimum, and goes on cutting while its cuts
+// cost no throughput (cut-queue: the rest is queue). It slow-starts at the
+// start and, as Gradient's regrow, while the work in flight fills the
+// limit with the latency at its baseline; with LatencyThreshold set, which
+// leaves no baseline to recognise a recovered dependency by, also after a
+// run of congested windows, back to the limit the run's first cut left
+// (TCP's slow start threshold). Its tolerance lets a queue double the
+// latency before it cuts, so a window in which its limit binds with the
+// latency above the square root of that tolerance teaches its baseline
+// nothing, not even while learning: the queue would become the next
+// normal. As Gradient's, a limit left unused for BaselineWindows windows
+// in a row falls to what their largest work in flight uses to
+// MinUtilization. Drops within DropTolerance ([DefaultDropTolerance])
+// never count. A fixed LatencyThreshold replaces the learned baseline with
+// a latency objective; a negative one leaves drops alone.
 //
 // # Defaults and why
 //

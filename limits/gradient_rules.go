@@ -51,7 +51,10 @@ func (g *Gradient) decide(s *signals) decision {
 		return decision{limit: lim, reason: ReasonHold, ep: ep}
 	}
 	if !s.congested() {
-		return g.afterCut(s, prev, ep)
+		if d, ok := ep.afterCut(s, prev, lim, c.Backoff); ok {
+			return d
+		}
+		return g.grow(s) // the episode ends
 	}
 	next, reason := lim, ReasonNone
 	if s.latCong {
@@ -75,15 +78,6 @@ func (g *Gradient) decide(s *signals) decision {
 		next, reason = lim*c.Backoff, ReasonCutCeiling
 	}
 	return decision{limit: next, reason: reason, ep: ep}
-}
-
-// afterCut decides a window without congestion in an episode (see
-// episode.afterCut); when the episode ends, the limit may grow again.
-func (g *Gradient) afterCut(s *signals, prev, ep episode) decision {
-	if d, ok := ep.afterCut(s, prev, g.st.limit, g.cfg.Backoff); ok {
-		return d
-	}
-	return g.grow(s)
 }
 
 // grow returns the decision after a window without congestion: the

@@ -49,11 +49,7 @@ func (c *TuneCandidate) Apply(sc *Scenario) *Scenario {
 		if k.Queue == 0 {
 			cl.MaxWait = 0
 		}
-		cl.RateLimit = nil
-		if k.RateLimit != nil {
-			l := *k.RateLimit // the candidate's stays its own
-			cl.RateLimit = &l
-		}
+		cl.RateLimit = k.RateLimit.clone() // the candidate's stays its own
 		setBudget(&cl.Retry, c.Budget)
 	}
 	if out.Gateway != nil {
@@ -130,9 +126,9 @@ type TuneSpaceOptions struct {
 // to budget-1 distinct random draws from the space below, the same for a
 // given seed. The space is every limit of tuneLimits; per class, a
 // protected share (all zero with one class, where it has no effect; the
-// shares' sum at most 1), a queue depth with a max wait of 5% or 20% of
-// the class's deadline and, unless opt.KeepRateLimits, a rate limit (see
-// drawRateLimit); and a retry budget's ratio and floor when some layer of
+// shares' sum at most 1), a queue depth with a max wait of a share
+// (tuneWaitShares) of the class's deadline and, unless
+// opt.KeepRateLimits, a rate limit (see drawRateLimit); and a retry budget's ratio and floor when some layer of
 // sc retries. Draws stop early when the space is exhausted.
 func TuneSpace(sc *Scenario, budget int, seed uint64, opt TuneSpaceOptions) ([]TuneCandidate, error) {
 	n, err := sc.normalize()
