@@ -162,6 +162,7 @@ func WriteFamilyReport(w io.Writer, res *FamilyResult) error {
 		fmt.Fprintf(bw, "\nrecovery after the incident (s, to 90%% of the healthy throughput):\n")
 		recoveryTable(bw, res)
 		peerTable(bw, res)
+		lowTail(bw, res, lowTailBound)
 	}
 	for p, spec := range res.Policies {
 		if strings.HasPrefix(spec, "shedkit-") {
@@ -268,6 +269,39 @@ func byKind(w io.Writer, res *FamilyResult, p int, losses []int) {
 		parts[i] = fmt.Sprintf("%s %d/%d", k, won[k], all[k])
 	}
 	fmt.Fprintf(w, "    by incident: %s\n", strings.Join(parts, ", "))
+}
+
+// lowTailBound is the share of the oracle under which an instance
+// counts in the low tail of the incident family (issue 14's p10 target).
+const lowTailBound = 0.75
+
+// lowTail writes, for each shedkit policy, how many instances of each
+// kind of incident keep less than bound of the oracle's goodput during
+// the incident: the kinds that make the distribution's low tail, which
+// its p10 alone does not name.
+func lowTail(w io.Writer, res *FamilyResult, bound float64) {
+	fmt.Fprintf(w, "\nbelow %s of the oracle during the incident, by kind of incident:\n", pct(bound))
+	for p, spec := range res.Policies {
+		if !strings.HasPrefix(spec, "shedkit-") {
+			continue
+		}
+		rel := res.Relative(p)
+		low, all, total := map[string]int{}, map[string]int{}, 0
+		for i, in := range res.Instances {
+			if k := in.Traits.Kind; k != "" && !math.IsNaN(rel[i]) {
+				all[k]++
+				if rel[i] < bound {
+					low[k]++
+					total++
+				}
+			}
+		}
+		var parts []string
+		for _, k := range slices.Sorted(maps.Keys(all)) {
+			parts = append(parts, fmt.Sprintf("%s %d/%d", k, low[k], all[k]))
+		}
+		fmt.Fprintf(w, "  %s: %d: %s\n", spec, total, strings.Join(parts, ", "))
+	}
 }
 
 func (res *FamilyResult) bestPeer(i int) float64 {

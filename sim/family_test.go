@@ -159,3 +159,22 @@ func TestFamilyReportByKind(t *testing.T) {
 		t.Fatalf("report:\n%s", w.String())
 	}
 }
+
+// The report names the kinds of incident that make the low tail: per
+// kind, the instances under lowTailBound of the oracle.
+func TestFamilyReportLowTail(t *testing.T) {
+	res := &FamilyResult{Family: "incident", Policies: []string{"static", "shedkit-aimd"}}
+	for i, tc := range []struct {
+		kind string
+		ours float64
+	}{{"errors", 0.9}, {"retry-storm", 0.3}, {"retry-storm", 0.749}, {"slowdown", 0.75}, {"slowdown", math.NaN()}} {
+		res.Instances = append(res.Instances, &Instance{Index: i, Traits: Traits{Kind: tc.kind}})
+		res.Summaries = append(res.Summaries, []Summary{{TriggerGoodputRatio: 1}, {TriggerGoodputRatio: tc.ours}})
+	}
+	var w strings.Builder
+	lowTail(&w, res, lowTailBound)
+	want := "below 75.0% of the oracle during the incident, by kind of incident:\n  shedkit-aimd: 2: errors 0/1, retry-storm 2/2, slowdown 0/1\n"
+	if got := w.String(); got != "\n"+want {
+		t.Fatalf("report:\n%q\nwant\n%q", got, "\n"+want)
+	}
+}
