@@ -119,6 +119,9 @@ type replica struct {
 	// lim as the middleware's KeyStore is: one bucket per class, since the
 	// simulator's classes have no keys.
 	rates []*xrate.Limiter
+	// rateObs, when set, is told about the 429s of rates, as the
+	// middleware tells shedhttp.Options.Observer (see RecordPolicy).
+	rateObs shed.Observer
 }
 
 // classRT is the runtime state of a class.
@@ -303,6 +306,9 @@ func (e *engine) initReplicas(p Policy, shedClasses []shed.ClassConfig, seed uin
 			r.up = e.ups[i]
 		}
 		r.rates = newRateLimiters(sc.Classes)
+		if ro, ok := p.(rateObserving); ok && r.rates != nil {
+			r.rateObs = ro.rateObserver(i)
+		}
 	}
 	return nil
 }
@@ -635,7 +641,7 @@ func (e *engine) serviceArrive(t *task) {
 	r.active++
 	e.rec.attempt(e)
 	if r.rates != nil && r.rates[t.class] != nil && !r.rates[t.class].AllowN(e.nowT, 1) {
-		e.rateLimited(t, r.rates[t.class])
+		e.rateLimited(t, r)
 		return
 	}
 	req := serviceRequest(t)
@@ -703,13 +709,19 @@ func (e *engine) rejected(t *task, err error) {
 }
 
 // rateLimited ends service request t, refused by its class's rate limit
-// lim, as the middleware answers 429: before the limiter saw it, with a
-// Retry-After of the time the bucket takes to hold a token again, in
-// whole seconds. Its callers treat it as they treat a 503: a rejection
+// in replica r, as the middleware answers 429: before the limiter saw it,
+// with a Retry-After of the time the bucket takes to hold a token again,
+// in whole seconds. Its callers treat it as they treat a 503: a rejection
 // that says "overloaded, do not retry" (the middleware sends that header
-// with both).
-func (e *engine) rateLimited(t *task, lim *xrate.Limiter) {
+// with both). The replica's rate observer sees the event the middleware
+// sends its Options.Observer.
+func (e *engine) rateLimited(t *task, r *replica) {
+	lim := r.rates[t.class]
 	e.rec.rateLimited(t.class)
+	if r.rateObs != nil {
+		r.rateObs.Observe(shed.Event{Kind: shed.EventRejected, Time: e.nowT, Class: shed.Class(t.class), Reason: shed.ReasonRateLimited,
+			Cost: max(t.cost, 1), InFlight: r.lim.InFlight()})
+	}
 	wait := time.Duration((1 - lim.TokensAt(e.nowT)) / float64(lim.Limit()) * float64(time.Second))
 	t.retryAfter = shedhttp.RetryAfterSeconds(wait) * int64(time.Second)
 	e.finish(t, resShed)

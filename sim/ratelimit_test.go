@@ -3,9 +3,14 @@ package sim
 import (
 	"bytes"
 	"errors"
+	"io"
+	"math"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/shedkit/shedkit/record"
+	"github.com/shedkit/shedkit/shed"
 )
 
 // rateScenario is one open-loop class at rate against an upstream far
@@ -210,5 +215,51 @@ func TestRateLimitYAML(t *testing.T) {
 		if err == nil || !errors.Is(err, ErrInvalidScenario) || !strings.HasPrefix(err.Error(), tc.want) {
 			t.Errorf("rate_limit: %s: error %v, want prefix %q and ErrInvalidScenario", tc.limit, err, tc.want)
 		}
+	}
+}
+
+// TestRateLimitRecorded: a recorder attached with RecordPolicy sees the
+// recorded replica's 429s as the middleware's Observer does: a rejection
+// record with ReasonRateLimited each, counted among the class's arrivals
+// and sheds in the ticks; the other replica's are not its.
+func TestRateLimitRecorded(t *testing.T) {
+	var buf bytes.Buffer
+	rec, err := record.New(record.Config{Writer: &buf, MaxRecordsPerSecond: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	none, _ := ParsePolicy("none")
+	sc := rateScenario(400, &RateLimit{RPS: 100, Burst: 10}, 2)
+	r, err := Run(sc, RecordPolicy(none, rec, 0), Options{Seed: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rec.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	rd := record.NewReader(&buf)
+	var limited int64
+	var last *record.Tick
+	for {
+		x, err := rd.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case x.Kind == record.KindTick:
+			last = x.Tick
+		case x.Kind == record.KindRejected && x.Reason == shed.ReasonRateLimited:
+			limited++
+		}
+	}
+	// Round robin over two replicas, the warm-up included: about half of
+	// everything is replica 0's.
+	attempts, _, all := seriesTotals(r)
+	if last == nil || math.Abs(float64(limited)/float64(all)-0.5) > 0.02 ||
+		int64(last.Shed[0]) != limited || math.Abs(float64(last.Arrivals[0])/float64(attempts)-0.5) > 0.02 {
+		t.Errorf("recorded %d 429s of %d, last tick %+v, of %d attempts", limited, all, last, attempts)
 	}
 }
