@@ -43,6 +43,16 @@ const (
 // Fitter builds a scenario from a recording (package record): feed it
 // every record with Add, then call Fit. It keeps per-interval totals and
 // bounded samples, so a recording of any length fits in little memory.
+//
+// It infers each class's arrival rate over time, 429s included (a request
+// a rate limit refused was offered all the same), its costs, the
+// upstream's service time and capacity, and, for a class whose records
+// show at least FitMinRateLimited 429s, its rate limit (see
+// RateLimitFit): without it the fitted scenario would send the limiter
+// traffic the service never admitted. The 429s are in a recording made
+// by the net/http middleware's Config.Recorder, or through Observers when
+// the recorder is both the limiter's and the middleware's
+// (shedhttp.Options.Observer).
 type Fitter struct {
 	opt   FitOptions
 	dt    int64 // cell length, ns
@@ -64,6 +74,10 @@ type Fitter struct {
 	limits  [2]int // smallest and largest tick limit
 	outside int    // records whose times fall outside the span
 	shedBy  [shed.NumReasons]int
+
+	// What the records tell about rate limits (see fit_ratelimit.go).
+	rlRecords [shed.MaxClasses]int
+	bursts    [shed.MaxClasses]*burstRing
 }
 
 // fitCells are the per-interval totals, one slice element per cell.
@@ -72,6 +86,12 @@ type fitCells struct {
 	expo            []float64 // seconds covered by ticks
 	latSum, latN    []float64 // timed successes and drops
 	inflSum, inflN  []float64 // tick samples of the work in flight
+	// shedRec and rlRec count the sampled records of rejections (and
+	// cancellations) and of 429s among them, by decision time.
+	shedRec, rlRec [shed.MaxClasses][]float64
+	// partial marks the cells whose records are a sample, or lost some:
+	// from a tick in them with SampleEvery > 1 or a higher Lost.
+	partial []bool
 }
 
 type fitTick struct {
@@ -149,6 +169,18 @@ const fitMaxCells = 1 << 20
 // within a cell before the first (records slightly out of order) go to
 // it; times further out are not in the span (ok false), and counted.
 func (f *Fitter) cell(t int64) (int, bool) {
+	i, ok := f.index(t)
+	if !ok {
+		f.outside++
+		return 0, false
+	}
+	f.cells.grow(i + 1)
+	return i, true
+}
+
+// index returns the cell of Unix time t (ns), as cell does, without
+// growing the cells or counting the times outside the span.
+func (f *Fitter) index(t int64) (int, bool) {
 	if !f.began {
 		f.start, f.began = t-t%f.dt, true
 	}
@@ -157,10 +189,8 @@ func (f *Fitter) cell(t int64) (int, bool) {
 		i = int(min((t-f.start)/f.dt, fitMaxCells))
 	}
 	if i >= fitMaxCells || t < f.start-f.dt {
-		f.outside++
 		return 0, false
 	}
-	f.cells.grow(i + 1)
 	return i, true
 }
 
@@ -169,6 +199,7 @@ func (c *fitCells) grow(n int) {
 		c.expo = append(c.expo, 0)
 		c.latSum, c.latN = append(c.latSum, 0), append(c.latN, 0)
 		c.inflSum, c.inflN = append(c.inflSum, 0), append(c.inflN, 0)
+		c.partial = append(c.partial, false)
 	}
 }
 
@@ -198,6 +229,7 @@ func (f *Fitter) Add(r record.Record) {
 	if r.Kind == record.KindRejected || (r.Kind == record.KindRequest && r.Decision == record.Rejected) {
 		f.shedBy[r.Reason]++
 	}
+	f.rateRecord(&r)
 	admitted := r.Kind == record.KindReleased || (r.Kind == record.KindRequest && r.Decision == record.Admitted)
 	if !admitted || !r.Timed || r.Outcome == shed.Ignored {
 		return
@@ -226,6 +258,9 @@ func (f *Fitter) tick(t int64, tk *record.Tick) {
 		return
 	}
 	f.ticks++
+	if tk.SampleEvery > 1 || tk.Lost > f.lost {
+		f.cells.partial[i] = true
+	}
 	f.lost = max(f.lost, tk.Lost)
 	f.every = max(f.every, tk.SampleEvery)
 	if tk.Limit > 0 {

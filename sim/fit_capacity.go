@@ -122,7 +122,7 @@ func (f *Fitter) scenario(fit *Fit) *Scenario {
 	}
 	timeout := niceCeil(time.Duration(10 * fit.ServiceTime.P99))
 	for _, cf := range fit.Classes {
-		cl := Class{Name: cf.Name, Rate: round4(cf.Segments[0].Rate), Cost: cf.Cost.Dist, Actual: cf.Actual.Dist}
+		cl := Class{Name: cf.Name, Rate: round4(cf.Segments[0].Rate), Cost: cf.Cost.Dist, Actual: cf.Actual.Dist, RateLimit: cf.RateLimit.Limit.clone()}
 		for _, s := range cf.Segments[1:] {
 			cl.Schedule = append(cl.Schedule, RateChange{At: s.At, Rate: round4(s.Rate)})
 		}

@@ -28,6 +28,7 @@ func WriteFitReport(w io.Writer, fit *Fit) {
 		distString(st.Dist, true), st.Quality(), st.KS, candidates(st), st.N, fit.Unsaturated, fit.Intervals, fit.Baseline.Round(time.Microsecond),
 		fitDur(st.Median), fitDur(st.Mean), fitDur(st.P99))
 	writeCapacity(w, fit)
+	writeRateLimits(w, fit)
 	fmt.Fprintln(w, "costs:")
 	for _, c := range fit.Classes {
 		cost, actual := "1 (none recorded)", "the estimate"
@@ -52,6 +53,35 @@ func writeCapacity(w io.Writer, fit *Fit) {
 	}
 	fmt.Fprintf(w, "capacity: %.1f servers, confidence %s: Little's law, %s/s completed x %v mean service time, median over %d saturated intervals (mean latency >= 1.5x the baseline), spread %.1f%%; %.0f in flight there on average\n",
 		c.Servers, c.Confidence, rate(c.Throughput), c.MeanService.Round(time.Microsecond), c.Intervals, 100*c.Spread, c.InFlight)
+}
+
+// writeRateLimits prints the classes' rate limits, when a class shows a
+// 429.
+func writeRateLimits(w io.Writer, fit *Fit) {
+	seen := false
+	for _, c := range fit.Classes {
+		seen = seen || c.RateLimit.Records > 0
+	}
+	if !seen {
+		return
+	}
+	fmt.Fprintln(w, "rate limits (429 before admission; a bucket per replica, from the rate of the requests that passed where 429s occurred):")
+	for _, c := range fit.Classes {
+		r := c.RateLimit
+		switch {
+		case r.Records == 0:
+			fmt.Fprintf(w, "  %-14s none (no 429 recorded)\n", c.Name)
+		case r.Limit == nil:
+			fmt.Fprintf(w, "  %-14s none inferred: %d 429 records, fewer than the %d needed\n", c.Name, r.Records, FitMinRateLimited)
+		default:
+			burst := fmt.Sprintf("burst %d, the largest excess over the rate that passed before a 429 (%d span(s) of %v)", r.Limit.Burst, r.Onsets, burstSpan*time.Duration(burstBin))
+			if !r.BurstObserved {
+				burst = fmt.Sprintf("burst %d (not observed: the default)", r.Limit.Burst)
+			}
+			fmt.Fprintf(w, "  %-14s %s/s, confidence %s: %.0f requests rate limited (%d records) in %d intervals, spread %.1f%%; %s\n",
+				c.Name, rate(r.Limit.RPS), r.Confidence, r.RateLimited, r.Records, r.Intervals, 100*r.Spread, burst)
+		}
+	}
 }
 
 func candidates(f DistFit) string {

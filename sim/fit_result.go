@@ -40,14 +40,18 @@ type Fit struct {
 type ClassFit struct {
 	Name string
 	// Arrivals counts the requests that reached admission (exact, from
-	// the recorder's counters); MeanRate is per second over the span.
+	// the recorder's counters), those a rate limit refused with 429
+	// included: they were offered all the same, and the fitted scenario
+	// offers them to its rate limit. MeanRate is per second over the span.
 	Arrivals, MeanRate float64
-	// Shed counts the rejected and cancelled ones.
+	// Shed counts the rejected and cancelled ones, 429s included.
 	Shed float64
 	// Segments are the spans of constant rate: the schedule.
 	Segments []Segment
 	// Cost is fitted to the estimated costs, Actual to actual/estimate.
 	Cost, Actual DistFit
+	// RateLimit is the class's rate limit, inferred from its 429s.
+	RateLimit RateLimitFit
 }
 
 // CapacityFit is the upstream's capacity, in servers (requests served at
@@ -86,6 +90,7 @@ func (f *Fitter) Fit() (*Fit, error) {
 		fit.Notes = append(fit.Notes, fmt.Sprintf("%d records with times far outside the recording's span were ignored", f.outside))
 	}
 	f.fitClasses(fit)
+	f.fitRateLimits(fit)
 	lm, err := f.latencyModel()
 	if err != nil {
 		return nil, err

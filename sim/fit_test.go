@@ -226,6 +226,13 @@ func FuzzFit(f *testing.F) {
 	}
 	f.Add([]byte(b.String()))
 	f.Add([]byte(head + tick(0, 0) + tick(9e18, 5) + tick(-9e18, 7) + tick(1e9, 1)))
+	// 429s (rate limits), some at times far apart.
+	for i := range 25 {
+		b.WriteString(`{"k":"reject","t":` + strconv.Itoa(i*37_000_000) + `,"c":0,"r":"rate_limited","cost":1}` + "\n")
+	}
+	b.WriteString(`{"k":"reject","t":9000000000000000000,"c":0,"r":"rate_limited"}` + "\n" + `{"k":"admit","t":-9000000000000000000,"c":0}` + "\n")
+	b.WriteString(tick(3e9, 400))
+	f.Add([]byte(b.String()))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		fit, err := FitRecording(record.NewReader(bytes.NewReader(data)), FitOptions{})
 		if err != nil {

@@ -48,6 +48,13 @@ What it infers, and how:
                 "capacity not observed"
   costs         estimated cost per class (constant, exponential, log-normal
                 or uniform), and actual/estimate when the records pair them
+  rate limits   per class with at least 20 recorded 429s (rate limited):
+                rps = the requests that passed (arrivals, 429s included,
+                minus 429s) per second in the intervals with 429s; burst =
+                the most that passed in the 2 s before a 429 beyond rps,
+                when those records are complete (else the default, rps/10,
+                and it says "burst not observed"); per replica, the class's
+                traffic as one key
 The report (stderr) says what was inferred, from how much, how well it
 fits, and what was assumed (client deadlines, retries, one replica); the
 scenario (stdout or -o) repeats the notes as comments. Exit codes: 0, 1 when

@@ -64,9 +64,34 @@ func TestRecordAndFit(t *testing.T) {
 	}
 }
 
+// TestRecordAndFitRateLimit: a class's rate limit survives -record and
+// shedsim fit: the report prints it and the fitted scenario sets it.
+func TestRecordAndFitRateLimit(t *testing.T) {
+	dir := t.TempDir()
+	scen, rec := filepath.Join(dir, "s.yaml"), filepath.Join(dir, "rec.jsonl")
+	limited := strings.Replace(saturating, "    rate: 200\n", "    rate: 200\n    rate_limit: {rps: 300, burst: 30}\n", 1)
+	if err := os.WriteFile(scen, []byte(limited), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, e := run(t, "-scenario", scen, "-policies", "none", "-record", rec, "-out", "", "-quiet"); code != ExitOK {
+		t.Fatalf("record: exit %d: %s", code, e)
+	}
+	code, out, e := run(t, "fit", rec)
+	if code != ExitOK || !strings.Contains(e, "rate limits (429 before admission") || !strings.Contains(out, "rate_limit:") {
+		t.Fatalf("fit: exit %d\n%s\n%s", code, e, out)
+	}
+	sc, err := sim.ParseScenario("fitted.yaml", []byte(out))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l := sc.Classes[0].RateLimit; l == nil || l.RPS < 270 || l.RPS > 330 {
+		t.Errorf("fitted rate limit %+v, want 300/s within 10%%", l)
+	}
+}
+
 func TestFitUsage(t *testing.T) {
 	code, _, e := run(t, "fit", "-h")
-	if code != ExitOK || !strings.Contains(e, "Little's law") || !strings.Contains(e, "-max-steps") {
+	if code != ExitOK || !strings.Contains(e, "Little's law") || !strings.Contains(e, "-max-steps") || !strings.Contains(e, "rate limits ") {
 		t.Errorf("fit -h: exit %d\n%s", code, e)
 	}
 	dir := t.TempDir()
