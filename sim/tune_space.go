@@ -110,6 +110,12 @@ var (
 // that only cuts spikes.
 var tuneRateFactors = []float64{0.5, 1, 1.5, 2}
 
+// tuneBurstSeconds are the bursts [TuneSpace] draws for a rate limit, in
+// seconds of its rate: from a bucket that absorbs little more than the
+// jitter of arrivals at its rate, through the default (DefaultBurst,
+// 0.1 s), to one that lets a second of a spike pass before the first 429.
+var tuneBurstSeconds = []float64{0.05, 0.1, 0.2, 1}
+
 // TuneSpaceOptions narrows the space [TuneSpace] draws from. The zero
 // value sweeps all of it.
 type TuneSpaceOptions struct {
@@ -128,8 +134,8 @@ type TuneSpaceOptions struct {
 // protected share (all zero with one class, where it has no effect; the
 // shares' sum at most 1), a queue depth with a max wait of a share
 // (tuneWaitShares) of the class's deadline and, unless
-// opt.KeepRateLimits, a rate limit (see drawRateLimit); and a retry budget's ratio and floor when some layer of
-// sc retries. Draws stop early when the space is exhausted.
+// opt.KeepRateLimits, a rate limit with its burst (see drawRateLimit); and
+// a retry budget's ratio and floor when some layer of sc retries. Draws stop early when the space is exhausted.
 func TuneSpace(sc *Scenario, budget int, seed uint64, opt TuneSpaceOptions) ([]TuneCandidate, error) {
 	n, err := sc.normalize()
 	if err != nil {
@@ -167,11 +173,14 @@ func TuneSpace(sc *Scenario, budget int, seed uint64, opt TuneSpaceOptions) ([]T
 // scenario n: none half of the time (most classes of most services want
 // none, and a uniform draw would leave few candidates without any), else
 // a multiple (tuneRateFactors) of the class's peak arrival rate, shared
-// among the replicas since each replica has its own bucket, with the
-// default burst. A closed-loop class keeps its own: its rate follows its
-// latency, so it has no peak to scale.
+// among the replicas since each replica has its own bucket, with a burst
+// of tuneBurstSeconds of that rate (at least 1). A closed-loop class keeps
+// its own: its rate follows its latency, so it has no peak to scale. It
+// draws the same three numbers for every class, whatever it returns, so
+// that a class's draw does not shift the next class's.
 func drawRateLimit(rng *rand.Rand, n *Scenario, i int) *RateLimit {
 	none, f := rng.IntN(2) == 0, tuneRateFactors[rng.IntN(len(tuneRateFactors))]
+	burst := tuneBurstSeconds[rng.IntN(len(tuneBurstSeconds))]
 	cl := &n.Classes[i]
 	if cl.Users > 0 {
 		return cl.RateLimit.clone()
@@ -184,7 +193,7 @@ func drawRateLimit(rng *rand.Rand, n *Scenario, i int) *RateLimit {
 	// Three significant digits: a limit to read and paste, not a fit.
 	rps, _ := strconv.ParseFloat(strconv.FormatFloat(f*peak/float64(n.Service.Replicas), 'g', 3, 64), 64)
 	rps = math.Min(math.Max(rps, 1e-3), MaxRateLimitRPS)
-	return &RateLimit{RPS: rps, Burst: DefaultBurst(rps)}
+	return &RateLimit{RPS: rps, Burst: int(math.Min(math.Max(math.Round(burst*rps), 1), math.MaxInt32))}
 }
 
 // drawCandidate draws one candidate for the normalized scenario n.

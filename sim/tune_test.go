@@ -87,9 +87,10 @@ func TestTuneBadConfigNeverWins(t *testing.T) {
 }
 
 // TestTuneSpaceRateLimits checks the rate limits TuneSpace draws: none or
-// a multiple of the class's peak arrival rate, per replica, with the
-// default burst; the scenario's own with KeepRateLimits, without changing
-// the draws of the other settings.
+// a multiple of the class's peak arrival rate, per replica, with a burst
+// of tuneBurstSeconds of it, each burst drawn, the same for a seed; the
+// scenario's own with KeepRateLimits, without changing the draws of the
+// other settings.
 func TestTuneSpaceRateLimits(t *testing.T) {
 	sc := tinyTune()
 	sc.Classes[1].Schedule = []RateChange{{At: 10 * time.Second, Rate: 400, For: 5 * time.Second}}
@@ -110,17 +111,26 @@ func TestTuneSpaceRateLimits(t *testing.T) {
 			// Within the rounding to three significant digits.
 			f := l.RPS * 2 / peaks[i]
 			k := slices.IndexFunc(tuneRateFactors, func(x float64) bool { return math.Abs(f-x) < 0.01*x })
-			if k < 0 || l.Burst != DefaultBurst(l.RPS) {
-				t.Errorf("candidate %s: class %d: rate limit %+v is %g x the peak per replica", c.String(), i, *l, f)
+			b := slices.IndexFunc(tuneBurstSeconds, func(s float64) bool { return l.Burst == max(int(math.Round(s*l.RPS)), 1) })
+			if k < 0 || b < 0 {
+				t.Errorf("candidate %s: class %d: rate limit %+v is %g x the peak per replica, burst %g s", c.String(), i, *l, f, float64(l.Burst)/l.RPS)
+				continue
 			}
 			counts[fmt.Sprint(tuneRateFactors[k])]++
+			counts[fmt.Sprint(tuneBurstSeconds[b], "s")]++
 		}
 		if err := c.Apply(sc).Validate(); err != nil {
 			t.Errorf("candidate %s: %v", c.String(), err)
 		}
 	}
-	if counts["none"] < 20 || counts["0.5"] == 0 || counts["2"] == 0 {
-		t.Errorf("draws by factor: %v", counts)
+	if counts["none"] < 20 || counts["0.5"] == 0 || counts["2"] == 0 || counts["0.05s"] == 0 || counts["0.1s"] == 0 || counts["0.2s"] == 0 || counts["1s"] == 0 {
+		t.Errorf("draws by factor and burst: %v", counts)
+	}
+	again, _ := TuneSpace(sc, 60, 1, TuneSpaceOptions{})
+	for i := range cs {
+		if cs[i].String() != again[i].String() {
+			t.Fatalf("candidate %d: %s, then %s with the same seed", i, cs[i].String(), again[i].String())
+		}
 	}
 	if cs[0].Classes[0].RateLimit != nil || cs[0].Classes[1].RateLimit != nil {
 		t.Errorf("baseline %s: the scenario has no rate limit", cs[0].String())
@@ -173,6 +183,10 @@ func TestTuneSnippetRateLimits(t *testing.T) {
 	}
 	if strings.Contains(src, `"interactive": {`) {
 		t.Errorf("a class without a rate limit has one:\n%s", src)
+	}
+	c.Classes[1].RateLimit = &RateLimit{RPS: 112.5, Burst: 113} // a drawn burst of 1 s
+	if src, _ := c.GoSnippet(sc); !strings.Contains(src, `"batch": {Rate: 112.5, Burst: 113},`) || !strings.Contains(c.String(), " rl=112.5/113") {
+		t.Errorf("candidate %s: the snippet lacks the drawn burst:\n%s", c.String(), src)
 	}
 	c.Classes[1].RateLimit = nil
 	if src, _ := c.GoSnippet(sc); strings.Contains(src, "shedhttp") {

@@ -39,7 +39,8 @@ defaults), per class a protected share (with two classes or more; shares
 sum to at most 1), a queue (depth 0, 8, 32, 128; max wait 5% or 20% of
 the class's deadline) and a rate limit (429 before admission: none, or
 0.5, 1, 1.5 or 2x the class's peak arrival rate, shared among the
-replicas; -rate-limits=false keeps the scenario's own), and the retry
+replicas, with a burst of 0.05, 0.1, 0.2 or 1 s of that rate, at least 1;
+-rate-limits=false keeps the scenario's own), and the retry
 budget's ratio and floor when a layer of the scenario retries. Not
 expressed by scenarios, so not tuned: the limits' window and bounds,
 Retry-After.
