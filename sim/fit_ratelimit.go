@@ -30,10 +30,10 @@ const FitMinRateLimited = 20
 // weighs by its 429s: an interval where the bucket emptied only for a
 // moment passed less than the rate, and has few of them. A bucket holds
 // at most Burst tokens, so no span passes more than Burst + rate x span
-// requests; just before a 429 that follows a spell without any, the
-// largest excess over the rate of the requests that passed in the
-// preceding 2 s is the bucket's content when that spell began: its burst
-// when the bucket was full, a lower bound otherwise. That needs every
+// requests; just before a 429 that follows 5 s without any, the largest
+// excess over the rate of the requests that passed in the preceding 5 s
+// is the most the bucket held in them: its burst when it was full there,
+// a lower bound otherwise. That needs every
 // record of the span: when the records there were sampled or lost, or no
 // such span exists, the burst is the default, DefaultBurst(rps).
 type RateLimitFit struct {
@@ -116,14 +116,17 @@ func (f *Fitter) fitRateLimit(c int, cf *ClassFit, fit *Fit) {
 		return
 	}
 	rps, passed := f.passedRate(c, rf)
-	if rf.Records < FitMinRateLimited || !(rps > 0) {
-		fit.Notes = append(fit.Notes, fmt.Sprintf("class %s: %d requests were rate limited (429), too few to infer the limit (at least %d needed): the scenario sets none",
-			cf.Name, rf.Records, FitMinRateLimited))
+	if why := rf.omitted(rps); why != "" {
+		fit.Notes = append(fit.Notes, fmt.Sprintf("class %s: %s: the scenario sets no rate limit", cf.Name, why))
 		return
 	}
 	rps = min(round4(rps), MaxRateLimitRPS)
 	slices.Sort(passed)
 	rf.Spread = (quantile(passed, 0.75) - quantile(passed, 0.25)) / rps
+	if rf.Spread > 0.25 {
+		fit.Notes = append(fit.Notes, fmt.Sprintf("class %s: the rate that passed the rate limit varied by %.0f%% between the intervals with 429s: the limit may have changed during the recording, or its bucket is small (a few requests) and refuses traffic below its rate by chance, and the estimate falls short of the rate",
+			cf.Name, 100*rf.Spread))
+	}
 	switch {
 	case rf.Intervals >= 5 && rf.Spread <= 0.1 && rf.Records >= 100:
 		rf.Confidence = "high"
@@ -137,6 +140,18 @@ func (f *Fitter) fitRateLimit(c int, cf *ClassFit, fit *Fit) {
 	if why != "" {
 		fit.Notes = append(fit.Notes, fmt.Sprintf("class %s: burst not observed (%s): the rate limit's burst is the default, %d (a tenth of a second of its rate, at least 1)", cf.Name, why, burst))
 	}
+}
+
+// omitted says why a class with 429 records gets no rate limit at the
+// estimated rate rps, "" when it gets one.
+func (rf *RateLimitFit) omitted(rps float64) string {
+	switch {
+	case rf.Records < FitMinRateLimited:
+		return fmt.Sprintf("only %d 429 records (rate limited), too few to infer its limit (at least %d needed)", rf.Records, FitMinRateLimited)
+	case !(rps > 0):
+		return fmt.Sprintf("%d 429 records, but none in a full interval where requests passed the rate limit", rf.Records)
+	}
+	return ""
 }
 
 // passedRate estimates class c's 429s per interval into rf and returns
@@ -219,13 +234,14 @@ func (f *Fitter) partialSpan(from, to int64) bool {
 }
 
 // The fine timing of a class's arrivals, for its burst: bins of 5 ms in a
-// ring of 41 s, which records may reach up to burstLag out of time order
-// (the net/http middleware writes a request when it ends), and the span
-// before a 429 that the burst is measured on, 2 s.
+// ring of 41 s, which records may reach up to burstLag (36 s) out of time
+// order (the net/http middleware writes a request when it ends), and the
+// span before a 429 that the burst is measured on, 5 s: enough to drain a
+// burst of a second of the rate at 1.2 times the rate.
 const (
 	burstBin       = int64(5 * time.Millisecond)
 	burstBins      = 8192
-	burstSpan      = 400
+	burstSpan      = 1000
 	burstLag       = time.Duration((burstBins - burstSpan - 1) * burstBin)
 	burstMaxOnsets = 64
 )

@@ -137,12 +137,12 @@ func TestFitRateLimitFewRecords(t *testing.T) {
 	if r.Records != 3 || r.Limit != nil || fit.Scenario.Classes[0].RateLimit != nil || r.Confidence != "none" {
 		t.Errorf("3 429s: %+v, want no rate limit", r)
 	}
-	if notes := strings.Join(fit.Notes, "\n"); !strings.Contains(notes, "class chat: 3 requests were rate limited (429), too few to infer the limit (at least 20 needed)") {
+	if notes := strings.Join(fit.Notes, "\n"); !strings.Contains(notes, "class chat: only 3 429 records (rate limited), too few to infer its limit (at least 20 needed): the scenario sets no rate limit") {
 		t.Errorf("notes:\n%s", notes)
 	}
 	var rep strings.Builder
 	WriteFitReport(&rep, fit)
-	if !strings.Contains(rep.String(), "chat           none inferred: 3 429 records, fewer than the 20 needed") {
+	if !strings.Contains(rep.String(), "chat           none inferred: only 3 429 records (rate limited), too few to infer its limit (at least 20 needed)\n") {
 		t.Errorf("report:\n%s", rep.String())
 	}
 }
@@ -174,5 +174,23 @@ func TestBurstOnsetExcess(t *testing.T) {
 	}
 	if got := b.onsets[1].excess(50 * float64(burstBin) / 1e9); got != 0 {
 		t.Errorf("excess of a span without passes %v, want 0", got)
+	}
+}
+
+// TestFitRateLimitSmallBucket documents what the fit cannot do: a bucket
+// of one token refuses Poisson traffic below its rate by chance, so the
+// rate that passed falls short of its rate. The fit must say so: low
+// confidence and a note, not a confident wrong limit.
+func TestFitRateLimitSmallBucket(t *testing.T) {
+	sc := &Scenario{
+		Name: "small-bucket", Duration: 60 * time.Second,
+		Classes: []Class{{Name: "a", Rate: 50, Schedule: []RateChange{{At: 20 * time.Second, Rate: 150, For: 30 * time.Second}},
+			RateLimit: &RateLimit{RPS: 100, Burst: 1}}},
+		Upstream: Upstream{Capacity: 100, ServiceTime: LogNorm(float64(20*time.Millisecond), 0.5)},
+	}
+	fit := fitBytes(t, recordRun(t, sc, "none"))
+	r := fit.Classes[0].RateLimit
+	if r.Limit == nil || r.Confidence != "low" || !strings.Contains(strings.Join(fit.Notes, "\n"), "class a: the rate that passed the rate limit varied by") {
+		t.Errorf("burst 1: %+v (limit %+v), notes %q: want low confidence and a note", r, r.Limit, fit.Notes)
 	}
 }

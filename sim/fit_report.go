@@ -72,7 +72,7 @@ func writeRateLimits(w io.Writer, fit *Fit) {
 		case r.Records == 0:
 			fmt.Fprintf(w, "  %-14s none (no 429 recorded)\n", c.Name)
 		case r.Limit == nil:
-			fmt.Fprintf(w, "  %-14s none inferred: %d 429 records, fewer than the %d needed\n", c.Name, r.Records, FitMinRateLimited)
+			fmt.Fprintf(w, "  %-14s none inferred: %s\n", c.Name, r.omitted(0))
 		default:
 			burst := fmt.Sprintf("burst %d, the largest excess over the rate that passed before a 429 (%d span(s) of %v)", r.Limit.Burst, r.Onsets, burstSpan*time.Duration(burstBin))
 			if !r.BurstObserved {

@@ -51,7 +51,7 @@ What it infers, and how:
   rate limits   per class with at least 20 recorded 429s (rate limited):
                 rps = the requests that passed (arrivals, 429s included,
                 minus 429s) per second in the intervals with 429s; burst =
-                the most that passed in the 2 s before a 429 beyond rps,
+                the most that passed in the 5 s before a 429 beyond rps,
                 when those records are complete (else the default, rps/10,
                 and it says "burst not observed"); per replica, the class's
                 traffic as one key
