@@ -3,9 +3,12 @@ package sim
 import (
 	"bytes"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	xrate "golang.org/x/time/rate"
 
 	"github.com/shedkit/shedkit/record"
 	"github.com/shedkit/shedkit/shed"
@@ -192,5 +195,66 @@ func TestFitRateLimitSmallBucket(t *testing.T) {
 	r := fit.Classes[0].RateLimit
 	if r.Limit == nil || r.Confidence != "low" || !strings.Contains(strings.Join(fit.Notes, "\n"), "class a: the rate that passed the rate limit varied by") {
 		t.Errorf("burst 1: %+v (limit %+v), notes %q: want low confidence and a note", r, r.Limit, fit.Notes)
+	}
+}
+
+// TestFitRateLimitRequestRecords fits whole-request records as the net/http
+// middleware writes them: a 429 when it is answered, an admitted request
+// when it ends, seconds later, so that the records reach the fit out of
+// arrival order. The bucket is x/time/rate's, as the middleware's
+// MemoryStore runs it: 150/s, burst 30, against 100/s that triples for
+// 20 s.
+func TestFitRateLimitRequestRecords(t *testing.T) {
+	var buf bytes.Buffer
+	rec, err := record.New(record.Config{Writer: &buf, MaxRecordsPerSecond: -1, Classes: []string{"chat"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	type event struct {
+		at   time.Time
+		end  bool
+		r    record.Record
+		done bool
+	}
+	rng := newStream(9, "test")
+	bucket := xrate.NewLimiter(150, 30)
+	service := Exp(float64(2 * time.Second))
+	var evs []event
+	for at := epoch; at.Before(epoch.Add(60 * time.Second)); {
+		rate := 100.0
+		if at.Sub(epoch) >= 20*time.Second && at.Sub(epoch) < 40*time.Second {
+			rate = 300
+		}
+		at = at.Add(time.Duration(rng.ExpFloat64() / rate * float64(time.Second)))
+		if !bucket.AllowN(at, 1) {
+			evs = append(evs, event{at: at, r: record.Record{Kind: record.KindRequest, Time: at, Decision: record.Rejected, Reason: shed.ReasonRateLimited, Cost: 1, Status: 429}})
+			continue
+		}
+		lat := time.Duration(service.sample(rng))
+		evs = append(evs, event{at: at}, event{at: at.Add(lat), end: true, done: true,
+			r: record.Record{Kind: record.KindRequest, Time: at, Decision: record.Admitted, Cost: 1, Actual: 1, Timed: true, Latency: lat, Status: 200}})
+	}
+	slices.SortStableFunc(evs, func(a, b event) int { return a.at.Compare(b.at) })
+	for _, e := range evs {
+		if !e.end {
+			rec.Arrive(0)
+		}
+		switch {
+		case e.done:
+			rec.Done(0)
+		case e.r.Kind != 0:
+			rec.Shed(0)
+		}
+		if e.r.Kind != 0 {
+			rec.Add(e.r)
+		}
+	}
+	if err := rec.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	fit := fitBytes(t, buf.Bytes())
+	r := fit.Classes[0].RateLimit
+	if r.Limit == nil || math.Abs(r.Limit.RPS/150-1) > 0.10 || !r.BurstObserved || r.Limit.Burst < 20 || r.Limit.Burst > 40 {
+		t.Errorf("rate limit %+v (%+v), want 150/s within 10%% and a measured burst near 30", r.Limit, r)
 	}
 }
