@@ -33,12 +33,13 @@ const FitMinRateLimited = 20
 // requests; just before a 429 that follows 5 s without any, the largest
 // excess over the rate of the requests that passed in the preceding 5 s
 // is the most the bucket held in them: its burst when it was full there,
-// a lower bound otherwise. That needs every
-// record of the span: when the records there were sampled or lost, or no
-// such span exists, the burst is the default, DefaultBurst(rps).
+// a lower bound otherwise. That needs every record of the span: when the
+// records there were sampled or lost, or no such span exists, the burst
+// is the default, DefaultBurst(rps).
 type RateLimitFit struct {
 	// Limit is the inferred bucket; nil when the class shows fewer than
-	// FitMinRateLimited 429 records (or none).
+	// FitMinRateLimited 429 records, or none in an interval the ticks
+	// cover at least half of.
 	Limit *RateLimit
 	// Records counts the class's 429 records; RateLimited estimates its
 	// 429s: the ticks count each interval's rejections exactly but not
@@ -46,9 +47,9 @@ type RateLimitFit struct {
 	// sampled rejection records.
 	Records     int
 	RateLimited float64
-	// Intervals is how many full intervals have a recorded 429; Spread
-	// the interquartile range of their passed rates relative to the
-	// estimated rate.
+	// Intervals is how many intervals with a recorded 429 the ticks
+	// cover at least half of (the rate comes from them); Spread the
+	// interquartile range of their passed rates relative to the rate.
 	Intervals int
 	Spread    float64
 	// BurstObserved reports that Limit.Burst was measured, from Onsets

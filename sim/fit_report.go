@@ -74,9 +74,10 @@ func writeRateLimits(w io.Writer, fit *Fit) {
 		case r.Limit == nil:
 			fmt.Fprintf(w, "  %-14s none inferred: %s\n", c.Name, r.omitted(0))
 		default:
-			burst := fmt.Sprintf("burst %d, the largest excess over the rate that passed before a 429 (%d span(s) of %v)", r.Limit.Burst, r.Onsets, burstSpan*time.Duration(burstBin))
+			burst := fmt.Sprintf("burst %d (measured: the most that passed beyond the rate in the %v before a 429, over %d such span(s))",
+				r.Limit.Burst, burstSpan*time.Duration(burstBin), r.Onsets)
 			if !r.BurstObserved {
-				burst = fmt.Sprintf("burst %d (not observed: the default)", r.Limit.Burst)
+				burst = fmt.Sprintf("burst %d (not observed: the default, a tenth of a second of the rate; see the note)", r.Limit.Burst)
 			}
 			fmt.Fprintf(w, "  %-14s %s/s, confidence %s: %.0f requests rate limited (%d records) in %d intervals, spread %.1f%%; %s\n",
 				c.Name, rate(r.Limit.RPS), r.Confidence, r.RateLimited, r.Records, r.Intervals, 100*r.Spread, burst)

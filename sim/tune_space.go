@@ -135,7 +135,8 @@ type TuneSpaceOptions struct {
 // shares' sum at most 1), a queue depth with a max wait of a share
 // (tuneWaitShares) of the class's deadline and, unless
 // opt.KeepRateLimits, a rate limit with its burst (see drawRateLimit); and
-// a retry budget's ratio and floor when some layer of sc retries. Draws stop early when the space is exhausted.
+// a retry budget's ratio and floor when some layer of sc retries. Draws
+// stop early when the space is exhausted.
 func TuneSpace(sc *Scenario, budget int, seed uint64, opt TuneSpaceOptions) ([]TuneCandidate, error) {
 	n, err := sc.normalize()
 	if err != nil {
