@@ -4,6 +4,7 @@ import (
 	"math"
 	"strings"
 
+	"github.com/shedkit/shedkit/limits"
 	"github.com/shedkit/shedkit/shed"
 )
 
@@ -55,6 +56,9 @@ type Row struct {
 	// dependency's latency as its new normal (limits.Reason); zero for
 	// sources that do not report their decisions.
 	LimitCuts, LimitRelearns int64
+	// LimitDecisions counts the same windows by the reason of their
+	// decision, indexed by limits.Reason: which rule moved the limit.
+	LimitDecisions [limits.NumReasons]int64
 	// AdmittedP99 is the 99th percentile of the time admitted requests
 	// spent in the service (queue wait included).
 	AdmittedP99 float64
@@ -123,8 +127,8 @@ type recorder struct {
 	rows      []Row
 	upPresent int
 	inFlight  int
-	// cuts and relearns: the decisions counted so far, all replicas.
-	cuts, relearns uint64
+	// decided: the decisions counted so far by reason, all replicas.
+	decided [limits.NumReasons]uint64
 }
 
 // decider is a limit source that counts its windows by the reason of
@@ -133,24 +137,30 @@ type decider interface {
 	Decisions(f func(reason string, windows uint64))
 }
 
-// decisionTotals sums, over the replicas, the windows whose decision cut
-// the limit and those that re-learned the dependency.
-func decisionTotals(e *engine) (cuts, relearns uint64) {
+// reasonIndex maps a limits.Reason's name back to it.
+var reasonIndex = func() map[string]limits.Reason {
+	m := make(map[string]limits.Reason, limits.NumReasons)
+	for r := range limits.NumReasons {
+		m[r.String()] = r
+	}
+	return m
+}()
+
+// decisionTotals sums, over the replicas, the windows decided by each
+// reason so far.
+func decisionTotals(e *engine) (totals [limits.NumReasons]uint64) {
 	for i := range e.replicas {
 		d, ok := e.replicas[i].src.(decider)
 		if !ok {
 			continue
 		}
 		d.Decisions(func(reason string, n uint64) {
-			switch {
-			case strings.HasPrefix(reason, "cut-"):
-				cuts += n
-			case reason == "relearn":
-				relearns += n
+			if r, ok := reasonIndex[reason]; ok {
+				totals[r] += n
 			}
 		})
 	}
-	return cuts, relearns
+	return totals
 }
 
 func (r *recorder) init(sc *Scenario) {
@@ -323,9 +333,18 @@ func (r *recorder) tick(e *engine) {
 			P50: a.lat[c].quantile(0.5) / 1e9, P99: a.lat[c].quantile(0.99) / 1e9,
 		}
 	}
-	cuts, relearns := decisionTotals(e)
-	row.LimitCuts, row.LimitRelearns = int64(cuts-r.cuts), int64(relearns-r.relearns)
-	r.cuts, r.relearns = cuts, relearns
+	totals := decisionTotals(e)
+	for k := range totals {
+		n := int64(totals[k] - r.decided[k])
+		row.LimitDecisions[k] = n
+		switch {
+		case limits.Reason(k).IsCut():
+			row.LimitCuts += n
+		case limits.Reason(k) == limits.ReasonRelearn:
+			row.LimitRelearns += n
+		}
+	}
+	r.decided = totals
 	r.rows = append(r.rows, row)
 	a.reset()
 }

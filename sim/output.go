@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/shedkit/shedkit/limits"
 	"github.com/shedkit/shedkit/shed"
 )
 
@@ -39,8 +40,10 @@ func simReason(r shed.Reason) bool {
 
 // SeriesColumns returns the column names of the series of sc, in the
 // order of WriteSeriesCSV (after the policy column). rate_limited (429s
-// of the classes' rate limits) comes last, after the per-class columns,
-// so that it moved no column of the outputs written before it existed.
+// of the classes' rate limits) and then the adaptive limits' windows by
+// the reason of their decision (limit_cut_queue, limit_grow, ...: see
+// limits.Reason) come last, after the per-class columns, so that they
+// moved no column of the outputs written before they existed.
 func SeriesColumns(sc *Scenario) []string {
 	cols := []string{"time", "offered", "attempts", "admitted"}
 	for r := shed.Reason(1); r < shed.NumReasons; r++ {
@@ -56,7 +59,11 @@ func SeriesColumns(sc *Scenario) []string {
 			cols = append(cols, c.Name+"_"+m)
 		}
 	}
-	return append(cols, "rate_limited")
+	cols = append(cols, "rate_limited")
+	for r := limits.Reason(1); r < limits.NumReasons; r++ {
+		cols = append(cols, "limit_"+strings.ReplaceAll(r.String(), "-", "_"))
+	}
+	return cols
 }
 
 // appendRow appends row's cells in SeriesColumns order, with cell
@@ -96,6 +103,9 @@ func appendRow(b []byte, row *Row, sep byte, f func([]byte, float64) []byte) []b
 		x(c.P99)
 	}
 	i(row.RateLimited)
+	for _, n := range row.LimitDecisions[1:] {
+		i(n)
+	}
 	return b
 }
 
