@@ -56,11 +56,24 @@ type RateLimitFit struct {
 	// spans before a 429; else it is the default.
 	BurstObserved bool
 	Onsets        int
-	// Confidence in the rate: "high" (5 intervals or more, spread within
-	// 10%, 100 records or more), "medium" (2 intervals or more, spread
-	// within 25%), "low", or "none" when Limit is nil.
+	// Confidence in the rate: "high", "medium" or "low" by how many
+	// intervals it comes from, how far their rates spread and how many
+	// 429 records there are (the rateHigh and rateMedium thresholds), or
+	// "none" when Limit is nil.
 	Confidence string
 }
+
+// The thresholds of a fitted rate limit's Confidence: a rate measured in
+// several intervals that agree, from many 429s, is the bucket's; one
+// from a single interval, or from intervals that disagree (a limit that
+// changed, or a bucket so small it refuses traffic below its rate by
+// chance), may not be.
+const (
+	rateHighIntervals, rateHighRecords = 5, 100
+	rateHighSpread                     = 0.1
+	rateMediumIntervals                = 2
+	rateMediumSpread                   = 0.25
+)
 
 // rateRecord keeps what a record tells about rate limits: the cell of
 // each sampled rejection and 429 (by decision time, when the ticks count
@@ -124,14 +137,14 @@ func (f *Fitter) fitRateLimit(c int, cf *ClassFit, fit *Fit) {
 	rps = min(round4(rps), MaxRateLimitRPS)
 	slices.Sort(passed)
 	rf.Spread = (quantile(passed, 0.75) - quantile(passed, 0.25)) / rps
-	if rf.Spread > 0.25 {
+	if rf.Spread > rateMediumSpread {
 		fit.Notes = append(fit.Notes, fmt.Sprintf("class %s: the rate that passed the rate limit varied by %.0f%% between the intervals with 429s: the limit may have changed during the recording, or its bucket is small (a few requests) and refuses traffic below its rate by chance, and the estimate falls short of the rate",
 			cf.Name, 100*rf.Spread))
 	}
 	switch {
-	case rf.Intervals >= 5 && rf.Spread <= 0.1 && rf.Records >= 100:
+	case rf.Intervals >= rateHighIntervals && rf.Spread <= rateHighSpread && rf.Records >= rateHighRecords:
 		rf.Confidence = "high"
-	case rf.Intervals >= 2 && rf.Spread <= 0.25:
+	case rf.Intervals >= rateMediumIntervals && rf.Spread <= rateMediumSpread:
 		rf.Confidence = "medium"
 	default:
 		rf.Confidence = "low"

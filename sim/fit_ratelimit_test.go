@@ -40,18 +40,7 @@ func TestFitRateLimitRoundTrip(t *testing.T) {
 	truth := fitRateScenario()
 	fit := fitBytes(t, recordRun(t, truth, "none"))
 	sc := fit.Scenario
-	for c, cl := range truth.Classes {
-		want, _ := buildRate(cl.Rate, cl.Schedule, "")
-		got, err := buildRate(sc.Classes[c].Rate, sc.Classes[c].Schedule, "")
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, at := range []float64{5, 15, 25, 35, 45, 55} {
-			if g, w := got.at(at), want.at(at); math.Abs(g/w-1) > 0.05 {
-				t.Errorf("class %s at %vs: offered rate %.1f, want %.1f within 5%%", cl.Name, at, g, w)
-			}
-		}
-	}
+	checkFittedRates(t, truth, sc, 5, 15, 25, 35, 45, 55)
 	api, batch := fit.Classes[0].RateLimit, fit.Classes[1].RateLimit
 	l := sc.Classes[0].RateLimit
 	if l == nil || math.Abs(l.RPS/150-1) > 0.10 {

@@ -85,18 +85,7 @@ func TestFitRoundTrip(t *testing.T) {
 	truth := fitRoundTripScenario()
 	fit := fitBytes(t, recordRun(t, truth, "none"))
 	sc := fit.Scenario
-	for c, cl := range truth.Classes {
-		want, _ := buildRate(cl.Rate, cl.Schedule, "")
-		got, err := buildRate(sc.Classes[c].Rate, sc.Classes[c].Schedule, "")
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, at := range []float64{5, 15, 29, 35, 45, 55, 75, 89} {
-			if g, w := got.at(at), want.at(at); math.Abs(g/w-1) > 0.05 {
-				t.Errorf("class %s at %vs: rate %.1f, want %.1f within 5%%", cl.Name, at, g, w)
-			}
-		}
-	}
+	checkFittedRates(t, truth, sc, 5, 15, 29, 35, 45, 55, 75, 89)
 	if got, want := distMedian(sc.Upstream.ServiceTime), 20e6; math.Abs(got/want-1) > 0.10 {
 		t.Errorf("median service time %v, want %v within 10%%", time.Duration(got), time.Duration(want))
 	}
@@ -247,4 +236,23 @@ func FuzzFit(f *testing.F) {
 			t.Fatal(err)
 		}
 	})
+}
+
+// checkFittedRates checks that each class of the fitted scenario sc
+// offers the rate of the same class of truth, within 5%, at the times
+// (in seconds) given.
+func checkFittedRates(t *testing.T, truth, sc *Scenario, at ...float64) {
+	t.Helper()
+	for c, cl := range truth.Classes {
+		want, _ := buildRate(cl.Rate, cl.Schedule, "")
+		got, err := buildRate(sc.Classes[c].Rate, sc.Classes[c].Schedule, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range at {
+			if g, w := got.at(s), want.at(s); math.Abs(g/w-1) > 0.05 {
+				t.Errorf("class %s at %vs: offered rate %.1f, want %.1f within 5%%", cl.Name, s, g, w)
+			}
+		}
+	}
 }
