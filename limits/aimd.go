@@ -51,9 +51,8 @@ type AIMDConfig struct {
 	// Increase is added to the limit after a window without congestion in
 	// which the limit was in use, >= 1. Default DefaultIncrease.
 	Increase int
-	// Backoff multiplies the limit after a congested window, in (0, 1);
-	// drops beyond the background cut deeper, in proportion to their
-	// share, down to half. Default DefaultBackoff.
+	// Backoff multiplies the limit after a congested window, in (0, 1).
+	// Default DefaultBackoff.
 	Backoff float64
 	// Growth multiplies the limit per window in slow start, >= 1; 1 turns
 	// slow start off (Netflix's AIMD). Default DefaultGrowth. Slow start
@@ -276,19 +275,9 @@ func (a *AIMD) decide(s *signals) decision {
 		if d, ok := ep.afterCut(s, prev, lim, c.Backoff); ok {
 			return d
 		}
-		if prev.active && prev.xBest == 0 {
-			// The first window after the episode's first cut is the
-			// reference the next one judges that cut by (afterCut):
-			// the limit holds on it rather than growing back into the
-			// congestion, which would end the episode unjudged.
-			return decision{limit: lim, reason: ReasonHold, ep: ep}
-		}
 		return a.grow(s)
 	}
 	next := lim * c.Backoff
-	if s.dropCong {
-		next = lim * s.dropCut(a.det.bg.rate(), c.Backoff)
-	}
 	if !a.congested {
 		a.restore = next
 	}

@@ -58,10 +58,8 @@ func TestAIMDConfigErrors(t *testing.T) {
 }
 
 // Additive increase only while the limit is in use and nothing dropped;
-// multiplicative decrease on drops (in proportion to their share, when
-// deeper than Backoff) or a slow window; a hold on the window after an
-// episode's first cut; after a run of congested windows, back to the
-// limit the run's first cut left.
+// multiplicative decrease on drops or a slow window; after a run of
+// congested windows, back to the limit the run's first cut left.
 func TestAIMDRules(t *testing.T) {
 	a, err := NewAIMD(AIMDConfig{InitialLimit: 100, Increase: 5, LatencyThreshold: 50 * time.Millisecond})
 	if err != nil {
@@ -81,14 +79,9 @@ func TestAIMDRules(t *testing.T) {
 		{"not in use", 20, 0, 78, 10 * ms, 105, ReasonUnused},
 		{"in use after slow start", 20, 0, 79, 10 * ms, 110, ReasonGrow},
 		{"slow", 20, 0, 110, 60 * ms, 99, ReasonCutCeiling},
-		// A quarter dropped: x0.75, deeper than Backoff.
-		{"drops: in proportion to their share", 15, 5, 99, 10 * ms, 74, ReasonCutDrops},
-		// The window after an episode's first cut holds: the next one
-		// judges the cut by it.
-		{"after the first cut: hold", 20, 0, 74, 10 * ms, 74, ReasonHold},
-		// The cut cost throughput (74 in flight at 12 ms against 74 at
-		// 10 ms): it removed no queue, and the episode ends.
-		{"in use again: back to the first cut", 20, 0, 74, 12 * ms, 99, ReasonRegrow},
+		{"drops", 10, 10, 99, 10 * ms, 89, ReasonCutDrops},
+		{"drops again", 10, 10, 89, 10 * ms, 80, ReasonCutDrops},
+		{"in use again: back to the first cut", 20, 0, 80, 10 * ms, 99, ReasonRegrow},
 		{"then additive", 20, 0, 99, 10 * ms, 104, ReasonGrow},
 	} {
 		if got := f.window(step.n, step.drops, step.flight, constant(step.lat)); got != step.want || a.State().Reason != step.reason {

@@ -87,16 +87,6 @@ func (s *signals) dropRate() float64 {
 	return float64(s.drops) / float64(s.n+s.drops)
 }
 
-// dropCut is the factor a window whose drops exceed the background bg
-// cuts the limit by: in proportion to their excess share (the dependency
-// served the rest in time), at least by backoff and at most by half. A
-// window that dropped nearly all its work is far above what the
-// dependency serves, and backoff alone would keep it there for many
-// windows.
-func (s *signals) dropCut(bg, backoff float64) float64 {
-	return max(0.5, min(backoff, 1-(s.dropRate()-bg)))
-}
-
 // throughput is the window's completions per ns, by Little's law.
 func (s *signals) throughput() float64 { return s.inFlight / s.mean }
 

@@ -152,18 +152,12 @@
 //
 // AIMD reads windows the same way and moves the limit as Netflix's AIMD:
 // +Increase per window in use without congestion, x Backoff per congested
-// window, and, as Gradient, deeper for drops beyond their background, in
-// proportion to their share (down to half). By default it sees latency
-// (LatencyTolerance, 2, times its learned baseline) as well as drops, and,
-// as Gradient, takes a latency or drop rate that cutting does not reduce
-// as the dependency's new normal instead of cutting to the minimum, and
-// goes on cutting while its cuts cost no throughput (cut-queue: the rest
-// is queue). The window after an episode's first cut holds the limit:
-// it is the reference by which the next window judges that cut, and
-// growing on it (by regrow, at once) would put back the congestion the
-// cut answered before anyone knew whether the cut was enough. It
-// slow-starts at the start and, as Gradient's regrow, while the work in
-// flight fills the
+// window. By default it sees latency (LatencyTolerance, 2, times its
+// learned baseline) as well as drops, and, as Gradient, takes a latency or
+// drop rate that cutting does not reduce as the dependency's new normal
+// instead of cutting to the minimum, and goes on cutting while its cuts
+// cost no throughput (cut-queue: the rest is queue). It slow-starts at the
+// start and, as Gradient's regrow, while the work in flight fills the
 // limit with the latency at its baseline; with LatencyThreshold set, which
 // leaves no baseline to recognise a recovered dependency by, also after a
 // run of congested windows, back to the limit the run's first cut left

@@ -66,7 +66,10 @@ func (g *Gradient) decide(s *signals) decision {
 		next, reason = lim*(1-c.Smoothing*(1-grad)), ReasonCutLatency
 	}
 	if s.dropCong {
-		f := s.dropCut(st.det.bg.rate(), c.Backoff)
+		// Drops beyond the background cut in proportion to their excess
+		// share (the dependency served the rest in time), at least by
+		// Backoff and at most by half.
+		f := max(0.5, min(c.Backoff, 1-(s.dropRate()-st.det.bg.rate())))
 		if lim*f < next {
 			next, reason = lim*f, ReasonCutDrops
 		}

@@ -43,8 +43,7 @@ const (
 	ReasonCutCeiling
 	// ReasonHold: congestion that admitting less did not reduce: the
 	// limit holds while the episode shows whether it is the dependency's
-	// new normal. AIMD also holds on the first window after an episode's
-	// first cut, the reference by which the next window judges that cut.
+	// new normal.
 	ReasonHold
 	// ReasonRelearn: the held congestion is the dependency's new normal:
 	// its latency (and drop rate) become the baseline (and background)
