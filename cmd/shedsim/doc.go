@@ -16,6 +16,7 @@
 //	shedsim fit -o fitted.yaml ./recording  # a scenario fitted to recorded traffic
 //	shedsim -scenario my.yaml -policies none -record rec.jsonl
 //	shedsim tune fitted.yaml                # the configuration to paste
+//	shedsim diff before/family-incident.csv after/family-incident.csv
 //
 // shedsim fit reads a recording (package record: the net/http
 // middleware's Config.Recorder, a limiter's Observer, or -record) and
@@ -25,6 +26,9 @@
 // queues, rate limits, retry budget) on a scenario and on a slowdown, a spike and a
 // retry storm derived from it, and prints the best as Go code and YAML;
 // shedsim tune -h gives the search space and the objective.
+// shedsim diff compares two runs of a scenario family on the same seed,
+// policy by policy: the score, the goodput over the run and the recovery
+// after an incident, before and after, and the instances that moved.
 //
 // The command is package github.com/shedkit/shedkit/sim/cli, so that a
 // program registering more policies can offer the same interface.

@@ -46,6 +46,10 @@ Usage:
   shedsim tune fitted.yaml                        search the configuration that
                                                   serves it best under stress
                                                   (shedsim tune -h)
+  shedsim -family incident -seed 2 -out after     a family of 200 random scenarios
+  shedsim diff before/family-incident.csv after/family-incident.csv
+                                                  what a change did to it, per
+                                                  policy (shedsim diff -h)
 
 Flags:
 `
@@ -100,6 +104,9 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	if len(args) > 0 && args[0] == "tune" {
 		return runTune(ctx, args[1:], stdout, stderr)
+	}
+	if len(args) > 0 && args[0] == "diff" {
+		return runDiff(args[1:], stdout, stderr)
 	}
 	var o options
 	fs := flag.NewFlagSet("shedsim", flag.ContinueOnError)

@@ -3,10 +3,12 @@
 // JSON series and SVG and PNG charts; in sweep mode it ranks the
 // configurations of a parameter grid by an objective; "shedsim fit"
 // fits a scenario to a recording (package record), -record writes
-// one from a run, and "shedsim tune" searches the admission configuration
-// that serves a scenario best under stress and prints it as Go code. cmd/shedsim calls Main; a program that registers more
-// policies (sim.RegisterPolicy, for example failsafe-go's adaptive
-// limiter from a separate module) calls it too and gets the same command.
+// one from a run, "shedsim tune" searches the admission configuration
+// that serves a scenario best under stress and prints it as Go code, and
+// "shedsim diff" compares two runs of a scenario family. cmd/shedsim
+// calls Main; a program that registers more policies
+// (sim.RegisterPolicy, for example failsafe-go's adaptive limiter from a
+// separate module) calls it too and gets the same command.
 //
 // Exit codes: 0 success, 1 a run failed or -check found an expectation
 // that does not hold, 2 bad flags or scenario files (reported as
