@@ -48,50 +48,64 @@ func runDiff(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	var runs [2]familyRows
+	var ids [2]string
 	for i, path := range fs.Args() {
 		f, err := os.Open(path)
 		if err != nil {
 			fmt.Fprintf(stderr, "shedsim diff: %v\n", err)
 			return 1
 		}
-		runs[i], err = readFamilyCSV(f)
+		runs[i], ids[i], err = readFamilyCSV(f)
 		f.Close()
 		if err != nil {
 			fmt.Fprintf(stderr, "shedsim diff: %s: %v\n", path, err)
 			return 1
 		}
 	}
+	if ids[0] != ids[1] {
+		// Instance n of another family or seed is another service.
+		fmt.Fprintf(stderr, "shedsim diff: before is %s, after is %s: compare runs of one family on one seed\n", ids[0], ids[1])
+		return 1
+	}
+	fmt.Fprintf(stdout, "family %s\n", ids[0])
 	writeDiff(stdout, runs[0], runs[1], *policy, *moved/100)
 	return 0
 }
 
-// readFamilyCSV reads the columns diff needs from a family CSV.
-func readFamilyCSV(r io.Reader) (familyRows, error) {
+// readFamilyCSV reads the columns diff needs from a family CSV, and the
+// family and seed its rows share ("incident, seed 1").
+func readFamilyCSV(r io.Reader) (familyRows, string, error) {
 	cr := csv.NewReader(r)
 	header, err := cr.Read()
 	if err != nil {
-		return nil, fmt.Errorf("reading the header: %w", err)
+		return nil, "", fmt.Errorf("reading the header: %w", err)
 	}
 	col := map[string]int{}
-	for _, name := range []string{"family", "instance", "policy", "relative", "goodput", "recovery_s"} {
+	for _, name := range []string{"family", "seed", "instance", "policy", "relative", "goodput", "recovery_s"} {
 		i := slices.Index(header, name)
 		if i < 0 {
-			return nil, fmt.Errorf("no %q column: not a family CSV", name)
+			return nil, "", fmt.Errorf("no %q column: not a family CSV", name)
 		}
 		col[name] = i
 	}
-	rows := familyRows{}
+	rows, id := familyRows{}, ""
 	for line := 2; ; line++ {
 		rec, err := cr.Read()
 		if errors.Is(err, io.EOF) {
-			return rows, nil
+			return rows, id, nil
 		}
 		if err != nil {
-			return nil, err
+			return nil, "", err
 		}
 		inst, err := strconv.Atoi(rec[col["instance"]])
 		if err != nil {
-			return nil, fmt.Errorf("line %d: instance %q is not a number", line, rec[col["instance"]])
+			return nil, "", fmt.Errorf("line %d: instance %q is not a number", line, rec[col["instance"]])
+		}
+		switch rowID := rec[col["family"]] + ", seed " + rec[col["seed"]]; {
+		case id == "":
+			id = rowID
+		case rowID != id:
+			return nil, "", fmt.Errorf("line %d: %s after %s: one family and seed per file", line, rowID, id)
 		}
 		p := rec[col["policy"]]
 		if rows[p] == nil {

@@ -45,7 +45,7 @@ func TestDiff(t *testing.T) {
 	got := out.String()
 	t.Log(got)
 	for _, want := range []string{
-		"policy-a (3 instances in both)",
+		"family incident, seed 1\npolicy-a (3 instances in both)",
 		"50.0/50.0/90.0 2 1  ->  51.0/51.0/90.0 2 1",
 		"90.0/90.0/90.0 3 0  ->  36.0/36.0/90.0 3 1",
 		"2/5/0  ->  2/never/1",
@@ -67,6 +67,8 @@ func TestDiffErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	badInstance := writeCSV(t, "bad.csv", diffLine("one", "a", "1", "1", "1"))
+	otherSeed := writeCSV(t, "seed2.csv", strings.Replace(diffLine("1", "a", "1", "1", "1"), "incident,1,", "incident,2,", 1))
+	mixed := writeCSV(t, "mixed.csv", diffLine("1", "a", "1", "1", "1"), strings.Replace(diffLine("2", "a", "1", "1", "1"), "incident,", "healthy,", 1))
 	for _, tc := range []struct {
 		name string
 		args []string
@@ -77,6 +79,8 @@ func TestDiffErrors(t *testing.T) {
 		{"missing file", []string{"diff", good, good + ".nope"}, 1, "no such file"},
 		{"not a family CSV", []string{"diff", good, notFamily}, 1, `no "family" column`},
 		{"bad instance", []string{"diff", badInstance, good}, 1, `line 2: instance "one"`},
+		{"another seed", []string{"diff", good, otherSeed}, 1, "before is incident, seed 1, after is incident, seed 2"},
+		{"two families in a file", []string{"diff", mixed, good}, 1, "line 3: healthy, seed 1 after incident, seed 1"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var out, errOut bytes.Buffer
@@ -94,7 +98,7 @@ func FuzzReadFamilyCSV(f *testing.F) {
 	f.Add(diffHeader + diffLine("2", "a", "NaN", "+Inf", "1e308"))
 	f.Add("family,instance\n1\n")
 	f.Fuzz(func(t *testing.T, in string) {
-		rows, err := readFamilyCSV(strings.NewReader(in))
+		rows, _, err := readFamilyCSV(strings.NewReader(in))
 		if err != nil {
 			return
 		}
