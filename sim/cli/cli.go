@@ -99,14 +99,8 @@ type options struct {
 // Main runs the command with args (without the program name) and returns
 // the exit code.
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	if len(args) > 0 && args[0] == "fit" {
-		return runFit(args[1:], os.Stdin, stdout, stderr)
-	}
-	if len(args) > 0 && args[0] == "tune" {
-		return runTune(ctx, args[1:], stdout, stderr)
-	}
-	if len(args) > 0 && args[0] == "diff" {
-		return runDiff(args[1:], stdout, stderr)
+	if code, ok := runSubcommand(ctx, args, stdout, stderr); ok {
+		return code
 	}
 	var o options
 	fs := flag.NewFlagSet("shedsim", flag.ContinueOnError)
@@ -179,6 +173,23 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return runSweep(ctx, o, scenarios, stdout, stderr)
 	}
 	return runCompare(ctx, o, scenarios, stdout, stderr)
+}
+
+// runSubcommand runs "shedsim fit", "tune" or "diff"; ok is false when
+// args name none of them.
+func runSubcommand(ctx context.Context, args []string, stdout, stderr io.Writer) (code int, ok bool) {
+	if len(args) == 0 {
+		return 0, false
+	}
+	switch args[0] {
+	case "fit":
+		return runFit(args[1:], os.Stdin, stdout, stderr), true
+	case "tune":
+		return runTune(ctx, args[1:], stdout, stderr), true
+	case "diff":
+		return runDiff(args[1:], stdout, stderr), true
+	}
+	return 0, false
 }
 
 func loadScenarios(o options) ([]*sim.Scenario, error) {

@@ -201,10 +201,18 @@ func scoreStats(x, other map[int]diffRow, f func(diffRow) float64) string {
 	if len(xs) == 0 {
 		return "-"
 	}
-	below := func(b float64) int {
-		return len(xs) - len(slices.DeleteFunc(slices.Clone(xs), func(v float64) bool { return v < b }))
-	}
+	below := func(b float64) int { return countIf(xs, func(v float64) bool { return v < b }) }
 	return fmt.Sprintf("%.1f/%.1f/%.1f %d %d", 100*xs[0], 100*at(xs, 0.1), 100*at(xs, 0.5), below(0.98), below(0.9))
+}
+
+func countIf(xs []float64, f func(float64) bool) int {
+	n := 0
+	for _, x := range xs {
+		if f(x) {
+			n++
+		}
+	}
+	return n
 }
 
 func recoveryStats(x, other map[int]diffRow) string {
@@ -212,7 +220,7 @@ func recoveryStats(x, other map[int]diffRow) string {
 	if len(xs) == 0 {
 		return ""
 	}
-	never := len(xs) - len(slices.DeleteFunc(slices.Clone(xs), func(v float64) bool { return math.IsInf(v, 1) }))
+	never := countIf(xs, func(v float64) bool { return math.IsInf(v, 1) })
 	s := func(v float64) string {
 		if math.IsInf(v, 1) {
 			return "never"
