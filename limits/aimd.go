@@ -272,7 +272,7 @@ func (a *AIMD) decide(s *signals) decision {
 		return decision{limit: lim, reason: ReasonHold, ep: ep}
 	}
 	if !s.congested() {
-		if d, ok := ep.afterCut(s, prev, lim, c.Backoff); ok {
+		if d, ok := ep.afterCut(s, prev, lim, c.Backoff, lim <= float64(c.MinLimit)); ok {
 			return d
 		}
 		return a.grow(s)

@@ -330,11 +330,14 @@ func (e *episode) heldLat(s *signals) float64 {
 // by little). A cut that raised the throughput removed a queue that was
 // costing the dependency work, and cutting goes on too. Once a cut costs
 // throughput, the knee was passed: its latency becomes the baseline and
-// the limit returns to it.
-func (e episode) afterCut(s *signals, prev episode, lim, backoff float64) (d decision, ok bool) {
+// the limit returns to it. A limit at its floor (atFloor) ends the
+// episode: a cut there removes nothing, and a throughput above the
+// episode's best is then the dependency's recovery, which only growth
+// can use.
+func (e episode) afterCut(s *signals, prev episode, lim, backoff float64, atFloor bool) (d decision, ok bool) {
 	x := s.throughput()
 	switch {
-	case prev.xBest == 0:
+	case prev.xBest == 0, atFloor:
 	case s.inFlight < prev.inFlight && x >= 0.9*prev.xBest:
 		e.queueCuts++
 		return decision{limit: lim * backoff, reason: ReasonCutQueue, ep: e}, true

@@ -51,7 +51,7 @@ func (g *Gradient) decide(s *signals) decision {
 		return decision{limit: lim, reason: ReasonHold, ep: ep}
 	}
 	if !s.congested() {
-		if d, ok := ep.afterCut(s, prev, lim, c.Backoff); ok {
+		if d, ok := ep.afterCut(s, prev, lim, c.Backoff, lim <= float64(c.MinLimit)); ok {
 			return d
 		}
 		return g.grow(s) // the episode ends

@@ -406,6 +406,50 @@ func TestGradientCutsAThrashingQueue(t *testing.T) {
 	}
 }
 
+// TestQueueCutsEndAtTheFloor: an episode that cut a limit to its floor
+// during a slowdown (as a retry storm's timeouts do) ends there once the
+// dependency recovers, and the limit grows. A recovered dependency serves
+// the one request in flight far faster than the episode's best, which
+// reads as a cut that removed a queue; cutting a limit at its floor
+// removes nothing, and in the simulator this state held goodput at an
+// eighth of the demand for good (incident family, seed 1, #15).
+func TestQueueCutsEndAtTheFloor(t *testing.T) {
+	ms := time.Millisecond
+	// The episode's state at the floor: its largest work in flight 100,
+	// its best throughput one request per 80 ms.
+	ep := episode{active: true, inFlight: 100, xBest: 1 / float64(80*ms), knee: 1, kneeLat: float64(80 * ms)}
+	g, gf := learned(t, GradientConfig{})
+	g.mu.Lock()
+	g.st.limit, g.st.ep = 1, ep
+	g.limit.Store(1)
+	g.mu.Unlock()
+	a, err := NewAIMD(AIMDConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	af := newFeed(a)
+	for range 30 {
+		af.window(200, 0, 100, constant(10*ms))
+	}
+	a.mu.Lock()
+	a.cur, a.ep = 1, ep
+	a.limit.Store(1)
+	a.mu.Unlock()
+	for _, tc := range []struct {
+		name string
+		src  interface{ Limit() int }
+		f    *feed
+	}{{"Gradient", g, gf}, {"AIMD", a, af}} {
+		var got []int
+		for range 10 {
+			got = append(got, tc.f.window(200, 0, 1000, constant(10*ms)))
+		}
+		if got[len(got)-1] < 4 {
+			t.Errorf("%s: limits %v after the dependency recovered, want growth from the floor", tc.name, got)
+		}
+	}
+}
+
 // A zero Gradient or AIMD (not made by its constructor) reports a limit
 // of 0 and ignores samples instead of panicking, as its doc says.
 func TestZeroValues(t *testing.T) {
