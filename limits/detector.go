@@ -304,7 +304,11 @@ func (e *episode) observe(s *signals, atFloor, blind bool) epVerdict {
 		e.holdN += s.n + s.drops
 		return epHold
 	}
-	if (s.inFlight <= (1-relearnCut)*e.inFlight || atFloor) && x < holdThroughput*e.xBest {
+	// A limit at its floor cannot be cut: drops that go on there with the
+	// latency back within its threshold are the dependency's (or a retry
+	// storm's late attempts), so it holds however high the throughput.
+	dropsAtFloor := atFloor && s.hasLat && !s.latCong
+	if dropsAtFloor || ((s.inFlight <= (1-relearnCut)*e.inFlight || atFloor) && x < holdThroughput*e.xBest) {
 		e.held, e.holdLat, e.holdDrops, e.holdN = 1, lat, s.drops, s.n+s.drops
 		return epHold
 	}

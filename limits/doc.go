@@ -134,6 +134,9 @@
 //     dependency work. (A dependency that sped up just then looks the
 //     same; it costs a few windows before growth resumes from the knee.)
 //     When a cut then costs throughput the knee was passed: relearn.
+//     At the floor the episode ends instead: a cut there removes nothing,
+//     and a throughput above the episode's best is the dependency's
+//     recovery, which only growth can use.
 //   - hold, relearn: once the work in flight fell by 40% in the episode
 //     and the throughput fell below 85% of its best while the latency (or
 //     the drop rate) stayed, they are the dependency's, not ours: the
@@ -144,7 +147,10 @@
 //     overload, and cutting on them only loses goodput. A window with too
 //     few successes for a latency served next to nothing: its throughput
 //     counts as none, so that errors of nearly all the work still end in
-//     a hold rather than at the floor. This is how a ten-fold slowdown is
+//     a hold rather than at the floor. A limit at its floor with its
+//     latency back within the threshold holds on the drops that go on (a
+//     retry storm's late attempts) whatever the throughput, since it
+//     cannot cut them. This is how a ten-fold slowdown is
 //     told from a queue without periodic bursts of rejections at a pinned
 //     limit (Envoy's minRTT probing).
 //
