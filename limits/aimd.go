@@ -262,7 +262,8 @@ func (a *AIMD) decide(s *signals) decision {
 		return a.grow(s)
 	}
 	prev := ep
-	if !s.ceilCong && ep.observe(s, lim <= float64(c.MinLimit), false) == epHold {
+	atFloor := lim <= float64(c.MinLimit)
+	if !s.ceilCong && ep.observe(s, atFloor, false) == epHold {
 		// Cutting stopped helping: the latency (or drops) are the
 		// dependency's, as Gradient finds them.
 		if ep.held > DefaultRelearnWindows {
@@ -272,7 +273,7 @@ func (a *AIMD) decide(s *signals) decision {
 		return decision{limit: lim, reason: ReasonHold, ep: ep}
 	}
 	if !s.congested() {
-		if d, ok := ep.afterCut(s, prev, lim, c.Backoff, lim <= float64(c.MinLimit)); ok {
+		if d, ok := ep.afterCut(s, prev, lim, c.Backoff, atFloor); ok {
 			return d
 		}
 		return a.grow(s)

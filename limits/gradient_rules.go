@@ -43,7 +43,8 @@ func (g *Gradient) decide(s *signals) decision {
 		return decision{limit: lim, reason: ReasonDrain, ep: ep}
 	}
 	prev := ep // before this window: what the cuts are measured against
-	if !s.ceilCong && ep.observe(s, st.limit <= float64(c.MinLimit), true) == epHold {
+	atFloor := lim <= float64(c.MinLimit)
+	if !s.ceilCong && ep.observe(s, atFloor, true) == epHold {
 		if ep.held > c.RelearnWindows {
 			return decision{limit: max(lim, ep.knee), reason: ReasonRelearn,
 				relearnLat: ep.heldLat(s), relearnDrops: ep.holdDrops, relearnN: ep.holdN}
@@ -51,7 +52,7 @@ func (g *Gradient) decide(s *signals) decision {
 		return decision{limit: lim, reason: ReasonHold, ep: ep}
 	}
 	if !s.congested() {
-		if d, ok := ep.afterCut(s, prev, lim, c.Backoff, lim <= float64(c.MinLimit)); ok {
+		if d, ok := ep.afterCut(s, prev, lim, c.Backoff, atFloor); ok {
 			return d
 		}
 		return g.grow(s) // the episode ends

@@ -440,9 +440,9 @@ type fedLimit struct {
 }
 
 // atTheFloor returns a Gradient and an AIMD that learned a 10 ms
-// dependency with no drops, then were cut to their floor of 1 by an
-// episode whose largest work in flight was 100 and best throughput one
-// request per 80 ms.
+// dependency with no drops, then put directly in the state the simulator
+// showed: at their floor of 1, in an episode whose largest work in flight
+// was 100 and best throughput one request per 80 ms.
 func atTheFloor(t *testing.T) []fedLimit {
 	ms := time.Millisecond
 	ep := episode{active: true, inFlight: 100, xBest: 1 / float64(80*ms), knee: 1, kneeLat: float64(80 * ms)}
