@@ -28,7 +28,8 @@
 // shedsim tune -h gives the search space and the objective.
 // shedsim diff compares two runs of a scenario family on the same seed,
 // policy by policy: the score, the goodput over the run and the recovery
-// after an incident, before and after, and the instances that moved.
+// after an incident, before and after, and the instances that moved
+// (losses before gains, largest first).
 //
 // The command is package github.com/shedkit/shedkit/sim/cli, so that a
 // program registering more policies can offer the same interface.

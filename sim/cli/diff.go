@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"encoding/csv"
 	"errors"
 	"flag"
@@ -16,8 +17,9 @@ import (
 const diffUsage = `shedsim diff compares two runs of a scenario family on the same seed (the
 family-*.csv that -family writes), policy by policy: the score the family
 judges by, the goodput over the whole run and the recovery after an
-incident, before and after, and the instances that moved. A change that
-wins during the incident can lose after it; judge all three.
+incident, before and after, and the instances that moved: the losses
+first, then the gains, largest first. A change that wins during the
+incident can lose after it; judge all three.
 
 Usage:
   shedsim diff [flags] BEFORE.csv AFTER.csv
@@ -232,21 +234,56 @@ func recoveryStats(x, other map[int]diffRow) string {
 
 // writeMoved lists the instances whose score or run goodput moved by more
 // than moved, or whose recovery got longer by more than 5 s (or never
-// came).
+// came): the losses first, then the gains, each largest first, since a
+// change is judged by what it breaks as much as by what it fixes.
 func writeMoved(w io.Writer, b, a map[int]diffRow, moved float64) {
-	var ids []int
+	var lost, gained []movedRow
 	for i, rb := range b {
 		ra, ok := a[i]
-		if ok && (changed(rb.relative, ra.relative, moved) || changed(rb.goodput, ra.goodput, moved) || ra.recovery > rb.recovery+5) {
-			ids = append(ids, i)
+		if !ok {
+			continue
+		}
+		dr, dg := nanZero(ra.relative-rb.relative), nanZero(ra.goodput-rb.goodput)
+		switch worst, best := min(dr, dg), max(dr, dg); {
+		case worst < -moved || ra.recovery > rb.recovery+5:
+			lost = append(lost, movedRow{i, worst})
+		case best > moved:
+			gained = append(gained, movedRow{i, -best})
 		}
 	}
-	slices.Sort(ids)
-	for _, i := range ids {
-		rb, ra := b[i], a[i]
-		fmt.Fprintf(w, "    #%d score %s -> %s, run goodput %s -> %s, recovery %s -> %s\n", i,
-			pctOr(rb.relative), pctOr(ra.relative), pctOr(rb.goodput), pctOr(ra.goodput), secsOr(rb.recovery), secsOr(ra.recovery))
+	for _, part := range []struct {
+		name string
+		rows []movedRow
+	}{{"lost", lost}, {"gained", gained}} {
+		if len(part.rows) == 0 {
+			continue
+		}
+		slices.SortFunc(part.rows, func(x, y movedRow) int {
+			return cmp.Or(cmp.Compare(x.by, y.by), cmp.Compare(x.id, y.id))
+		})
+		fmt.Fprintf(w, "  %s (%d):\n", part.name, len(part.rows))
+		for _, m := range part.rows {
+			rb, ra := b[m.id], a[m.id]
+			fmt.Fprintf(w, "    #%d score %s -> %s, run goodput %s -> %s, recovery %s -> %s\n", m.id,
+				pctOr(rb.relative), pctOr(ra.relative), pctOr(rb.goodput), pctOr(ra.goodput), secsOr(rb.recovery), secsOr(ra.recovery))
+		}
 	}
+}
+
+// movedRow is an instance that moved and the sort key of its move: the
+// larger loss, or the larger gain negated, so that ascending order lists
+// the largest first.
+type movedRow struct {
+	id int
+	by float64
+}
+
+// nanZero is v, or 0 when a file has no figure.
+func nanZero(v float64) float64 {
+	if math.IsNaN(v) {
+		return 0
+	}
+	return v
 }
 
 func changed(b, a, by float64) bool { return math.Abs(a-b) > by }

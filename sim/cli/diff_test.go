@@ -60,6 +60,39 @@ func TestDiff(t *testing.T) {
 	}
 }
 
+// TestDiffOrdersMoves: losses come before gains, each largest first,
+// so that what a change breaks is read before what it fixes.
+func TestDiffOrdersMoves(t *testing.T) {
+	before := writeCSV(t, "before.csv",
+		diffLine("1", "a", "0.9000", "0.9000", "1.0"),
+		diffLine("2", "a", "0.9000", "0.9000", "1.0"),
+		diffLine("3", "a", "0.5000", "0.9000", "1.0"),
+		diffLine("4", "a", "0.9000", "0.9000", "1.0"),
+		diffLine("5", "a", "0.5000", "0.5000", "1.0"))
+	after := writeCSV(t, "after.csv",
+		diffLine("1", "a", "0.8000", "0.9000", "1.0"), // lost 10 points
+		diffLine("2", "a", "0.9000", "0.5000", "1.0"), // lost 40
+		diffLine("3", "a", "0.9500", "0.9000", "1.0"), // gained 45
+		diffLine("4", "a", "0.9000", "0.9000", "9.0"), // recovery 8 s longer
+		diffLine("5", "a", "0.6000", "0.6000", "1.0")) // gained 10
+	var out, errOut bytes.Buffer
+	if code := Main(t.Context(), []string{"diff", before, after}, &out, &errOut); code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut.String())
+	}
+	got := out.String()
+	t.Log(got)
+	var order []string
+	for _, line := range strings.Split(got, "\n") {
+		if f := strings.Fields(line); len(f) > 0 && (strings.HasPrefix(f[0], "#") || f[0] == "lost" || f[0] == "gained") {
+			order = append(order, f[0])
+		}
+	}
+	want := []string{"lost", "#2", "#1", "#4", "gained", "#3", "#5"}
+	if strings.Join(order, " ") != strings.Join(want, " ") {
+		t.Errorf("order %v, want %v", order, want)
+	}
+}
+
 func TestDiffErrors(t *testing.T) {
 	good := writeCSV(t, "good.csv", diffLine("1", "a", "1", "1", "1"))
 	notFamily := filepath.Join(t.TempDir(), "summary.csv")
