@@ -140,8 +140,9 @@ func learned(t *testing.T, cfg GradientConfig) (*Gradient, *feed) {
 }
 
 // Each rule of Gradient, shown in virtual time: the window that triggers
-// it, the limit it leaves and the reason it reports.
-func TestGradientRules(t *testing.T) {
+// it, the limit it leaves and the reason it reports. These are the rules
+// of a window without congestion.
+func TestGradientGrowthRules(t *testing.T) {
 	ms := time.Millisecond
 	t.Run("slow start doubles while the limit binds", func(t *testing.T) {
 		g := newGradient(t, GradientConfig{})
@@ -185,6 +186,22 @@ func TestGradientRules(t *testing.T) {
 			t.Fatalf("limit %d -> %d, reason %s: want held, queue", before, got, g.State().Reason)
 		}
 	})
+	t.Run("idle: too few samples hold", func(t *testing.T) {
+		g, f := learned(t, GradientConfig{})
+		before := g.Limit()
+		for range 5 { // closed by MaxDuration (10 s) with 5 samples
+			f.now = f.now.Add(2500 * ms)
+			g.Observe(shed.Sample{Now: f.now, Timed: true, Latency: 50 * ms, InFlight: 1000})
+		}
+		if got := g.Limit(); got != before || g.State().Reason != ReasonIdle {
+			t.Fatalf("limit %d -> %d (%s), want held by idle", before, got, g.State().Reason)
+		}
+	})
+}
+
+// The rules of a congested window, outside an episode.
+func TestGradientCutRules(t *testing.T) {
+	ms := time.Millisecond
 	t.Run("cut by the gradient", func(t *testing.T) {
 		g, f := learned(t, GradientConfig{})
 		before := g.State().Limit
@@ -221,17 +238,6 @@ func TestGradientRules(t *testing.T) {
 		f.window(200, 0, 1000, constant(10*ms))
 		if st := g.State(); math.Abs(st.Limit-0.9*before) > 1e-9 || st.Reason != ReasonCutCeiling {
 			t.Fatalf("limit %.2f -> %.2f (%s), want x0.9 by cut-ceiling", before, st.Limit, st.Reason)
-		}
-	})
-	t.Run("idle: too few samples hold", func(t *testing.T) {
-		g, f := learned(t, GradientConfig{})
-		before := g.Limit()
-		for range 5 { // closed by MaxDuration (10 s) with 5 samples
-			f.now = f.now.Add(2500 * ms)
-			g.Observe(shed.Sample{Now: f.now, Timed: true, Latency: 50 * ms, InFlight: 1000})
-		}
-		if got := g.Limit(); got != before || g.State().Reason != ReasonIdle {
-			t.Fatalf("limit %d -> %d (%s), want held by idle", before, got, g.State().Reason)
 		}
 	})
 }
