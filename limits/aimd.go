@@ -273,7 +273,7 @@ func (a *AIMD) decide(s *signals) decision {
 		return decision{limit: lim, reason: ReasonHold, ep: ep}
 	}
 	if !s.congested() {
-		if d, ok := ep.afterCut(s, prev, lim, c.Backoff, atFloor); ok {
+		if d, ok := ep.afterCut(s, prev, lim, c.Backoff, aimdQueueCutKeep, atFloor); ok {
 			return d
 		}
 		return a.grow(s)

@@ -287,7 +287,7 @@ func (e *episode) observe(s *signals, atFloor, blind bool) epVerdict {
 	switch {
 	case x > 1.1*e.xBest:
 		e.xBest, e.knee, e.kneeLat = x, s.inFlight, s.lat
-	case x >= 0.9*e.xBest:
+	case x >= kneeShare*e.xBest:
 		e.xBest = max(e.xBest, x)
 		if s.inFlight < e.knee {
 			e.knee, e.kneeLat = s.inFlight, s.lat
@@ -328,7 +328,8 @@ func (e *episode) heldLat(s *signals) float64 {
 // afterCut decides a window without congestion in an episode at limit
 // lim, from the episode before (prev) and after it (e); ok is false when
 // the episode ends. By Little's law, work in flight that cutting removes
-// without losing throughput was queue: while that holds the limit goes
+// without losing throughput (keeping keep of the best) was queue: while
+// that holds the limit goes
 // on shrinking by backoff (the baseline may hold the very queue being
 // cut, so the ratio to it says nothing; a small step overshoots the knee
 // by little). A cut that raised the throughput removed a queue that was
@@ -338,14 +339,14 @@ func (e *episode) heldLat(s *signals) float64 {
 // episode: a cut there removes nothing, and a throughput above the
 // episode's best is then the dependency's recovery, which only growth
 // can use.
-func (e episode) afterCut(s *signals, prev episode, lim, backoff float64, atFloor bool) (d decision, ok bool) {
+func (e episode) afterCut(s *signals, prev episode, lim, backoff, keep float64, atFloor bool) (d decision, ok bool) {
 	x := s.throughput()
 	switch {
 	case prev.xBest == 0, atFloor:
-	case s.inFlight < prev.inFlight && x >= 0.9*prev.xBest:
+	case s.inFlight < prev.inFlight && x >= keep*prev.xBest:
 		e.queueCuts++
 		return decision{limit: lim * backoff, reason: ReasonCutQueue, ep: e}, true
-	case e.queueCuts > 0 && x < 0.9*prev.xBest:
+	case e.queueCuts > 0 && x < keep*prev.xBest:
 		return decision{limit: max(lim, e.knee), reason: ReasonRelearn,
 			relearnLat: e.kneeLat, relearnDrops: s.drops, relearnN: s.n + s.drops}, true
 	}

@@ -36,27 +36,27 @@
 // window clearly departs from them:
 //
 //   - The baseline latency: an average of the log of the windows' median
-//     latency (the median moves with a queue as much as the mean does, and
-//     a few very slow requests barely move it). The first 20 windows
+//     latency (the median moves with a queue as much as the mean does, and a
+//     few very slow requests barely move it). The first 20 windows
 //     (BaselineWindows) make a plain mean, whatever they show, so that a
 //     fast first window does not set it for good. Until a window is steady
-//     (see below), the baseline is only a seed from one whose work in
-//     flight grew from nothing, which holds just the fast part of its
-//     work: the first steady window without congestion replaces it
-//     rather than being averaged with it. When that first window lasted
-//     less than ten times its median, the slow part of its latencies had
-//     not completed yet, and until it is replaced no latency reads as
-//     congestion (a service whose requests take seconds would otherwise
-//     be cut at every start). After that it learns
-//     from windows without congestion, and only downwards while the limit
-//     binds: part of the latency may then be a queue the limit admitted,
-//     and a baseline that learned it would creep up with the limit, as
-//     Netflix's Gradient2 does. A window clearly faster than the baseline
-//     moves it half-way at once: the dependency sped up, or the baseline
-//     holds a queue the limit admitted (as it does when the first limit
-//     was above a small dependency's capacity). That includes a window in
-//     which the limit binds and the work in flight fell: it holds the slow
-//     rest of earlier work, so its speed is no accident of the admissions.
+//     (see below), the baseline is only a seed from one whose work in flight
+//     grew from nothing, which holds just the fast part of its work: the
+//     first steady window without congestion replaces it rather than being
+//     averaged with it. When that first window lasted less than ten times
+//     its median, the slow part of its latencies had not completed yet, and
+//     until it is replaced no latency reads as congestion (a service whose
+//     requests take seconds would otherwise be cut at every start). After
+//     that it learns from windows without congestion, and only downwards
+//     while the limit binds: part of the latency may then be a queue the
+//     limit admitted, and a baseline that learned it would creep up with the
+//     limit, as Netflix's Gradient2 does. A window clearly faster than the
+//     baseline moves it half-way at once: the dependency sped up, or the
+//     baseline holds a queue the limit admitted (as it does when the first
+//     limit was above a small dependency's capacity). That includes a window
+//     in which the limit binds and the work in flight fell: it holds the
+//     slow rest of earlier work, so its speed is no accident of the
+//     admissions.
 //   - The background drop rate: the share of work that is dropped when
 //     nothing is congested (the deadlines the slowest requests miss, the
 //     dependency's usual errors), learned from windows without congestion.
@@ -128,12 +128,15 @@
 // queue; below it, admitting less only loses throughput.
 //
 //   - cut-queue: the latency is back within the threshold, but the last
-//     cut cost no throughput: the rest is queue too (even if the baseline
-//     was learned with it in), and the limit goes on shrinking by Backoff.
+//     cut cost no throughput (less than 5% of the episode's best): the
+//     rest is queue too (even if the baseline was learned with it in),
+//     and the limit goes on shrinking by Backoff.
 //     So does a cut that raised the throughput: the queue was costing the
 //     dependency work. (A dependency that sped up just then looks the
 //     same; it costs a few windows before growth resumes from the knee.)
-//     When a cut then costs throughput the knee was passed: relearn.
+//     When a cut then costs throughput the knee was passed: relearn. A
+//     looser test let a service whose throughput follows its demand, not
+//     its capacity, lose a tenth of its traffic to every episode.
 //     At the floor the episode ends instead: a cut there removes nothing,
 //     and a throughput above the episode's best is the dependency's
 //     recovery, which only growth can use.
@@ -162,9 +165,11 @@
 // learned baseline) as well as drops, and, as Gradient, takes a latency or
 // drop rate that cutting does not reduce as the dependency's new normal
 // instead of cutting to the minimum, and goes on cutting while its cuts
-// cost no throughput (cut-queue: the rest is queue). It slow-starts at the
-// start and, as Gradient's regrow, while the work in flight fills the
-// limit with the latency at its baseline; with LatencyThreshold set, which
+// cost no throughput (cut-queue: the rest is queue; within a tenth of
+// its best, since its episodes begin on a queue as long as the work). It
+// slow-starts at the start and, as Gradient's regrow, while the work in
+// flight fills the limit with the latency at its baseline; with
+// LatencyThreshold set, which
 // leaves no baseline to recognise a recovered dependency by, also after a
 // run of congested windows, back to the limit the run's first cut left
 // (TCP's slow start threshold). Its tolerance lets a queue double the

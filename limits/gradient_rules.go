@@ -52,7 +52,7 @@ func (g *Gradient) decide(s *signals) decision {
 		return decision{limit: lim, reason: ReasonHold, ep: ep}
 	}
 	if !s.congested() {
-		if d, ok := ep.afterCut(s, prev, lim, c.Backoff, atFloor); ok {
+		if d, ok := ep.afterCut(s, prev, lim, c.Backoff, queueCutKeep, atFloor); ok {
 			return d
 		}
 		return g.grow(s) // the episode ends

@@ -451,11 +451,17 @@ type fedLimit struct {
 // was 100 and best throughput one request per 80 ms.
 func atTheFloor(t *testing.T) []fedLimit {
 	ms := time.Millisecond
-	ep := episode{active: true, inFlight: 100, xBest: 1 / float64(80*ms), knee: 1, kneeLat: float64(80 * ms)}
+	return inEpisode(t, 1, episode{active: true, inFlight: 100, xBest: 1 / float64(80*ms), knee: 1, kneeLat: float64(80 * ms)})
+}
+
+// inEpisode returns a Gradient and an AIMD that learned a 10 ms
+// dependency with no drops, then put directly at limit lim in episode ep.
+func inEpisode(t *testing.T, lim int, ep episode) []fedLimit {
+	ms := time.Millisecond
 	g, gf := learned(t, GradientConfig{})
 	g.mu.Lock()
-	g.st.limit, g.st.ep = 1, ep
-	g.limit.Store(1)
+	g.st.limit, g.st.ep = float64(lim), ep
+	g.limit.Store(int64(lim))
 	g.mu.Unlock()
 	a, err := NewAIMD(AIMDConfig{})
 	if err != nil {
@@ -466,10 +472,50 @@ func atTheFloor(t *testing.T) []fedLimit {
 		af.window(200, 0, 100, constant(10*ms))
 	}
 	a.mu.Lock()
-	a.cur, a.ep = 1, ep
-	a.limit.Store(1)
+	a.cur, a.ep = float64(lim), ep
+	a.limit.Store(int64(lim))
 	a.mu.Unlock()
 	return []fedLimit{{"Gradient", gf}, {"AIMD", af}}
+}
+
+// reasonOf returns the reason of the last decision of a Gradient or an
+// AIMD.
+func reasonOf(src shed.LimitSource) Reason {
+	switch l := src.(type) {
+	case *Gradient:
+		return l.State().Reason
+	case *AIMD:
+		return l.State().Reason
+	}
+	return ReasonNone
+}
+
+// TestCutQueueStopsWhenACutCostsThroughput: in an episode whose best was
+// 100 in flight at 10 ms, a cut that kept 97% of that throughput removed
+// queue and the next cut follows; for Gradient, one that kept 93% turned
+// away work the dependency served (a service whose throughput follows
+// its demand), and the limit is relearned there. Cutting on at 93% lost
+// up to a tenth of such a service's traffic to every episode. AIMD, whose
+// episodes begin on a longer queue, cuts on to 90%.
+func TestCutQueueStopsWhenACutCostsThroughput(t *testing.T) {
+	ms := time.Millisecond
+	best := episode{active: true, inFlight: 100, xBest: 100 / float64(10*ms), knee: 100, kneeLat: float64(10 * ms), queueCuts: 1}
+	for _, tc := range []struct {
+		inFlight int // at the limit, at 10 ms: the throughput kept is inFlight%
+		want     map[string]Reason
+	}{
+		{97, map[string]Reason{"Gradient": ReasonCutQueue, "AIMD": ReasonCutQueue}},
+		{93, map[string]Reason{"Gradient": ReasonRelearn, "AIMD": ReasonCutQueue}},
+		{88, map[string]Reason{"Gradient": ReasonRelearn, "AIMD": ReasonRelearn}},
+	} {
+		for _, l := range inEpisode(t, tc.inFlight, best) {
+			got := l.f.window(400, 0, tc.inFlight, constant(10*ms))
+			r := reasonOf(l.f.src)
+			if want := tc.want[l.name]; r != want || (r == ReasonRelearn && got < tc.inFlight) {
+				t.Errorf("%s at %d in flight: limit %d by %s, want %s (and no cut on relearn)", l.name, tc.inFlight, got, r, want)
+			}
+		}
+	}
 }
 
 // A zero Gradient or AIMD (not made by its constructor) reports a limit

@@ -22,6 +22,25 @@ const (
 	relearnCut     = 0.4
 	holdThroughput = 0.85
 
+	// kneeShare: a window of an episode whose throughput is within this
+	// share of the episode's best is as good as the best, and the least
+	// work in flight among them is the knee. The margin is a window's
+	// noise.
+	kneeShare = 0.9
+
+	// queueCutKeep: a cut of Gradient's that kept this share of the
+	// episode's best throughput removed only queue, and the next cut
+	// follows; one that cost more turned away work the dependency would
+	// have served, and the knee is relearned. With 10%, a service whose
+	// throughput follows its demand rather than its capacity could lose a
+	// tenth of its traffic to every episode before the rule noticed.
+	// AIMD keeps 10% (aimdQueueCutKeep): its episodes begin only at a
+	// latency twice its baseline, where the queue is long, and ending them
+	// sooner left more of it in the incidents than it saved healthy
+	// services.
+	queueCutKeep     = 0.95
+	aimdQueueCutKeep = 0.9
+
 	// learningDrops: while the background is unknown (the first
 	// BaselineWindows windows), a drop rate up to it is taken for one.
 	// The deadlines that a heavy tail misses on its own stay under it
