@@ -369,6 +369,29 @@ func TestGradientFindsAKneeBelowItsStart(t *testing.T) {
 	}
 }
 
+// TestGradientSlowStartsPastACensoredSeed: a service whose requests take
+// over a second starts with windows shorter than ten of its latencies, so
+// the first window's median (the fast part of its work) is a censored
+// seed that reads no latency as congestion. It must not read the slower
+// windows that follow as a queue either: that ended slow start at 40, and
+// in the simulator a limit growing by its square root took a minute to
+// reach what such a service needs.
+func TestGradientSlowStartsPastACensoredSeed(t *testing.T) {
+	g := newGradient(t, GradientConfig{})
+	m := newModel(300, 1100*time.Millisecond)
+	m.window = 3 * time.Second
+	m.runWindow(g)
+	m.latency = flat(1300 * time.Millisecond) // 300/s x 1.3 s = 390 in flight
+	var reasons []Reason
+	for range 8 {
+		m.runWindow(g)
+		reasons = append(reasons, g.State().Reason)
+	}
+	if g.Limit() < 390 || reasons[0] != ReasonSlowStart || slices.Contains(reasons, ReasonQueue) {
+		t.Fatalf("limit %d after 24 s, reasons %v: want slow start, then the 390 in flight needed", g.Limit(), reasons)
+	}
+}
+
 // TestGradientRegrows: a limit that binds while the latency is at its
 // baseline (no queue at all: the dependency got back the servers it had
 // lost, or the demand rose) grows by half per window, once the episode
