@@ -325,19 +325,18 @@ func (e *episode) heldLat(s *signals) float64 {
 	return e.holdLat
 }
 
-// afterCut decides a window without congestion in an episode at limit
-// lim, from the episode before (prev) and after it (e); ok is false when
-// the episode ends. By Little's law, work in flight that cutting removes
+// afterCut decides a window without congestion in an episode at limit lim,
+// from the episode before (prev) and after it (e); ok is false when the
+// episode ends. By Little's law, work in flight that cutting removes
 // without losing throughput (keeping keep of the best) was queue: while
-// that holds the limit goes
-// on shrinking by backoff (the baseline may hold the very queue being
-// cut, so the ratio to it says nothing; a small step overshoots the knee
-// by little). A cut that raised the throughput removed a queue that was
-// costing the dependency work, and cutting goes on too. Once a cut costs
-// throughput, the knee was passed: its latency becomes the baseline and
-// the limit returns to it. A limit at its floor (atFloor) ends the
-// episode: a cut there removes nothing, and a throughput above the
-// episode's best is then the dependency's recovery, which only growth
+// that holds the limit goes on shrinking by backoff (the baseline may hold
+// the very queue being cut, so the ratio to it says nothing; a small step
+// overshoots the knee by little). A cut that raised the throughput removed
+// a queue that was costing the dependency work, and cutting goes on too.
+// Once a cut costs throughput, the knee was passed: its latency becomes
+// the baseline and the limit returns to it. A limit at its floor (atFloor)
+// ends the episode: a cut there removes nothing, and a throughput above
+// the episode's best is then the dependency's recovery, which only growth
 // can use.
 func (e episode) afterCut(s *signals, prev episode, lim, backoff, keep float64, atFloor bool) (d decision, ok bool) {
 	x := s.throughput()
