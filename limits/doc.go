@@ -129,15 +129,16 @@
 // queue; below it, admitting less only loses throughput.
 //
 //   - cut-queue: the latency is back within the threshold, but the last
-//     cut cost no throughput (less than 5% of the episode's best): the
-//     rest is queue too (even if the baseline was learned with it in),
-//     and the limit goes on shrinking by Backoff.
+//     cut cost no throughput (no more than a window's noise below the
+//     episode's best): the rest is queue too (even if the baseline was
+//     learned with it in), and the limit goes on shrinking by Backoff.
 //     So does a cut that raised the throughput: the queue was costing the
 //     dependency work. (A dependency that sped up just then looks the
 //     same; it costs a few windows before growth resumes from the knee.)
 //     When a cut then costs throughput the knee was passed: relearn. A
-//     looser test let a service whose throughput follows its demand, not
-//     its capacity, lose a tenth of its traffic to every episode.
+//     service whose throughput follows its demand, not its capacity, loses
+//     a little to rejections with each cut, never much at once, so a loose
+//     test would let every episode cut into its traffic.
 //     At the floor the episode ends instead: a cut there removes nothing,
 //     and a throughput above the episode's best is the dependency's
 //     recovery, which only growth can use.
@@ -166,22 +167,21 @@
 // learned baseline) as well as drops, and, as Gradient, takes a latency or
 // drop rate that cutting does not reduce as the dependency's new normal
 // instead of cutting to the minimum, and goes on cutting while its cuts
-// cost no throughput (cut-queue: the rest is queue; within a tenth of
-// its best, since its episodes begin on a queue as long as the work). It
+// cost no throughput (cut-queue: the rest is queue; with a looser test than
+// Gradient's, since its episodes begin on a queue as long as the work). It
 // slow-starts at the start and, as Gradient's regrow, while the work in
 // flight fills the limit with the latency at its baseline; with
-// LatencyThreshold set, which
-// leaves no baseline to recognise a recovered dependency by, also after a
-// run of congested windows, back to the limit the run's first cut left
-// (TCP's slow start threshold). Its tolerance lets a queue double the
-// latency before it cuts, so a window in which its limit binds with the
-// latency above the square root of that tolerance teaches its baseline
-// nothing, not even while learning: the queue would become the next
-// normal. As Gradient's, a limit left unused for BaselineWindows windows
-// in a row falls to what their largest work in flight uses to
-// MinUtilization. Drops within DropTolerance ([DefaultDropTolerance])
-// never count. A fixed LatencyThreshold replaces the learned baseline with
-// a latency objective; a negative one leaves drops alone.
+// LatencyThreshold set, which leaves no baseline to recognise a recovered
+// dependency by, also after a run of congested windows, back to the limit
+// the run's first cut left (TCP's slow start threshold). Its tolerance lets
+// a queue double the latency before it cuts, so a window in which its limit
+// binds with the latency above the square root of that tolerance teaches
+// its baseline nothing, not even while learning: the queue would become the
+// next normal. As Gradient's, a limit left unused for BaselineWindows
+// windows in a row falls to what their largest work in flight uses to
+// MinUtilization. Drops within DropTolerance ([DefaultDropTolerance]) never
+// count. A fixed LatencyThreshold replaces the learned baseline with a
+// latency objective; a negative one leaves drops alone.
 //
 // # Defaults and why
 //

@@ -514,12 +514,12 @@ func reasonOf(src shed.LimitSource) Reason {
 }
 
 // TestCutQueueStopsWhenACutCostsThroughput: in an episode whose best was
-// 100 in flight at 10 ms, a cut that kept 97% of that throughput removed
-// queue and the next cut follows; for Gradient, one that kept 93% turned
-// away work the dependency served (a service whose throughput follows
-// its demand), and the limit is relearned there. Cutting on at 93% lost
-// up to a tenth of such a service's traffic to every episode. AIMD, whose
-// episodes begin on a longer queue, cuts on to 90%.
+// 100 in flight at 10 ms, a cut that kept nearly all that throughput
+// removed queue and the next cut follows; for Gradient, one that cost
+// more than a window's noise turned away work the dependency served (a
+// service whose throughput follows its demand), and the limit is
+// relearned there. AIMD, whose episodes begin on a longer queue, cuts on
+// further.
 func TestCutQueueStopsWhenACutCostsThroughput(t *testing.T) {
 	ms := time.Millisecond
 	best := episode{active: true, inFlight: 100, xBest: 100 / float64(10*ms), knee: 100, kneeLat: float64(10 * ms), queueCuts: 1}

@@ -31,13 +31,13 @@ const (
 	// queueCutKeep: a cut of Gradient's that kept this share of the
 	// episode's best throughput removed only queue, and the next cut
 	// follows; one that cost more turned away work the dependency would
-	// have served, and the knee is relearned. With 10%, a service whose
-	// throughput follows its demand rather than its capacity could lose a
-	// tenth of its traffic to every episode before the rule noticed.
-	// AIMD keeps 10% (aimdQueueCutKeep): its episodes begin only at a
-	// latency twice its baseline, where the queue is long, and ending them
-	// sooner left more of it in the incidents than it saved healthy
-	// services.
+	// have served, and the knee is relearned. A service whose throughput
+	// follows its demand rather than its capacity loses a little to
+	// rejections with each cut, never much at once, so the test is as
+	// tight as a window's noise allows. AIMD's (aimdQueueCutKeep) is
+	// looser: its episodes begin only at a latency twice its baseline,
+	// where the queue is long, and ending them sooner left more of it in
+	// the incidents than it saved healthy services.
 	queueCutKeep     = 0.95
 	aimdQueueCutKeep = 0.9
 
