@@ -263,3 +263,30 @@ func TestAIMDShrinksAnUnusedLimit(t *testing.T) {
 		t.Fatalf("after %d unused windows: limit %d (%s), want 13 by unused", DefaultBaselineWindows, got, a.State().Reason)
 	}
 }
+
+// TestAIMDFindsAThrashingDependency: one server that thrashes, each job
+// slower the more wait behind it, at 60% load, with 44 ms deadlines. The
+// first limit (20) is far above its capacity, so every window after the
+// first holds a queue, and the first window alone, whose work in flight
+// grew from nothing, shows the fast service. Its drops make it congested;
+// had that kept it from seeding the baseline, the first window without
+// drops, at 7 in flight and 40 ms, would be taken for the dependency's
+// normal, and AIMD would serve a third of the demand or less for good.
+func TestAIMDFindsAThrashingDependency(t *testing.T) {
+	a, err := NewAIMD(AIMDConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := newFeed(a)
+	f.window(30, 90, 14, constant(1500*time.Microsecond))
+	m := newModel(600, 0)
+	m.now, m.primed, m.deadline = f.now, true, 44*time.Millisecond
+	m.latency = func(n int) time.Duration { // n jobs: n-1 wait, each slowed by the wait
+		return time.Duration(float64(n) * min(10, 1+0.8*float64(n-1)) * float64(time.Millisecond))
+	}
+	got := m.run(a, 60)
+	// Up to 3 in flight the server keeps up (4 ms, three times the demand).
+	if top := slices.Max(got[30:]); top > 3 {
+		t.Fatalf("limits %v: reached %d after the first 30 windows, want at most 3", got, top)
+	}
+}

@@ -148,7 +148,18 @@ func (d *detector) learn(s *signals) {
 	if s.hasLat && d.seen < d.base.span {
 		d.seen++
 	}
-	if !s.hasLat || s.congested() {
+	if !s.hasLat {
+		return
+	}
+	if !s.steady && !d.base.learned() {
+		// Something to compare the next windows with, until the first
+		// steady one, even from a congested window: a first limit above
+		// the capacity of a dependency that thrashes queues every later
+		// window, and only the work that started before the queue
+		// formed shows its service time.
+		d.seed(s)
+	}
+	if s.congested() {
 		return
 	}
 	if !s.steady {
@@ -158,16 +169,6 @@ func (d *detector) learn(s *signals) {
 			// faster than the baseline: the baseline holds a queue that
 			// the limit admitted.
 			d.base.follow(math.Log(s.lat), 0.5)
-		}
-		if !d.base.learned() {
-			// Something to compare the next windows with, until the
-			// first steady one.
-			d.base.add(math.Log(s.lat))
-			// Work that arrived at t shows in the window only if its
-			// latency is below the window's length minus t: in a window
-			// shorter than ten times its median, much of the latency
-			// was still to come, and the seed judges nothing.
-			d.seeded, d.censored = true, s.dur < censoredSpan*s.lat
 		}
 		return
 	}
@@ -211,6 +212,17 @@ func (d *detector) learn(s *signals) {
 	case !s.binding || s.ratio <= 1:
 		d.base.add(x)
 	}
+}
+
+// seed takes the latency of window s, whose work in flight grew from
+// nothing, as the baseline until the first steady window without
+// congestion replaces it. Work that arrived at t shows in such a window
+// only if its latency is below the window's length minus t: in a window
+// shorter than ten times its median, much of the latency was still to
+// come, and the seed judges nothing (censored).
+func (d *detector) seed(s *signals) {
+	d.base.add(math.Log(s.lat))
+	d.seeded, d.censored = true, s.dur < censoredSpan*s.lat
 }
 
 // learning reports whether the detector is still learning what the

@@ -43,21 +43,25 @@
 //     (see below), the baseline is only a seed from one whose work in flight
 //     grew from nothing, which holds just the fast part of its work: the
 //     first steady window without congestion replaces it rather than being
-//     averaged with it. When that first window lasted less than ten times
-//     its median, the slow part of its latencies had not completed yet, and
-//     until it is replaced no latency reads as congestion, and only one past
-//     the threshold as a queue that ends slow start (a service whose
-//     requests take seconds would otherwise be cut at every start, or grow
-//     to its demand by square roots). After that it learns from windows
-//     without congestion, and only downwards while the limit binds: part of
-//     the latency may then be a queue the limit admitted, and a baseline
-//     that learned it would creep up with the limit, as Netflix's Gradient2
-//     does. A window clearly faster than the baseline moves it half-way at
-//     once: the dependency sped up, or the baseline holds a queue the limit
-//     admitted (as it does when the first limit was above a small
-//     dependency's capacity). That includes a window in which the limit
-//     binds and the work in flight fell: it holds the slow rest of earlier
-//     work, so its speed is no accident of the admissions.
+//     averaged with it. The seed is taken even when that window was
+//     congested: a first limit far above the capacity of a dependency that
+//     thrashes queues every window after it, and a baseline learned from
+//     those would take the queue for the dependency's normal. When that
+//     first window lasted less than ten times its median, the slow part of
+//     its latencies had not completed yet, and until it is replaced no
+//     latency reads as congestion, and only one past the threshold as a
+//     queue that ends slow start (a service whose requests take seconds
+//     would otherwise be cut at every start, or grow to its demand by square
+//     roots). After that it learns from windows without congestion, and only
+//     downwards while the limit binds: part of the latency may then be a
+//     queue the limit admitted, and a baseline that learned it would creep
+//     up with the limit, as Netflix's Gradient2 does. A window clearly
+//     faster than the baseline moves it half-way at once: the dependency
+//     sped up, or the baseline holds a queue the limit admitted (as it does
+//     when the first limit was above a small dependency's capacity). That
+//     includes a window in which the limit binds and the work in flight
+//     fell: it holds the slow rest of earlier work, so its speed is no
+//     accident of the admissions.
 //   - The background drop rate: the share of work that is dropped when
 //     nothing is congested (the deadlines the slowest requests miss, the
 //     dependency's usual errors), learned from windows without congestion.

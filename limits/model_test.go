@@ -34,6 +34,8 @@ type model struct {
 	// (a background of failures that admitting less does not change).
 	dropRand *rand.Rand
 	dropProb float64
+	// deadline, when set, drops every sample slower than it.
+	deadline time.Duration
 
 	primed bool
 }
@@ -103,7 +105,8 @@ func (m *model) runWindow(src shed.LimitSource) int {
 		if !timed {
 			lat = 0
 		}
-		drop := m.drop || (m.dropRand != nil && m.dropRand.Float64() < m.dropProb)
+		drop := m.drop || (m.dropRand != nil && m.dropRand.Float64() < m.dropProb) ||
+			(m.deadline > 0 && lat > m.deadline)
 		src.Observe(shed.Sample{Now: m.now, Latency: lat, Timed: timed, InFlight: n, Dropped: drop})
 	}
 	return src.Limit()
