@@ -261,70 +261,16 @@ func (m *opMachine) step(ops []byte) int {
 	op := ops[0]
 	switch op % 12 {
 	case 0, 1: // non-blocking admission
-		req := m.request(arg(1), arg(2), arg(3))
-		p, err := m.l.TryAcquireAt(m.now, req)
-		m.acquired(fmt.Sprintf("TryAcquireAt(%+v)", req), req, p, err)
+		m.opTryAcquire(m.request(arg(1), arg(2), arg(3)))
 		return 4
 	case 2, 3: // admission that may queue
-		req := m.request(arg(1), arg(2), arg(3))
-		w := shed.NewWaiter(m.notify)
-		name := fmt.Sprintf("EnqueueAt(%+v)", req)
-		p, queued, err := m.l.EnqueueAt(m.now, req, w)
-		if queued {
-			if err != nil || p.Valid() {
-				m.t.Fatalf("%s: queued with permit %+v, error %v", name, p, err)
-			}
-			if m.invalid(req) || m.draining {
-				m.t.Fatalf("%s: queued (draining %v)", name, m.draining)
-			}
-			m.queued[w] = req.Class
-			m.order = append(m.order, w)
-			m.enqueued[req.Class]++
-			if d := w.Deadline(); d.Before(m.now) || d.After(m.now.Add(m.maxWait(req.Class))) {
-				m.t.Fatalf("%s: waiter deadline %v outside [now, now + MaxWait]", name, d.Sub(m.now))
-			}
-			m.settle(name)
-			return 4
-		}
-		m.acquired(name, req, p, err)
+		m.opEnqueue(m.request(arg(1), arg(2), arg(3)))
 		return 4
 	case 4, 5: // finish some work
-		if len(m.held) > 0 {
-			i := int(arg(1)) % len(m.held)
-			o := shed.Outcome(arg(2) % 3)
-			p := m.held[i]
-			m.held = append(m.held[:i], m.held[i+1:]...)
-			if arg(2)&0x80 != 0 {
-				// The work panics; its deferred release must run.
-				func() {
-					defer func() { _ = recover() }()
-					defer p.ReleaseAt(m.now, shed.Dropped)
-					panic("work failed")
-				}()
-			} else {
-				p.ReleaseAt(m.now, o)
-			}
-			if p.Valid() {
-				m.t.Fatal("a released permit is still valid")
-			}
-			p.ReleaseAt(m.now, o) // a second release of the same variable does nothing
-			m.settle("ReleaseAt")
-		}
+		m.opRelease(arg(1), arg(2))
 		return 3
 	case 6: // a queued caller gives up
-		if ws := m.queuedWaiters(); len(ws) > 0 {
-			w := ws[int(arg(1))%len(ws)]
-			c := m.queued[w]
-			if !m.l.CancelAt(m.now, w) {
-				m.t.Fatal("CancelAt: a queued waiter was not found")
-			}
-			delete(m.queued, w)
-			m.cancelled[c]++
-			if m.l.CancelAt(m.now, w) {
-				m.t.Fatal("CancelAt twice removed the waiter twice")
-			}
-			m.settle("CancelAt")
-		}
+		m.opCancel(arg(1))
 		return 2
 	case 7: // time passes; the queue's timers fire
 		m.now = m.now.Add(time.Duration(arg(1)) * time.Millisecond)
@@ -332,21 +278,7 @@ func (m *opMachine) step(ops []byte) int {
 		m.settle("ExpireAt")
 		return 2
 	case 8: // the actual cost is known
-		if len(m.held) > 0 {
-			i := int(arg(1)) % len(m.held)
-			actual := int64(int8(arg(2)))
-			before := m.held[i].Cost()
-			err := m.held[i].ReconcileAt(m.now, actual)
-			switch {
-			case actual < 0:
-				if !errors.Is(err, shed.ErrInvalidRequest) || m.held[i].Cost() != before {
-					m.t.Fatalf("ReconcileAt(%d): %v, cost %d", actual, err, m.held[i].Cost())
-				}
-			case err != nil || m.held[i].Cost() != actual:
-				m.t.Fatalf("ReconcileAt(%d): %v, cost %d", actual, err, m.held[i].Cost())
-			}
-			m.settle("ReconcileAt")
-		}
+		m.opReconcile(arg(1), arg(2))
 		return 3
 	case 9: // an adaptive limit moves
 		if m.src != nil {
@@ -365,6 +297,110 @@ func (m *opMachine) step(ops []byte) int {
 		m.now = m.now.Add(time.Duration(arg(1)) * time.Microsecond)
 		return 2
 	}
+}
+
+// opTryAcquire is step's non-blocking admission of req.
+func (m *opMachine) opTryAcquire(req shed.Request) {
+	m.t.Helper()
+	p, err := m.l.TryAcquireAt(m.now, req)
+	m.acquired(fmt.Sprintf("TryAcquireAt(%+v)", req), req, p, err)
+}
+
+// opEnqueue is step's admission of req that may queue; a queued waiter
+// joins the model with its class, in queueing order.
+func (m *opMachine) opEnqueue(req shed.Request) {
+	m.t.Helper()
+	w := shed.NewWaiter(m.notify)
+	name := fmt.Sprintf("EnqueueAt(%+v)", req)
+	p, queued, err := m.l.EnqueueAt(m.now, req, w)
+	if !queued {
+		m.acquired(name, req, p, err)
+		return
+	}
+	if err != nil || p.Valid() {
+		m.t.Fatalf("%s: queued with permit %+v, error %v", name, p, err)
+	}
+	if m.invalid(req) || m.draining {
+		m.t.Fatalf("%s: queued (draining %v)", name, m.draining)
+	}
+	m.queued[w] = req.Class
+	m.order = append(m.order, w)
+	m.enqueued[req.Class]++
+	if d := w.Deadline(); d.Before(m.now) || d.After(m.now.Add(m.maxWait(req.Class))) {
+		m.t.Fatalf("%s: waiter deadline %v outside [now, now + MaxWait]", name, d.Sub(m.now))
+	}
+	m.settle(name)
+}
+
+// opRelease is step's end of held work: which permit is picked by pick,
+// the outcome and whether the work panics by how.
+func (m *opMachine) opRelease(pick, how byte) {
+	m.t.Helper()
+	if len(m.held) == 0 {
+		return
+	}
+	i := int(pick) % len(m.held)
+	o := shed.Outcome(how % 3)
+	p := m.held[i]
+	m.held = append(m.held[:i], m.held[i+1:]...)
+	if how&0x80 != 0 {
+		// The work panics; its deferred release must run.
+		func() {
+			defer func() { _ = recover() }()
+			defer p.ReleaseAt(m.now, shed.Dropped)
+			panic("work failed")
+		}()
+	} else {
+		p.ReleaseAt(m.now, o)
+	}
+	if p.Valid() {
+		m.t.Fatal("a released permit is still valid")
+	}
+	p.ReleaseAt(m.now, o) // a second release of the same variable does nothing
+	m.settle("ReleaseAt")
+}
+
+// opCancel is step's cancellation of the queued waiter picked by pick,
+// cancelled twice to check that only the first removes it.
+func (m *opMachine) opCancel(pick byte) {
+	m.t.Helper()
+	ws := m.queuedWaiters()
+	if len(ws) == 0 {
+		return
+	}
+	w := ws[int(pick)%len(ws)]
+	c := m.queued[w]
+	if !m.l.CancelAt(m.now, w) {
+		m.t.Fatal("CancelAt: a queued waiter was not found")
+	}
+	delete(m.queued, w)
+	m.cancelled[c]++
+	if m.l.CancelAt(m.now, w) {
+		m.t.Fatal("CancelAt twice removed the waiter twice")
+	}
+	m.settle("CancelAt")
+}
+
+// opReconcile is step's reconciliation of the permit picked by pick to the
+// actual cost in cost (negative sometimes, which must be refused).
+func (m *opMachine) opReconcile(pick, cost byte) {
+	m.t.Helper()
+	if len(m.held) == 0 {
+		return
+	}
+	i := int(pick) % len(m.held)
+	actual := int64(int8(cost))
+	before := m.held[i].Cost()
+	err := m.held[i].ReconcileAt(m.now, actual)
+	switch {
+	case actual < 0:
+		if !errors.Is(err, shed.ErrInvalidRequest) || m.held[i].Cost() != before {
+			m.t.Fatalf("ReconcileAt(%d): %v, cost %d", actual, err, m.held[i].Cost())
+		}
+	case err != nil || m.held[i].Cost() != actual:
+		m.t.Fatalf("ReconcileAt(%d): %v, cost %d", actual, err, m.held[i].Cost())
+	}
+	m.settle("ReconcileAt")
 }
 
 // finish releases everything and checks that the limiter ends empty with

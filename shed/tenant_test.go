@@ -354,144 +354,185 @@ func TestTenantReleasedOnEveryPath(t *testing.T) {
 	tests := []struct {
 		name string
 		cfg  shed.Config
-		run  func(t *testing.T, l *shed.Limiter)
+		// run ends the work of tenant "t" (requests like req) one way.
+		run func(t *testing.T, l *shed.Limiter, req shed.Request)
 	}{
-		{"success", shed.Config{Limit: 2}, func(t *testing.T, l *shed.Limiter) {
-			p := mustAcquire(t, l, at(0), req)
-			p.ReleaseAt(at(1), shed.Success)
-		}},
-		{"success, wall clock", shed.Config{Limit: 2}, func(t *testing.T, l *shed.Limiter) {
-			p, err := l.TryAcquire(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			p.Release(shed.Success)
-		}},
-		{"ignored", shed.Config{Limit: 2}, func(t *testing.T, l *shed.Limiter) {
-			p := mustAcquire(t, l, at(0), req)
-			p.ReleaseAt(at(1), shed.Ignored)
-		}},
-		{"dropped", shed.Config{Limit: 2}, func(t *testing.T, l *shed.Limiter) {
-			p := mustAcquire(t, l, at(0), req)
-			p.ReleaseAt(at(1), shed.Dropped)
-		}},
-		{"reconciled", shed.Config{Limit: 2, MaxCost: 10}, func(t *testing.T, l *shed.Limiter) {
-			p := mustAcquire(t, l, at(0), shed.Request{Tenant: "t", Cost: 4})
-			if err := p.ReconcileAt(at(1), 7); err != nil {
-				t.Fatal(err)
-			}
-			if h := held(l, 0, "t"); h[1] != 7 {
-				t.Fatalf("tenant cost %d after reconciling to 7", h[1])
-			}
-			p.ReleaseAt(at(2), shed.Success)
-		}},
-		{"double release of copies", shed.Config{Limit: 2}, func(t *testing.T, l *shed.Limiter) {
-			p := mustAcquire(t, l, at(0), req)
-			q := mustAcquire(t, l, at(0), shed.Request{Tenant: "u"})
-			c := p
-			c.ReleaseAt(at(1), shed.Success)
-			p.ReleaseAt(at(1), shed.Success) // misuse: must not take "u"'s count
-			if h := held(l, 0, "u"); h[0] != 1 {
-				t.Fatalf("u holds %d after a copy of t's permit was released twice", h[0])
-			}
-			q.ReleaseAt(at(2), shed.Success)
-			if m := l.Snapshot().Classes[0].Misused; m != 1 {
-				t.Fatalf("misused %d, want 1", m)
-			}
-		}},
-		{"double release, wall clock", shed.Config{Limit: 2}, func(t *testing.T, l *shed.Limiter) {
-			p, _ := l.TryAcquire(req)
-			c := p
-			c.Release(shed.Success)
-			p.Release(shed.Success)
-		}},
-		{"tracked copies", shed.Config{Limit: 2, TrackLeaks: true}, func(t *testing.T, l *shed.Limiter) {
-			p := mustAcquire(t, l, at(0), req)
-			c := p
-			c.ReleaseAt(at(1), shed.Ignored)
-			p.ReleaseAt(at(1), shed.Success)
-		}},
-		{"leaked", shed.Config{Limit: 2, TrackLeaks: true}, func(t *testing.T, l *shed.Limiter) {
-			func() {
-				p := mustAcquire(t, l, at(0), req)
-				_ = p // dropped without Release
-			}()
-			deadline := time.Now().Add(10 * time.Second)
-			for l.Snapshot().Classes[0].Leaked == 0 {
-				if time.Now().After(deadline) {
-					t.Fatal("the leak was never found")
-				}
-				runtime.GC()
-				time.Sleep(time.Millisecond)
-			}
-		}},
+		{"success", shed.Config{Limit: 2}, tenantPathReleasedAt(shed.Success)},
+		{"success, wall clock", shed.Config{Limit: 2}, tenantPathSuccessWallClock},
+		{"ignored", shed.Config{Limit: 2}, tenantPathReleasedAt(shed.Ignored)},
+		{"dropped", shed.Config{Limit: 2}, tenantPathReleasedAt(shed.Dropped)},
+		{"reconciled", shed.Config{Limit: 2, MaxCost: 10}, tenantPathReconciled},
+		{"double release of copies", shed.Config{Limit: 2}, tenantPathDoubleReleaseOfCopies},
+		{"double release, wall clock", shed.Config{Limit: 2}, tenantPathDoubleReleaseWallClock},
+		{"tracked copies", shed.Config{Limit: 2, TrackLeaks: true}, tenantPathTrackedCopies},
+		{"leaked", shed.Config{Limit: 2, TrackLeaks: true}, tenantPathLeaked},
 		{"observer panics at admission", shed.Config{Limit: 2, Observer: shed.ObserverFunc(func(e shed.Event) {
 			if e.Kind == shed.EventAdmitted {
 				panic("observer")
 			}
-		})}, func(t *testing.T, l *shed.Limiter) {
-			defer func() { _ = recover() }()
-			_, _ = l.TryAcquireAt(at(0), req)
-		}},
-		{"queued then granted", shed.Config{Limit: 1, Classes: []shed.ClassConfig{{Name: "q", QueueDepth: 2, MaxWait: time.Second}}}, func(t *testing.T, l *shed.Limiter) {
-			p := mustAcquire(t, l, at(0), req)
-			var got shed.Permit
-			w := shed.NewWaiter(func(w *shed.Waiter) { got, _ = w.Result() })
-			if _, queued, err := l.EnqueueAt(at(0), req, w); !queued || err != nil {
-				t.Fatalf("queued %v, %v", queued, err)
-			}
-			if h := held(l, 0, "t"); h != [3]int64{1, 1, 1} {
-				t.Fatalf("tenant counts %v, want 1 in flight (cost 1) and 1 queued", h)
-			}
-			p.ReleaseAt(at(1), shed.Success)
-			if !got.Valid() {
-				t.Fatal("the waiter was not granted")
-			}
-			got.ReleaseAt(at(2), shed.Success)
-		}},
-		{"queued then timed out", shed.Config{Limit: 1, Classes: []shed.ClassConfig{{Name: "q", QueueDepth: 2, MaxWait: time.Second}}}, func(t *testing.T, l *shed.Limiter) {
-			p := mustAcquire(t, l, at(0), shed.Request{})
-			w := shed.NewWaiter(func(*shed.Waiter) {})
-			_, _, _ = l.EnqueueAt(at(0), req, w)
-			l.ExpireAt(at(2000))
-			p.ReleaseAt(at(2000), shed.Success)
-		}},
-		{"queued then cancelled", shed.Config{Limit: 1, Classes: []shed.ClassConfig{{Name: "q", QueueDepth: 2, MaxWait: time.Second}}}, func(t *testing.T, l *shed.Limiter) {
-			p := mustAcquire(t, l, at(0), shed.Request{})
-			w := shed.NewWaiter(func(*shed.Waiter) {})
-			_, _, _ = l.EnqueueAt(at(0), req, w)
-			if !l.CancelAt(at(1), w) {
-				t.Fatal("not cancelled")
-			}
-			p.ReleaseAt(at(2), shed.Success)
-		}},
-		{"queued then drained", shed.Config{Limit: 1, Classes: []shed.ClassConfig{{Name: "q", QueueDepth: 2, MaxWait: time.Second}}}, func(t *testing.T, l *shed.Limiter) {
-			p := mustAcquire(t, l, at(0), req)
-			w := shed.NewWaiter(func(*shed.Waiter) {})
-			_, _, _ = l.EnqueueAt(at(0), shed.Request{Tenant: "u"}, w)
-			l.DrainAt(at(1))
-			p.ReleaseAt(at(2), shed.Success)
-		}},
-		{"dry run over its share", shed.Config{Limit: 4, DryRun: true}, func(t *testing.T, l *shed.Limiter) {
-			ps := []shed.Permit{mustAcquire(t, l, at(0), req), mustAcquire(t, l, at(0), req), mustAcquire(t, l, at(0), shed.Request{Tenant: "u"})}
-			ps = append(ps, mustAcquire(t, l, at(0), req)) // would have been rejected
-			if r := ps[3].DryRun(); r != shed.ReasonTenantShare {
-				t.Fatalf("dry-run reason %v, want %v", r, shed.ReasonTenantShare)
-			}
-			if n := l.Snapshot().Classes[0].Rejected[shed.ReasonTenantShare]; n != 1 {
-				t.Fatalf("%d would-be tenant_share rejections, want 1", n)
-			}
-			for i := range ps {
-				ps[i].ReleaseAt(at(1), shed.Success)
-			}
-		}},
+		})}, tenantPathObserverPanics},
+		{"queued then granted", oneQueueConfig(), tenantPathQueuedThenGranted},
+		{"queued then timed out", oneQueueConfig(), tenantPathQueuedThenTimedOut},
+		{"queued then cancelled", oneQueueConfig(), tenantPathQueuedThenCancelled},
+		{"queued then drained", oneQueueConfig(), tenantPathQueuedThenDrained},
+		{"dry run over its share", shed.Config{Limit: 4, DryRun: true}, tenantPathDryRunOverShare},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			l := mustNew(t, tc.cfg)
-			tc.run(t, l)
+			tc.run(t, l, req)
 			wantNoTenants(t, l)
 		})
+	}
+}
+
+// The tenantPath functions are TestTenantReleasedOnEveryPath's ways of
+// ending the work of tenant "t"; the test checks that none is left after.
+
+// oneQueueConfig is a limit of 1 with a queue, for the paths that queue.
+func oneQueueConfig() shed.Config {
+	return shed.Config{Limit: 1, Classes: []shed.ClassConfig{{Name: "q", QueueDepth: 2, MaxWait: time.Second}}}
+}
+
+// tenantPathReleasedAt releases the work in virtual time with outcome o.
+func tenantPathReleasedAt(o shed.Outcome) func(t *testing.T, l *shed.Limiter, req shed.Request) {
+	return func(t *testing.T, l *shed.Limiter, req shed.Request) {
+		p := mustAcquire(t, l, at(0), req)
+		p.ReleaseAt(at(1), o)
+	}
+}
+
+func tenantPathSuccessWallClock(t *testing.T, l *shed.Limiter, req shed.Request) {
+	p, err := l.TryAcquire(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Release(shed.Success)
+}
+
+func tenantPathReconciled(t *testing.T, l *shed.Limiter, _ shed.Request) {
+	p := mustAcquire(t, l, at(0), shed.Request{Tenant: "t", Cost: 4})
+	if err := p.ReconcileAt(at(1), 7); err != nil {
+		t.Fatal(err)
+	}
+	if h := held(l, 0, "t"); h[1] != 7 {
+		t.Fatalf("tenant cost %d after reconciling to 7", h[1])
+	}
+	p.ReleaseAt(at(2), shed.Success)
+}
+
+// tenantPathDoubleReleaseOfCopies: a second release through a copy must
+// not take another tenant's ("u") count.
+func tenantPathDoubleReleaseOfCopies(t *testing.T, l *shed.Limiter, req shed.Request) {
+	p := mustAcquire(t, l, at(0), req)
+	q := mustAcquire(t, l, at(0), shed.Request{Tenant: "u"})
+	c := p
+	c.ReleaseAt(at(1), shed.Success)
+	p.ReleaseAt(at(1), shed.Success) // misuse: must not take "u"'s count
+	if h := held(l, 0, "u"); h[0] != 1 {
+		t.Fatalf("u holds %d after a copy of t's permit was released twice", h[0])
+	}
+	q.ReleaseAt(at(2), shed.Success)
+	if m := l.Snapshot().Classes[0].Misused; m != 1 {
+		t.Fatalf("misused %d, want 1", m)
+	}
+}
+
+func tenantPathDoubleReleaseWallClock(t *testing.T, l *shed.Limiter, req shed.Request) {
+	p, _ := l.TryAcquire(req)
+	c := p
+	c.Release(shed.Success)
+	p.Release(shed.Success)
+}
+
+func tenantPathTrackedCopies(t *testing.T, l *shed.Limiter, req shed.Request) {
+	p := mustAcquire(t, l, at(0), req)
+	c := p
+	c.ReleaseAt(at(1), shed.Ignored)
+	p.ReleaseAt(at(1), shed.Success)
+}
+
+// tenantPathLeaked drops a permit without releasing it and waits for the
+// leak tracker to find it.
+func tenantPathLeaked(t *testing.T, l *shed.Limiter, req shed.Request) {
+	func() {
+		p := mustAcquire(t, l, at(0), req)
+		_ = p // dropped without Release
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for l.Snapshot().Classes[0].Leaked == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the leak was never found")
+		}
+		runtime.GC()
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// tenantPathObserverPanics admits with an observer that panics at
+// admission (see the test's config).
+func tenantPathObserverPanics(t *testing.T, l *shed.Limiter, req shed.Request) {
+	defer func() { _ = recover() }()
+	_, _ = l.TryAcquireAt(at(0), req)
+}
+
+func tenantPathQueuedThenGranted(t *testing.T, l *shed.Limiter, req shed.Request) {
+	p := mustAcquire(t, l, at(0), req)
+	var got shed.Permit
+	w := shed.NewWaiter(func(w *shed.Waiter) { got, _ = w.Result() })
+	if _, queued, err := l.EnqueueAt(at(0), req, w); !queued || err != nil {
+		t.Fatalf("queued %v, %v", queued, err)
+	}
+	if h := held(l, 0, "t"); h != [3]int64{1, 1, 1} {
+		t.Fatalf("tenant counts %v, want 1 in flight (cost 1) and 1 queued", h)
+	}
+	p.ReleaseAt(at(1), shed.Success)
+	if !got.Valid() {
+		t.Fatal("the waiter was not granted")
+	}
+	got.ReleaseAt(at(2), shed.Success)
+}
+
+func tenantPathQueuedThenTimedOut(t *testing.T, l *shed.Limiter, req shed.Request) {
+	p := mustAcquire(t, l, at(0), shed.Request{})
+	w := shed.NewWaiter(func(*shed.Waiter) {})
+	_, _, _ = l.EnqueueAt(at(0), req, w)
+	l.ExpireAt(at(2000))
+	p.ReleaseAt(at(2000), shed.Success)
+}
+
+func tenantPathQueuedThenCancelled(t *testing.T, l *shed.Limiter, req shed.Request) {
+	p := mustAcquire(t, l, at(0), shed.Request{})
+	w := shed.NewWaiter(func(*shed.Waiter) {})
+	_, _, _ = l.EnqueueAt(at(0), req, w)
+	if !l.CancelAt(at(1), w) {
+		t.Fatal("not cancelled")
+	}
+	p.ReleaseAt(at(2), shed.Success)
+}
+
+// tenantPathQueuedThenDrained: the waiter is another tenant's ("u").
+func tenantPathQueuedThenDrained(t *testing.T, l *shed.Limiter, req shed.Request) {
+	p := mustAcquire(t, l, at(0), req)
+	w := shed.NewWaiter(func(*shed.Waiter) {})
+	_, _, _ = l.EnqueueAt(at(0), shed.Request{Tenant: "u"}, w)
+	l.DrainAt(at(1))
+	p.ReleaseAt(at(2), shed.Success)
+}
+
+// tenantPathDryRunOverShare admits, in dry-run mode, a request that would
+// have been rejected for its tenant's share.
+func tenantPathDryRunOverShare(t *testing.T, l *shed.Limiter, req shed.Request) {
+	ps := []shed.Permit{mustAcquire(t, l, at(0), req), mustAcquire(t, l, at(0), req), mustAcquire(t, l, at(0), shed.Request{Tenant: "u"})}
+	ps = append(ps, mustAcquire(t, l, at(0), req)) // would have been rejected
+	if r := ps[3].DryRun(); r != shed.ReasonTenantShare {
+		t.Fatalf("dry-run reason %v, want %v", r, shed.ReasonTenantShare)
+	}
+	if n := l.Snapshot().Classes[0].Rejected[shed.ReasonTenantShare]; n != 1 {
+		t.Fatalf("%d would-be tenant_share rejections, want 1", n)
+	}
+	for i := range ps {
+		ps[i].ReleaseAt(at(1), shed.Success)
 	}
 }
 
