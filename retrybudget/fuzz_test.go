@@ -265,16 +265,10 @@ func FuzzTransportHeaders(f *testing.F) {
 		if status < 100 || status > 999 {
 			status = 503
 		}
-		h := http.Header{}
-		if retryAfter != "" {
-			h["Retry-After"] = []string{retryAfter}
-		}
-		if noRetry != "" {
-			h[retrybudget.NoRetryHeader] = []string{noRetry}
-		}
-		base := &scripted{status: status, header: h, bodyErr: connErr}
-		var mu sync.Mutex
-		var waits []time.Duration
+		in := headersInput{status: status, retryAfter: retryAfter, noRetry: noRetry,
+			maxRetryAfter: time.Duration(maxRetryAfter), maxAttempts: maxAttempts, connErr: connErr}
+		base := &scripted{status: status, header: in.header(), bodyErr: connErr}
+		waits := &waitLog{}
 		tr, err := retrybudget.NewTransport(retrybudget.TransportConfig{
 			Base:          base,
 			NoBudget:      true,
@@ -282,73 +276,141 @@ func FuzzTransportHeaders(f *testing.F) {
 			MaxAttempts:   maxAttempts,
 			MaxRetryAfter: time.Duration(maxRetryAfter),
 			Rand:          func() float64 { return 0.5 },
-			Sleep: func(ctx context.Context, d time.Duration) error {
-				mu.Lock()
-				waits = append(waits, d)
-				mu.Unlock()
-				return nil
-			},
+			Sleep:         waits.sleep,
 		})
 		if err != nil {
 			return // an invalid configuration, rejected
 		}
-		effMax := maxAttempts
-		if effMax == 0 {
-			effMax = retrybudget.DefaultMaxAttempts
-		}
-		effRA := time.Duration(maxRetryAfter)
-		if effRA == 0 {
-			effRA = retrybudget.DefaultMaxRetryAfter
-		}
-		req, _ := http.NewRequest(http.MethodGet, "http://upstream.test/x", nil)
-		resp, err := tr.RoundTrip(req)
-		if resp != nil {
-			if err != nil {
-				t.Fatal("a response and an error")
-			}
-			io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-		} else if err == nil {
-			t.Fatal("neither a response nor an error")
-		}
-
-		base.mu.Lock()
-		seen, open := append([]int(nil), base.seen...), base.open
-		base.mu.Unlock()
-		if open != 0 {
-			t.Errorf("%d response bodies left open", open)
-		}
-		if len(seen) < 1 || len(seen) > effMax {
-			t.Fatalf("%d attempts, MaxAttempts %d", len(seen), effMax)
-		}
-		for i, n := range seen {
-			if n != i+1 {
-				t.Fatalf("attempt %d carried Shedkit-Attempt %d", i+1, n)
-			}
-		}
+		roundTripAndDrain(t, tr)
+		seen := checkScriptedAttempts(t, base, in.effectiveMaxAttempts())
 		retryable := connErr || status == 429 || status == 502 || status == 503 || status == 504
 		if (!retryable || (!connErr && noRetry != "")) && len(seen) != 1 {
 			t.Fatalf("status %d, no-retry %q: %d attempts, want 1", status, noRetry, len(seen))
 		}
-		if len(waits) != len(seen)-1 {
-			t.Fatalf("%d waits for %d attempts", len(waits), len(seen))
-		}
-		ra, raOK := time.Duration(0), false
-		if !connErr && retryAfter != "" && isDigits(strings.TrimSpace(retryAfter)) {
-			ra, raOK = retrybudget.ParseRetryAfter(retryAfter, time.Now())
-		}
-		if raOK && ra > effRA && len(seen) != 1 {
-			t.Fatalf("Retry-After %v over the maximum %v was honoured: %d attempts", ra, effRA, len(seen))
-		}
-		for _, w := range waits {
-			if w < 0 || w > max(effRA, retrybudget.DefaultMaxBackoff) {
-				t.Fatalf("wait %v outside [0, %v]", w, max(effRA, retrybudget.DefaultMaxBackoff))
-			}
-			if raOK && w < ra {
-				t.Fatalf("wait %v shorter than Retry-After %v", w, ra)
-			}
-		}
+		checkWaits(t, in, len(seen), waits.all())
 	})
+}
+
+// headersInput is one fuzzed upstream answer (status, Retry-After,
+// no-retry header or a connection error) and Transport limits.
+type headersInput struct {
+	status        int
+	retryAfter    string
+	noRetry       string
+	maxRetryAfter time.Duration
+	maxAttempts   int
+	connErr       bool
+}
+
+// header is what the scripted upstream answers with; empty values are left out.
+func (in headersInput) header() http.Header {
+	h := http.Header{}
+	if in.retryAfter != "" {
+		h["Retry-After"] = []string{in.retryAfter}
+	}
+	if in.noRetry != "" {
+		h[retrybudget.NoRetryHeader] = []string{in.noRetry}
+	}
+	return h
+}
+
+// effectiveMaxAttempts is MaxAttempts after the zero value's default.
+func (in headersInput) effectiveMaxAttempts() int {
+	if in.maxAttempts == 0 {
+		return retrybudget.DefaultMaxAttempts
+	}
+	return in.maxAttempts
+}
+
+// effectiveMaxRetryAfter is MaxRetryAfter after the zero value's default.
+func (in headersInput) effectiveMaxRetryAfter() time.Duration {
+	if in.maxRetryAfter == 0 {
+		return retrybudget.DefaultMaxRetryAfter
+	}
+	return in.maxRetryAfter
+}
+
+// waitLog is a Sleep that returns at once and records each wait asked for.
+type waitLog struct {
+	mu    sync.Mutex
+	waits []time.Duration
+}
+
+func (l *waitLog) sleep(ctx context.Context, d time.Duration) error {
+	l.mu.Lock()
+	l.waits = append(l.waits, d)
+	l.mu.Unlock()
+	return nil
+}
+
+func (l *waitLog) all() []time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]time.Duration(nil), l.waits...)
+}
+
+// roundTripAndDrain sends one GET, requires exactly one of a response or
+// an error, and reads and closes the response body.
+func roundTripAndDrain(t *testing.T, tr http.RoundTripper) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, "http://upstream.test/x", nil)
+	resp, err := tr.RoundTrip(req)
+	if resp != nil {
+		if err != nil {
+			t.Fatal("a response and an error")
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	} else if err == nil {
+		t.Fatal("neither a response nor an error")
+	}
+}
+
+// checkScriptedAttempts checks that every body was closed and that the
+// attempts, at most effMax, were numbered 1, 2, ...; it returns those numbers.
+func checkScriptedAttempts(t *testing.T, base *scripted, effMax int) []int {
+	t.Helper()
+	base.mu.Lock()
+	seen, open := append([]int(nil), base.seen...), base.open
+	base.mu.Unlock()
+	if open != 0 {
+		t.Errorf("%d response bodies left open", open)
+	}
+	if len(seen) < 1 || len(seen) > effMax {
+		t.Fatalf("%d attempts, MaxAttempts %d", len(seen), effMax)
+	}
+	for i, n := range seen {
+		if n != i+1 {
+			t.Fatalf("attempt %d carried Shedkit-Attempt %d", i+1, n)
+		}
+	}
+	return seen
+}
+
+// checkWaits checks that there was one wait per retry, that a Retry-After
+// over MaxRetryAfter stopped the retries, and that every wait lies within
+// the caps and is no shorter than an honoured Retry-After.
+func checkWaits(t *testing.T, in headersInput, attempts int, waits []time.Duration) {
+	t.Helper()
+	effRA := in.effectiveMaxRetryAfter()
+	if len(waits) != attempts-1 {
+		t.Fatalf("%d waits for %d attempts", len(waits), attempts)
+	}
+	ra, raOK := time.Duration(0), false
+	if !in.connErr && in.retryAfter != "" && isDigits(strings.TrimSpace(in.retryAfter)) {
+		ra, raOK = retrybudget.ParseRetryAfter(in.retryAfter, time.Now())
+	}
+	if raOK && ra > effRA && attempts != 1 {
+		t.Fatalf("Retry-After %v over the maximum %v was honoured: %d attempts", ra, effRA, attempts)
+	}
+	for _, w := range waits {
+		if w < 0 || w > max(effRA, retrybudget.DefaultMaxBackoff) {
+			t.Fatalf("wait %v outside [0, %v]", w, max(effRA, retrybudget.DefaultMaxBackoff))
+		}
+		if raOK && w < ra {
+			t.Fatalf("wait %v shorter than Retry-After %v", w, ra)
+		}
+	}
 }
 
 func isDigits(s string) bool {

@@ -42,8 +42,21 @@ func TestSpans(t *testing.T) {
 	if len(spans) != 4 {
 		t.Fatalf("%d spans, want 1 logical + 3 attempts", len(spans))
 	}
-	var logical sdktrace.ReadOnlySpan
-	var attempts []sdktrace.ReadOnlySpan
+	logical, attempts := splitLogicalAndAttemptSpans(t, spans)
+	checkLogicalSpan(t, logical)
+
+	up.mu.Lock()
+	headers := up.headers
+	up.mu.Unlock()
+	for i, s := range attempts {
+		checkAttemptSpan(t, i, s, logical, headers, up.url())
+	}
+}
+
+// splitLogicalAndAttemptSpans separates the one internal (logical request)
+// span from the client (attempt) spans, failing on anything else.
+func splitLogicalAndAttemptSpans(t *testing.T, spans []sdktrace.ReadOnlySpan) (logical sdktrace.ReadOnlySpan, attempts []sdktrace.ReadOnlySpan) {
+	t.Helper()
 	for _, s := range spans {
 		switch s.SpanKind() {
 		case trace.SpanKindInternal:
@@ -57,6 +70,13 @@ func TestSpans(t *testing.T) {
 			t.Fatalf("unexpected span kind %v", s.SpanKind())
 		}
 	}
+	return logical, attempts
+}
+
+// checkLogicalSpan checks the span of a GET served after 503, 502, 200:
+// its name, totals and one backoff event per retry.
+func checkLogicalSpan(t *testing.T, logical sdktrace.ReadOnlySpan) {
+	t.Helper()
 	if logical == nil || logical.Name() != "retry GET" {
 		t.Fatalf("logical span %v", logical)
 	}
@@ -83,53 +103,54 @@ func TestSpans(t *testing.T) {
 	if backoffs != 2 {
 		t.Errorf("%d backoff events, want 2", backoffs)
 	}
+}
 
-	up.mu.Lock()
-	headers := up.headers
-	up.mu.Unlock()
+// checkAttemptSpan checks attempt i (0-based) of a GET to url answered
+// 503, 502, 200: its parent, HTTP attributes, error status, and that the
+// traceparent the upstream saw (headers[i]) names this span.
+func checkAttemptSpan(t *testing.T, i int, s, logical sdktrace.ReadOnlySpan, headers []http.Header, url string) {
+	t.Helper()
 	wantStatus := []int64{503, 502, 200}
-	for i, s := range attempts {
-		if s.Name() != "GET" {
-			t.Errorf("attempt %d name %q", i, s.Name())
-		}
-		if s.Parent().SpanID() != logical.SpanContext().SpanID() || s.SpanContext().TraceID() != logical.SpanContext().TraceID() {
-			t.Errorf("attempt %d is not a child of the logical span", i)
-		}
-		attrs := s.Attributes()
-		rc, ok := attrOf(attrs, attrResendCount)
-		if i == 0 && ok {
-			t.Errorf("first attempt carries http.request.resend_count = %v", rc)
-		}
-		if i > 0 && (!ok || rc.AsInt64() != int64(i)) {
-			t.Errorf("attempt %d resend count = %v (%v), want %d", i, rc, ok, i)
-		}
-		if v, _ := attrOf(attrs, attrStatusCode); v.AsInt64() != wantStatus[i] {
-			t.Errorf("attempt %d status %v, want %d", i, v, wantStatus[i])
-		}
-		if v, _ := attrOf(attrs, attrMethod); v.AsString() != "GET" {
-			t.Errorf("attempt %d method %v", i, v)
-		}
-		if v, _ := attrOf(attrs, attrServerAddr); v.AsString() != "127.0.0.1" {
-			t.Errorf("attempt %d server.address %v", i, v)
-		}
-		if v, _ := attrOf(attrs, attrServerPort); v.AsInt64() == 0 {
-			t.Errorf("attempt %d server.port missing", i)
-		}
-		if v, _ := attrOf(attrs, attrURLFull); v.AsString() != up.url() {
-			t.Errorf("attempt %d url.full %v", i, v)
-		}
-		et, hasET := attrOf(attrs, attrErrorType)
-		if i < 2 && (et.AsString() != []string{"503", "502"}[i] || s.Status().Code != codes.Error) {
-			t.Errorf("attempt %d error.type %v status %v", i, et, s.Status())
-		}
-		if i == 2 && (hasET || s.Status().Code == codes.Error) {
-			t.Errorf("successful attempt has error.type %v / status %v", et, s.Status())
-		}
-		// The trace context sent on the wire is the attempt span's.
-		want := propagation.TraceContext{}.Extract(context.Background(), propagation.HeaderCarrier(headers[i]))
-		if sc := trace.SpanContextFromContext(want); sc.SpanID() != s.SpanContext().SpanID() {
-			t.Errorf("attempt %d: traceparent %q does not name the attempt span", i, headers[i].Get("Traceparent"))
-		}
+	if s.Name() != "GET" {
+		t.Errorf("attempt %d name %q", i, s.Name())
+	}
+	if s.Parent().SpanID() != logical.SpanContext().SpanID() || s.SpanContext().TraceID() != logical.SpanContext().TraceID() {
+		t.Errorf("attempt %d is not a child of the logical span", i)
+	}
+	attrs := s.Attributes()
+	rc, ok := attrOf(attrs, attrResendCount)
+	if i == 0 && ok {
+		t.Errorf("first attempt carries http.request.resend_count = %v", rc)
+	}
+	if i > 0 && (!ok || rc.AsInt64() != int64(i)) {
+		t.Errorf("attempt %d resend count = %v (%v), want %d", i, rc, ok, i)
+	}
+	if v, _ := attrOf(attrs, attrStatusCode); v.AsInt64() != wantStatus[i] {
+		t.Errorf("attempt %d status %v, want %d", i, v, wantStatus[i])
+	}
+	if v, _ := attrOf(attrs, attrMethod); v.AsString() != "GET" {
+		t.Errorf("attempt %d method %v", i, v)
+	}
+	if v, _ := attrOf(attrs, attrServerAddr); v.AsString() != "127.0.0.1" {
+		t.Errorf("attempt %d server.address %v", i, v)
+	}
+	if v, _ := attrOf(attrs, attrServerPort); v.AsInt64() == 0 {
+		t.Errorf("attempt %d server.port missing", i)
+	}
+	if v, _ := attrOf(attrs, attrURLFull); v.AsString() != url {
+		t.Errorf("attempt %d url.full %v", i, v)
+	}
+	et, hasET := attrOf(attrs, attrErrorType)
+	if i < 2 && (et.AsString() != []string{"503", "502"}[i] || s.Status().Code != codes.Error) {
+		t.Errorf("attempt %d error.type %v status %v", i, et, s.Status())
+	}
+	if i == 2 && (hasET || s.Status().Code == codes.Error) {
+		t.Errorf("successful attempt has error.type %v / status %v", et, s.Status())
+	}
+	// The trace context sent on the wire is the attempt span's.
+	want := propagation.TraceContext{}.Extract(context.Background(), propagation.HeaderCarrier(headers[i]))
+	if sc := trace.SpanContextFromContext(want); sc.SpanID() != s.SpanContext().SpanID() {
+		t.Errorf("attempt %d: traceparent %q does not name the attempt span", i, headers[i].Get("Traceparent"))
 	}
 }
 

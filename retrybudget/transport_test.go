@@ -58,20 +58,23 @@ func TestNewTransportValidation(t *testing.T) {
 	}
 }
 
-// TestTransportWhatIsRetried checks which requests and outcomes are
-// retried, against a loopback server with scripted failures.
-func TestTransportWhatIsRetried(t *testing.T) {
+// whatIsRetriedCase is one request of TestTransportWhatIsRetried: what is
+// sent, how the upstream answers, and what the caller must see.
+type whatIsRetriedCase struct {
+	name       string
+	method     string
+	body       func() (io.Reader, bool) // reader, replayable
+	header     http.Header
+	answer     func(int, http.ResponseWriter, *http.Request)
+	wantHits   int
+	wantStatus int
+	wantDenied Reason
+}
+
+// whatIsRetriedCases lists which methods, statuses and bodies are retried.
+func whatIsRetriedCases() []whatIsRetriedCase {
 	const key = "Idempotency-Key"
-	tests := []struct {
-		name       string
-		method     string
-		body       func() (io.Reader, bool) // reader, replayable
-		header     http.Header
-		answer     func(int, http.ResponseWriter, *http.Request)
-		wantHits   int
-		wantStatus int
-		wantDenied Reason
-	}{
+	return []whatIsRetriedCase{
 		{name: "GET 503 until attempts run out", method: "GET", answer: statuses(503), wantHits: 3, wantStatus: 503, wantDenied: ReasonMaxAttempts},
 		{name: "GET 503 then 200", method: "GET", answer: statuses(503, 200), wantHits: 2, wantStatus: 200},
 		{name: "GET 502 504 200", method: "GET", answer: statuses(502, 504, 200), wantHits: 3, wantStatus: 200},
@@ -103,62 +106,82 @@ func TestTransportWhatIsRetried(t *testing.T) {
 				io.WriteString(w, "Too Many Requests")
 			}},
 	}
-	for _, tt := range tests {
+}
+
+// TestTransportWhatIsRetried checks which requests and outcomes are
+// retried, against a loopback server with scripted failures.
+func TestTransportWhatIsRetried(t *testing.T) {
+	for _, tt := range whatIsRetriedCases() {
 		t.Run(tt.name, func(t *testing.T) {
 			up := newUpstream(t, tt.answer)
 			tr, _ := testTransport(t, TransportConfig{})
-			var body io.Reader
-			replayable := true
-			if tt.body != nil {
-				body, replayable = tt.body()
-			}
-			req, err := http.NewRequest(tt.method, up.url(), body)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !replayable {
-				req.Body = io.NopCloser(body)
-				req.GetBody = nil
-			}
-			for k, v := range tt.header {
-				req.Header[k] = v
-			}
+			req := newWhatIsRetriedRequest(t, tt, up.url())
 			status, respBody, rep, err := do(t, tr, req)
 			if err != nil {
 				t.Fatalf("RoundTrip: %v", err)
 			}
-			if got := int(up.hits.Load()); got != tt.wantHits {
-				t.Errorf("server hits = %d, want %d", got, tt.wantHits)
-			}
-			if status != tt.wantStatus {
-				t.Errorf("status = %d, want %d", status, tt.wantStatus)
-			}
-			if tt.method != "HEAD" && respBody != http.StatusText(status) {
-				t.Errorf("body = %q: the returned response must be untouched", respBody)
-			}
-			if rep.Attempts != tt.wantHits || rep.Denied != tt.wantDenied {
-				t.Errorf("report = %+v, want %d attempts, denied %v", rep, tt.wantHits, tt.wantDenied)
-			}
-			var wantAttempts []string
-			for i := 1; i <= tt.wantHits; i++ {
-				wantAttempts = append(wantAttempts, string(rune('0'+i)))
-			}
-			if got := up.seenAttempts(); !slices.Equal(got, wantAttempts) {
-				t.Errorf("%s seen by the server = %q, want %q", AttemptHeader, got, wantAttempts)
-			}
-			if tt.body != nil {
-				up.mu.Lock()
-				for i, b := range up.bodies {
-					if b != "payload" {
-						t.Errorf("attempt %d sent body %q", i+1, b)
-					}
-				}
-				up.mu.Unlock()
-			}
+			checkWhatIsRetried(t, tt, up, status, respBody, rep)
 			if req.Header.Get(AttemptHeader) != "" {
 				t.Error("the caller's request was modified")
 			}
 		})
+	}
+}
+
+// newWhatIsRetriedRequest builds the case's request; a body that cannot be
+// replayed loses GetBody so that the transport cannot rewind it.
+func newWhatIsRetriedRequest(t *testing.T, tt whatIsRetriedCase, url string) *http.Request {
+	t.Helper()
+	var body io.Reader
+	replayable := true
+	if tt.body != nil {
+		body, replayable = tt.body()
+	}
+	req, err := http.NewRequest(tt.method, url, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !replayable {
+		req.Body = io.NopCloser(body)
+		req.GetBody = nil
+	}
+	for k, v := range tt.header {
+		req.Header[k] = v
+	}
+	return req
+}
+
+// checkWhatIsRetried compares what the caller got and what the upstream
+// saw (attempts, attempt headers, bodies) with the case's expectations.
+func checkWhatIsRetried(t *testing.T, tt whatIsRetriedCase, up *upstream, status int, respBody string, rep Report) {
+	t.Helper()
+	if got := int(up.hits.Load()); got != tt.wantHits {
+		t.Errorf("server hits = %d, want %d", got, tt.wantHits)
+	}
+	if status != tt.wantStatus {
+		t.Errorf("status = %d, want %d", status, tt.wantStatus)
+	}
+	if tt.method != "HEAD" && respBody != http.StatusText(status) {
+		t.Errorf("body = %q: the returned response must be untouched", respBody)
+	}
+	if rep.Attempts != tt.wantHits || rep.Denied != tt.wantDenied {
+		t.Errorf("report = %+v, want %d attempts, denied %v", rep, tt.wantHits, tt.wantDenied)
+	}
+	var wantAttempts []string
+	for i := 1; i <= tt.wantHits; i++ {
+		wantAttempts = append(wantAttempts, string(rune('0'+i)))
+	}
+	if got := up.seenAttempts(); !slices.Equal(got, wantAttempts) {
+		t.Errorf("%s seen by the server = %q, want %q", AttemptHeader, got, wantAttempts)
+	}
+	if tt.body != nil {
+		up.mu.Lock()
+		for i, b := range up.bodies {
+			if b != "payload" {
+				t.Errorf("attempt %d sent body %q", i+1, b)
+			}
+		}
+		up.mu.Unlock()
 	}
 }
 
@@ -329,110 +352,133 @@ func TestTransportBackoff(t *testing.T) {
 }
 
 func TestTransportDeadline(t *testing.T) {
-	t.Run("wait does not fit", func(t *testing.T) {
-		up := newUpstream(t, func(_ int, w http.ResponseWriter, _ *http.Request) {
-			w.Header().Set("Retry-After", "2")
-			w.WriteHeader(503)
-		})
-		tr, fs := testTransport(t, TransportConfig{})
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		defer cancel()
-		status, _, rep, err := do(t, tr, get(t, up.url()).WithContext(ctx))
-		if err != nil || status != 503 || rep.Denied != ReasonDeadline || up.hits.Load() != 1 || len(fs.all()) != 0 {
-			t.Fatalf("status %d err %v report %+v hits %d waits %v", status, err, rep, up.hits.Load(), fs.all())
-		}
+	t.Run("wait does not fit", testDeadlineWaitDoesNotFit)
+	t.Run("previous attempt duration counts", testDeadlinePreviousAttemptCounts)
+	t.Run("first attempt not started", testDeadlineFirstAttemptNotStarted)
+	t.Run("already expired", testDeadlineAlreadyExpired)
+	t.Run("cancelled during the backoff wait", testDeadlineCancelledDuringBackoff)
+	t.Run("attempt timeout", testDeadlineAttemptTimeout)
+}
+
+// testDeadlineWaitDoesNotFit: a Retry-After longer than the time left is
+// not waited for.
+func testDeadlineWaitDoesNotFit(t *testing.T) {
+	up := newUpstream(t, func(_ int, w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Retry-After", "2")
+		w.WriteHeader(503)
 	})
-	t.Run("previous attempt duration counts", func(t *testing.T) {
-		clock := newFakeClock()
-		up := newUpstream(t, func(_ int, w http.ResponseWriter, _ *http.Request) {
-			clock.advance(1800 * time.Millisecond)
-			w.WriteHeader(503)
-		})
-		tr, _ := testTransport(t, TransportConfig{Now: clock.now})
-		// About 1.2s left after a 1.8s attempt: the retry (25ms wait +
-		// about 1.8s) cannot finish before the deadline.
-		ctx, cancel := context.WithDeadline(context.Background(), clock.now().Add(3*time.Second))
-		defer cancel()
-		_, _, rep, err := do(t, tr, get(t, up.url()).WithContext(ctx))
-		if err != nil || rep.Denied != ReasonDeadline || up.hits.Load() != 1 {
-			t.Fatalf("err %v report %+v hits %d", err, rep, up.hits.Load())
-		}
+	tr, fs := testTransport(t, TransportConfig{})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	status, _, rep, err := do(t, tr, get(t, up.url()).WithContext(ctx))
+	if err != nil || status != 503 || rep.Denied != ReasonDeadline || up.hits.Load() != 1 || len(fs.all()) != 0 {
+		t.Fatalf("status %d err %v report %+v hits %d waits %v", status, err, rep, up.hits.Load(), fs.all())
+	}
+}
+
+// testDeadlinePreviousAttemptCounts: the expected duration of a retry
+// includes how long the previous attempt took.
+func testDeadlinePreviousAttemptCounts(t *testing.T) {
+	clock := newFakeClock()
+	up := newUpstream(t, func(_ int, w http.ResponseWriter, _ *http.Request) {
+		clock.advance(1800 * time.Millisecond)
+		w.WriteHeader(503)
 	})
-	t.Run("first attempt not started", func(t *testing.T) {
-		up := newUpstream(t, statuses(200))
-		tr, _ := testTransport(t, TransportConfig{MinAttemptTime: time.Second})
-		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
-		defer cancel()
-		body := &trackedBody{Reader: strings.NewReader("x")}
-		req, _ := http.NewRequestWithContext(ctx, http.MethodPut, up.url(), body)
-		_, _, rep, err := do(t, tr, req)
-		var re *RetryError
-		if !errors.Is(err, ErrDeadline) || !errors.As(err, &re) || re.Attempts != 0 || up.hits.Load() != 0 || rep.Attempts != 0 {
-			t.Fatalf("err %v hits %d report %+v", err, up.hits.Load(), rep)
-		}
-		if !body.closed.Load() {
-			t.Fatal("the request body was not closed")
-		}
+	tr, _ := testTransport(t, TransportConfig{Now: clock.now})
+	// About 1.2s left after a 1.8s attempt: the retry (25ms wait +
+	// about 1.8s) cannot finish before the deadline.
+	ctx, cancel := context.WithDeadline(context.Background(), clock.now().Add(3*time.Second))
+	defer cancel()
+	_, _, rep, err := do(t, tr, get(t, up.url()).WithContext(ctx))
+	if err != nil || rep.Denied != ReasonDeadline || up.hits.Load() != 1 {
+		t.Fatalf("err %v report %+v hits %d", err, rep, up.hits.Load())
+	}
+}
+
+// testDeadlineFirstAttemptNotStarted: with less than MinAttemptTime left
+// nothing is sent, and the request body is still closed.
+func testDeadlineFirstAttemptNotStarted(t *testing.T) {
+	up := newUpstream(t, statuses(200))
+	tr, _ := testTransport(t, TransportConfig{MinAttemptTime: time.Second})
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	body := &trackedBody{Reader: strings.NewReader("x")}
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPut, up.url(), body)
+	_, _, rep, err := do(t, tr, req)
+	var re *RetryError
+	if !errors.Is(err, ErrDeadline) || !errors.As(err, &re) || re.Attempts != 0 || up.hits.Load() != 0 || rep.Attempts != 0 {
+		t.Fatalf("err %v hits %d report %+v", err, up.hits.Load(), rep)
+	}
+	if !body.closed.Load() {
+		t.Fatal("the request body was not closed")
+	}
+}
+
+// testDeadlineAlreadyExpired: a cancelled context sends nothing.
+func testDeadlineAlreadyExpired(t *testing.T) {
+	up := newUpstream(t, statuses(200))
+	tr, _ := testTransport(t, TransportConfig{})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, _, _, err := do(t, tr, get(t, up.url()).WithContext(ctx))
+	if !errors.Is(err, context.Canceled) || up.hits.Load() != 0 {
+		t.Fatalf("err %v hits %d", err, up.hits.Load())
+	}
+}
+
+// testDeadlineCancelledDuringBackoff: cancelling the context cuts a long
+// backoff wait short.
+func testDeadlineCancelledDuringBackoff(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	up := newUpstream(t, func(_ int, w http.ResponseWriter, _ *http.Request) {
+		time.AfterFunc(20*time.Millisecond, cancel)
+		w.WriteHeader(503)
 	})
-	t.Run("already expired", func(t *testing.T) {
-		up := newUpstream(t, statuses(200))
-		tr, _ := testTransport(t, TransportConfig{})
-		ctx, cancel := context.WithCancel(context.Background())
-		cancel()
-		_, _, _, err := do(t, tr, get(t, up.url()).WithContext(ctx))
-		if !errors.Is(err, context.Canceled) || up.hits.Load() != 0 {
-			t.Fatalf("err %v hits %d", err, up.hits.Load())
-		}
-	})
-	t.Run("cancelled during the backoff wait", func(t *testing.T) {
-		ctx, cancel := context.WithCancel(context.Background())
-		defer cancel()
-		up := newUpstream(t, func(_ int, w http.ResponseWriter, _ *http.Request) {
-			time.AfterFunc(20*time.Millisecond, cancel)
-			w.WriteHeader(503)
-		})
-		// The real sleep, with a wait of about 10s that the cancellation
-		// must cut short.
-		tr, _ := testTransport(t, TransportConfig{Sleep: sleepContext, BaseBackoff: 10 * time.Second, MaxBackoff: 10 * time.Second,
-			Rand: func() float64 { return 0.999 }})
-		start := time.Now()
-		_, _, rep, err := do(t, tr, get(t, up.url()).WithContext(ctx))
-		if !errors.Is(err, context.Canceled) || up.hits.Load() != 1 || rep.Attempts != 1 {
-			t.Fatalf("err %v hits %d report %+v", err, up.hits.Load(), rep)
-		}
-		if elapsed := time.Since(start); elapsed > 9*time.Second {
-			t.Fatalf("the wait was not cut short: %v", elapsed)
-		}
-	})
-	t.Run("attempt timeout", func(t *testing.T) {
-		up := newUpstream(t, func(n int, w http.ResponseWriter, r *http.Request) {
-			if n == 1 {
-				select { // hang until the client gives up on the attempt
-				case <-r.Context().Done():
-				case <-time.After(10 * time.Second):
-				}
-				return
+	// The real sleep, with a wait of about 10s that the cancellation
+	// must cut short.
+	tr, _ := testTransport(t, TransportConfig{Sleep: sleepContext, BaseBackoff: 10 * time.Second, MaxBackoff: 10 * time.Second,
+		Rand: func() float64 { return 0.999 }})
+	start := time.Now()
+	_, _, rep, err := do(t, tr, get(t, up.url()).WithContext(ctx))
+	if !errors.Is(err, context.Canceled) || up.hits.Load() != 1 || rep.Attempts != 1 {
+		t.Fatalf("err %v hits %d report %+v", err, up.hits.Load(), rep)
+	}
+	if elapsed := time.Since(start); elapsed > 9*time.Second {
+		t.Fatalf("the wait was not cut short: %v", elapsed)
+	}
+}
+
+// testDeadlineAttemptTimeout: AttemptTimeout bounds each attempt's
+// headers (and is retried), but not the body.
+func testDeadlineAttemptTimeout(t *testing.T) {
+	up := newUpstream(t, func(n int, w http.ResponseWriter, r *http.Request) {
+		if n == 1 {
+			select { // hang until the client gives up on the attempt
+			case <-r.Context().Done():
+			case <-time.After(10 * time.Second):
 			}
-			w.Header().Set("Content-Length", "5")
-			w.WriteHeader(200)
-			w.(http.Flusher).Flush()
-			time.Sleep(300 * time.Millisecond) // body after the timeout
-			io.WriteString(w, "hello")
-		})
-		tr, _ := testTransport(t, TransportConfig{AttemptTimeout: 200 * time.Millisecond})
-		status, body, rep, err := do(t, tr, get(t, up.url()))
-		// The body comes after AttemptTimeout: only the headers are bounded.
-		if err != nil || status != 200 || body != "hello" || rep.Attempts < 2 {
-			t.Fatalf("status %d body %q err %v report %+v", status, body, err, rep)
+			return
 		}
-		// Without retries the timeout surfaces as an error.
-		tr1, _ := testTransport(t, TransportConfig{AttemptTimeout: 50 * time.Millisecond, MaxAttempts: 1})
-		up.hits.Store(0)
-		_, _, _, err = do(t, tr1, get(t, up.url()))
-		if !errors.Is(err, ErrAttemptTimeout) || !errors.Is(err, ErrAttemptsExhausted) {
-			t.Fatalf("err = %v, want an attempt timeout", err)
-		}
+		w.Header().Set("Content-Length", "5")
+		w.WriteHeader(200)
+		w.(http.Flusher).Flush()
+		time.Sleep(300 * time.Millisecond) // body after the timeout
+		io.WriteString(w, "hello")
 	})
+	tr, _ := testTransport(t, TransportConfig{AttemptTimeout: 200 * time.Millisecond})
+	status, body, rep, err := do(t, tr, get(t, up.url()))
+	// The body comes after AttemptTimeout: only the headers are bounded.
+	if err != nil || status != 200 || body != "hello" || rep.Attempts < 2 {
+		t.Fatalf("status %d body %q err %v report %+v", status, body, err, rep)
+	}
+	// Without retries the timeout surfaces as an error.
+	tr1, _ := testTransport(t, TransportConfig{AttemptTimeout: 50 * time.Millisecond, MaxAttempts: 1})
+	up.hits.Store(0)
+	_, _, _, err = do(t, tr1, get(t, up.url()))
+	if !errors.Is(err, ErrAttemptTimeout) || !errors.Is(err, ErrAttemptsExhausted) {
+		t.Fatalf("err = %v, want an attempt timeout", err)
+	}
 }
 
 func TestTransportBreaker(t *testing.T) {
