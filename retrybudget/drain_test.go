@@ -56,14 +56,7 @@ func endlessBody(trickle, connClose bool, length int, stop <-chan struct{}) func
 // a deadline, and until the deadline with one, which the caller then got
 // as an error instead of the 503.)
 func TestTransportEndlessBody(t *testing.T) {
-	tests := []struct {
-		name      string
-		trickle   bool
-		connClose bool
-		length    int           // Content-Length; 0: chunked
-		deadline  time.Duration // of the caller; 0: none
-		cfg       TransportConfig
-	}{
+	tests := []endlessBodyCase{
 		{name: "endless, no deadline"},
 		{name: "endless, 3s deadline", deadline: 3 * time.Second},
 		{name: "60 KB at 10 B/s", trickle: true, length: 60 << 10},
@@ -74,67 +67,91 @@ func TestTransportEndlessBody(t *testing.T) {
 			cfg: TransportConfig{MaxDrainTime: time.Hour}},
 	}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			ignore := goleak.IgnoreCurrent()
-			stop := make(chan struct{})
-			up := newUpstream(t, endlessBody(tt.trickle, tt.connClose, tt.length, stop))
-			base := &http.Transport{MaxIdleConnsPerHost: 16}
-			cfg := tt.cfg
-			cfg.Base = base
-			tr, _ := testTransport(t, cfg)
-
-			ctx, cancel := context.WithCancel(context.Background())
-			defer cancel()
-			if tt.deadline > 0 {
-				ctx, cancel = context.WithTimeout(ctx, tt.deadline)
-				defer cancel()
-			}
-			var rep Report
-			type result struct {
-				resp *http.Response
-				err  error
-			}
-			req := get(t, up.url()).WithContext(WithReport(ctx, &rep))
-			done := make(chan result, 1)
-			go func() {
-				resp, err := tr.RoundTrip(req)
-				done <- result{resp, err}
-			}()
-			var r result
-			select {
-			case r = <-done:
-			case <-time.After(hangBound):
-				cancel() // unblocks the bug, so that the test can end
-				close(stop)
-				if r = <-done; r.resp != nil {
-					r.resp.Body.Close()
-				}
-				t.Fatalf("RoundTrip still blocked after %v on a body that never ends", hangBound)
-			}
-			if r.err != nil {
-				close(stop)
-				t.Fatalf("RoundTrip: %v, want the 503", r.err)
-			}
-			if r.resp.StatusCode != 503 || rep.Attempts != 3 || rep.Denied != ReasonMaxAttempts {
-				t.Errorf("status %d, report %+v: want the 3rd 503, after 3 attempts", r.resp.StatusCode, rep)
-			}
-			r.resp.Body.Close() // unread: the caller gives up on it
-			// Every attempt had its own connection: a cut drain closes it
-			// rather than return it to the pool. And all are closed now.
-			if n := up.conns.Load(); n != 3 {
-				t.Errorf("%d connections for 3 attempts, want one each", n)
-			}
-			waitFor(t, "the server to see every connection closed", func() bool {
-				return up.closed.Load() == up.conns.Load()
-			})
-			base.CloseIdleConnections()
-			close(stop)
-			up.srv.Close()
-			if err := goleak.Find(ignore); err != nil {
-				t.Error(err)
-			}
-		})
+		t.Run(tt.name, func(t *testing.T) { testEndlessBody(t, tt) })
 	}
+}
+
+// endlessBodyCase is an upstream answer of TestTransportEndlessBody and
+// the client that retries it.
+type endlessBodyCase struct {
+	name      string
+	trickle   bool
+	connClose bool
+	length    int           // Content-Length; 0: chunked
+	deadline  time.Duration // of the caller; 0: none
+	cfg       TransportConfig
+}
+
+// testEndlessBody runs one case of TestTransportEndlessBody.
+func testEndlessBody(t *testing.T, tt endlessBodyCase) {
+	ignore := goleak.IgnoreCurrent()
+	stop := make(chan struct{})
+	up := newUpstream(t, endlessBody(tt.trickle, tt.connClose, tt.length, stop))
+	base := &http.Transport{MaxIdleConnsPerHost: 16}
+	cfg := tt.cfg
+	cfg.Base = base
+	tr, _ := testTransport(t, cfg)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if tt.deadline > 0 {
+		ctx, cancel = context.WithTimeout(ctx, tt.deadline)
+		defer cancel()
+	}
+	var rep Report
+	req := get(t, up.url()).WithContext(WithReport(ctx, &rep))
+	resp := roundTripWithinHangBound(t, tr, req, cancel, stop)
+	if resp.StatusCode != 503 || rep.Attempts != 3 || rep.Denied != ReasonMaxAttempts {
+		t.Errorf("status %d, report %+v: want the 3rd 503, after 3 attempts", resp.StatusCode, rep)
+	}
+	resp.Body.Close() // unread: the caller gives up on it
+	// Every attempt had its own connection: a cut drain closes it
+	// rather than return it to the pool. And all are closed now.
+	if n := up.conns.Load(); n != 3 {
+		t.Errorf("%d connections for 3 attempts, want one each", n)
+	}
+	waitFor(t, "the server to see every connection closed", func() bool {
+		return up.closed.Load() == up.conns.Load()
+	})
+	base.CloseIdleConnections()
+	close(stop)
+	up.srv.Close()
+	if err := goleak.Find(ignore); err != nil {
+		t.Error(err)
+	}
+}
+
+// roundTripWithinHangBound sends req through tr and returns its response,
+// failing the test if RoundTrip is still blocked after hangBound or
+// returns an error. On failure it first calls cancel and closes stop, so
+// that the upstream and the blocked RoundTrip end with the test.
+func roundTripWithinHangBound(t *testing.T, tr http.RoundTripper, req *http.Request, cancel context.CancelFunc, stop chan<- struct{}) *http.Response {
+	t.Helper()
+	type result struct {
+		resp *http.Response
+		err  error
+	}
+	done := make(chan result, 1)
+	go func() {
+		resp, err := tr.RoundTrip(req)
+		done <- result{resp, err}
+	}()
+	var r result
+	select {
+	case r = <-done:
+	case <-time.After(hangBound):
+		cancel() // unblocks the bug, so that the test can end
+		close(stop)
+		if r = <-done; r.resp != nil {
+			r.resp.Body.Close()
+		}
+		t.Fatalf("RoundTrip still blocked after %v on a body that never ends", hangBound)
+	}
+	if r.err != nil {
+		close(stop)
+		t.Fatalf("RoundTrip: %v, want the 503", r.err)
+	}
+	return r.resp
 }
 
 // waitFor polls cond until it holds, failing the test after hangBound.

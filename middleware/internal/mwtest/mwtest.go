@@ -1106,91 +1106,120 @@ func testIdleHijacked(t *testing.T, a Adapter) {
 // fast requests close window after window.
 func testSlowUploads(t *testing.T, a Adapter) {
 	for _, timeout := range []time.Duration{300 * time.Millisecond, 0} {
-		t.Run(fmt.Sprintf("timeout=%v", timeout), func(t *testing.T) {
-			g, err := limits.NewGradient(limits.GradientConfig{
-				InitialLimit: 32, MaxLimit: 32,
-				Tolerance: 10, // only the slow uploads' latency may count, not the noise of a shared machine
-				Window:    limits.WindowConfig{MinDuration: 20 * time.Millisecond, MinSamples: 10},
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
-			l := newLimiter(t, shed.Config{Source: g, MaxSamplesPerSecond: -1})
-			var uploads atomic.Int64
-			app := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				if r.URL.Path != "/upload" {
-					time.Sleep(2 * time.Millisecond) // the service's own latency
-					io.WriteString(w, "ok")
-					return
-				}
-				_, err := io.ReadAll(r.Body)
-				if err == nil {
-					uploads.Add(1)
-				}
-				if err != nil || r.Context().Err() != nil {
-					w.WriteHeader(http.StatusServiceUnavailable)
-					return
-				}
-				io.WriteString(w, "stored")
-			})
-			opts := Options{Options: shedhttp.Options{Limiter: l}}
-			if timeout > 0 {
-				opts.Outer = func(next http.Handler) http.Handler {
-					return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-						ctx, cancel := context.WithTimeout(r.Context(), timeout)
-						defer cancel()
-						next.ServeHTTP(w, r.WithContext(ctx))
-					})
-				}
-			}
-			s := a.start(t, opts, app)
-			stop := make(chan struct{})
-			var wg sync.WaitGroup
-			for range 4 {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					slowUploader(t, strings.TrimPrefix(s.url, "http://"), stop)
-				}()
-			}
-			for range 2 {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					for {
-						select {
-						case <-stop:
-							return
-						default:
-						}
-						resp, err := s.client.Get(s.url + "/fast")
-						if err != nil {
-							t.Errorf("fast request: %v", err)
-							return
-						}
-						io.Copy(io.Discard, resp.Body)
-						resp.Body.Close()
-					}
-				}()
-			}
-			deadline := time.Now().Add(20 * time.Second)
-			for uploads.Load() < 8 || g.State().Windows < 20 {
-				if time.Now().After(deadline) {
-					t.Errorf("after 20 s: %d uploads, %d windows", uploads.Load(), g.State().Windows)
-					break
-				}
-				time.Sleep(5 * time.Millisecond)
-			}
-			close(stop)
-			wg.Wait()
-			waitIdle(t, l)
-			// An unused limit may shrink; what must not happen is a cut.
-			if cuts := limitCuts(g); cuts != "" {
-				s, d, i := released(l)
-				t.Errorf("the limit was cut (%s) with %d slow uploads among fast requests (released success %d, dropped %d, ignored %d; gradient %+v)",
-					cuts, uploads.Load(), s, d, i, g.State())
-			}
+		t.Run(fmt.Sprintf("timeout=%v", timeout), func(t *testing.T) { runSlowUploads(t, a, timeout) })
+	}
+}
+
+// runSlowUploads is one case of testSlowUploads: 4 slow uploaders and 2
+// loops of fast requests, behind a request timeout (none if 0), until
+// enough uploads and windows have passed to judge the limit.
+func runSlowUploads(t *testing.T, a Adapter, timeout time.Duration) {
+	g := slowUploadsGradient(t)
+	l := newLimiter(t, shed.Config{Source: g, MaxSamplesPerSecond: -1})
+	var uploads atomic.Int64
+	opts := Options{Options: shedhttp.Options{Limiter: l}}
+	if timeout > 0 {
+		opts.Outer = requestTimeout(timeout)
+	}
+	s := a.start(t, opts, slowUploadsApp(&uploads))
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() { slowUploader(t, strings.TrimPrefix(s.url, "http://"), stop) })
+	}
+	for range 2 {
+		wg.Go(func() { fastRequests(t, s, stop) })
+	}
+	waitUploadsAndWindows(t, &uploads, g)
+	close(stop)
+	wg.Wait()
+	waitIdle(t, l)
+	// An unused limit may shrink; what must not happen is a cut.
+	if cuts := limitCuts(g); cuts != "" {
+		s, d, i := released(l)
+		t.Errorf("the limit was cut (%s) with %d slow uploads among fast requests (released success %d, dropped %d, ignored %d; gradient %+v)",
+			cuts, uploads.Load(), s, d, i, g.State())
+	}
+}
+
+// slowUploadsGradient is a Gradient limit that starts at its maximum, 32,
+// so that it can only stay or fall.
+func slowUploadsGradient(t *testing.T) *limits.Gradient {
+	t.Helper()
+	g, err := limits.NewGradient(limits.GradientConfig{
+		InitialLimit: 32, MaxLimit: 32,
+		Tolerance: 10, // only the slow uploads' latency may count, not the noise of a shared machine
+		Window:    limits.WindowConfig{MinDuration: 20 * time.Millisecond, MinSamples: 10},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
+
+// slowUploadsApp stores the body of /upload (503 if reading it failed or
+// the request's context ended), counting the uploads read in full, and
+// answers any other path after 2 ms.
+func slowUploadsApp(uploads *atomic.Int64) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/upload" {
+			time.Sleep(2 * time.Millisecond) // the service's own latency
+			io.WriteString(w, "ok")
+			return
+		}
+		_, err := io.ReadAll(r.Body)
+		if err == nil {
+			uploads.Add(1)
+		}
+		if err != nil || r.Context().Err() != nil {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		io.WriteString(w, "stored")
+	})
+}
+
+// requestTimeout is a request-timeout middleware: the request's context
+// ends after timeout.
+func requestTimeout(timeout time.Duration) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			ctx, cancel := context.WithTimeout(r.Context(), timeout)
+			defer cancel()
+			next.ServeHTTP(w, r.WithContext(ctx))
 		})
+	}
+}
+
+// fastRequests sends GET /fast, one after the other, until stop is closed.
+func fastRequests(t *testing.T, s *server, stop <-chan struct{}) {
+	for {
+		select {
+		case <-stop:
+			return
+		default:
+		}
+		resp, err := s.client.Get(s.url + "/fast")
+		if err != nil {
+			t.Errorf("fast request: %v", err)
+			return
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+}
+
+// waitUploadsAndWindows waits for 8 uploads and 20 windows of g; after
+// 20 s it reports an error and returns, so that the load still stops.
+func waitUploadsAndWindows(t *testing.T, uploads *atomic.Int64, g *limits.Gradient) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for uploads.Load() < 8 || g.State().Windows < 20 {
+		if time.Now().After(deadline) {
+			t.Errorf("after 20 s: %d uploads, %d windows", uploads.Load(), g.State().Windows)
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }
 
@@ -1413,47 +1442,72 @@ func testDraining(t *testing.T, a Adapter) {
 
 // testSpans: the decision is recorded on the request's span.
 func testSpans(t *testing.T, a Adapter) {
-	rec := tracetest.NewSpanRecorder()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
-	defer tp.Shutdown(context.Background())
-	outer := func(next http.Handler) http.Handler {
-		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			ctx, span := tp.Tracer("test").Start(r.Context(), r.URL.Path)
-			defer span.End()
-			next.ServeHTTP(w, r.WithContext(ctx))
-		})
-	}
-	attrs := func(name string) map[string]any {
-		t.Helper()
-		var found map[string]any
-		WaitFor(t, "span "+name, func() bool {
-			for _, sp := range rec.Ended() {
-				if sp.Name() == name {
-					found = map[string]any{}
-					for _, kv := range sp.Attributes() {
-						found[string(kv.Key)] = kv.Value.AsInterface()
-					}
-					return true
-				}
-			}
-			return false
-		})
-		return found
-	}
-	check := func(name string, want map[string]any) {
-		t.Helper()
-		got := attrs(name)
-		if len(got) != len(want) {
-			t.Errorf("%s: attributes %v, want %v", name, got, want)
-			return
-		}
-		for k, v := range want {
-			if got[k] != v {
-				t.Errorf("%s: %s = %v (%T), want %v (%T)", name, k, got[k], got[k], v, v)
-			}
-		}
-	}
+	spans := newSpanLog()
+	defer spans.tp.Shutdown(context.Background())
+	l := checkDecisionSpans(t, a, spans)
+	dry := checkDryRunSpan(t, a, spans)
+	waitIdle(t, l)
+	waitIdle(t, dry)
+}
 
+// spanLog records one span per request, named after its path, started
+// around the middleware by outer.
+type spanLog struct {
+	rec *tracetest.SpanRecorder
+	tp  *sdktrace.TracerProvider
+}
+
+func newSpanLog() *spanLog {
+	rec := tracetest.NewSpanRecorder()
+	return &spanLog{rec: rec, tp: sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))}
+}
+
+func (sl *spanLog) outer(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx, span := sl.tp.Tracer("test").Start(r.Context(), r.URL.Path)
+		defer span.End()
+		next.ServeHTTP(w, r.WithContext(ctx))
+	})
+}
+
+// attrs waits for the span name to end and returns its attributes.
+func (sl *spanLog) attrs(t *testing.T, name string) map[string]any {
+	t.Helper()
+	var found map[string]any
+	WaitFor(t, "span "+name, func() bool {
+		for _, sp := range sl.rec.Ended() {
+			if sp.Name() == name {
+				found = map[string]any{}
+				for _, kv := range sp.Attributes() {
+					found[string(kv.Key)] = kv.Value.AsInterface()
+				}
+				return true
+			}
+		}
+		return false
+	})
+	return found
+}
+
+// check checks that the span name has exactly the attributes want.
+func (sl *spanLog) check(t *testing.T, name string, want map[string]any) {
+	t.Helper()
+	got := sl.attrs(t, name)
+	if len(got) != len(want) {
+		t.Errorf("%s: attributes %v, want %v", name, got, want)
+		return
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s: %s = %v (%T), want %v (%T)", name, k, got[k], got[k], v, v)
+		}
+	}
+}
+
+// checkDecisionSpans checks the spans of an admission, a rate-limited
+// rejection and a rejection at the limit; it returns the limiter, for the
+// caller to wait until it is idle.
+func checkDecisionSpans(t *testing.T, a Adapter, spans *spanLog) *shed.Limiter {
 	l := twoClasses(t, 1)
 	s := a.start(t, Options{
 		Options: shedhttp.Options{
@@ -1462,42 +1516,46 @@ func testSpans(t *testing.T, a Adapter) {
 			RateLimits: map[string]shedhttp.RateLimit{"interactive": {Rate: 1e-3, Burst: 1}},
 			Clock:      NewFakeClock().Now,
 		},
-		Outer: outer,
+		Outer: spans.outer,
 		Classify: func(r *http.Request, def shedhttp.Classification) shedhttp.Classification {
 			def.Cost = 7
 			return def
 		},
 	}, a.classApp(l))
 	s.get("/ok", nil)
-	check("/ok", map[string]any{
+	spans.check(t, "/ok", map[string]any{
 		shedhttp.AttrDecision: shedhttp.DecisionAdmitted, shedhttp.AttrClass: "batch",
 		shedhttp.AttrQueueWait: 0.0, shedhttp.AttrCost: int64(7),
 	})
 	s.get("/limited", nil)
 	s.get("/limited/again", nil)
-	check("/limited/again", map[string]any{
+	spans.check(t, "/limited/again", map[string]any{
 		shedhttp.AttrDecision: shedhttp.DecisionRejected, shedhttp.AttrReason: "rate_limited",
 		shedhttp.AttrClass: "interactive", shedhttp.AttrCost: int64(7),
 	})
 	p, _ := l.TryAcquire(shed.Request{})
 	s.get("/full", nil)
 	p.Release(shed.Ignored)
-	check("/full", map[string]any{
+	spans.check(t, "/full", map[string]any{
 		shedhttp.AttrDecision: shedhttp.DecisionRejected, shedhttp.AttrReason: "limit_exceeded",
 		shedhttp.AttrClass: "batch", shedhttp.AttrCost: int64(7),
 	})
+	return l
+}
 
+// checkDryRunSpan checks the span of a request over the limit of a dry-run
+// limiter; it returns the limiter, for the caller to wait until it is idle.
+func checkDryRunSpan(t *testing.T, a Adapter, spans *spanLog) *shed.Limiter {
 	dry := newLimiter(t, shed.Config{Limit: 1, DryRun: true})
-	s2 := a.start(t, Options{Options: shedhttp.Options{Limiter: dry}, Outer: outer}, a.classApp(dry))
-	p, _ = dry.TryAcquire(shed.Request{})
-	s2.get("/dry", nil)
+	s := a.start(t, Options{Options: shedhttp.Options{Limiter: dry}, Outer: spans.outer}, a.classApp(dry))
+	p, _ := dry.TryAcquire(shed.Request{})
+	s.get("/dry", nil)
 	p.Release(shed.Ignored)
-	check("/dry", map[string]any{
+	spans.check(t, "/dry", map[string]any{
 		shedhttp.AttrDecision: shedhttp.DecisionDryRun, shedhttp.AttrReason: "limit_exceeded",
 		shedhttp.AttrClass: "default", shedhttp.AttrQueueWait: 0.0, shedhttp.AttrCost: int64(1),
 	})
-	waitIdle(t, l)
-	waitIdle(t, dry)
+	return dry
 }
 
 // testRandomized drives the middleware in process with a seeded random mix
@@ -1513,8 +1571,46 @@ func testRandomized(t *testing.T, a Adapter) {
 			{Name: "batch", QueueDepth: 4, MaxWait: 5 * time.Millisecond},
 		},
 	})
-	type ctxCancel struct{}
-	app := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	h := a.Handler(t, Options{
+		Options: shedhttp.Options{
+			Limiter:    l,
+			Routes:     map[string]string{"/i": "interactive"},
+			RateLimits: map[string]shedhttp.RateLimit{"batch": {Rate: 1000, Burst: 50}},
+		},
+		Classify: func(r *http.Request, def shedhttp.Classification) shedhttp.Classification {
+			def.Cost, _ = strconv.ParseInt(r.URL.Query().Get("cost"), 10, 64)
+			return def
+		},
+	}, a.randomizedApp())
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() { sendRandomRequests(t, h, rand.New(rand.NewPCG(42, uint64(g))), 150) })
+	}
+	wg.Wait()
+	waitIdle(t, l)
+	snap := l.Snapshot()
+	if snap.InFlight != 0 || snap.InFlightCost != 0 || snap.Queued != 0 {
+		t.Errorf("left behind: in flight %d, cost %d, queued %d", snap.InFlight, snap.InFlightCost, snap.Queued)
+	}
+	var admitted, rejected uint64
+	for _, c := range snap.Classes {
+		admitted += c.Admitted
+		rejected += c.Rejections()
+	}
+	if admitted == 0 || rejected == 0 {
+		t.Errorf("admitted %d, rejected %d: the mix should exercise both", admitted, rejected)
+	}
+}
+
+// ctxCancel is the context key of the CancelFunc of a randomized request's
+// context, for its handler to cancel it ("do=cancel").
+type ctxCancel struct{}
+
+// randomizedApp does what the request's query asks: reconcile to a cost,
+// then panic, cancel its own context, release its permit early or sleep up
+// to 2 ms, then answer with a status.
+func (a Adapter) randomizedApp() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		q := r.URL.Query()
 		if q.Get("reconcile") != "" {
 			n, _ := strconv.ParseInt(q.Get("reconcile"), 10, 64)
@@ -1536,65 +1632,40 @@ func testRandomized(t *testing.T, a Adapter) {
 			w.WriteHeader(code)
 		}
 	})
-	h := a.Handler(t, Options{
-		Options: shedhttp.Options{
-			Limiter:    l,
-			Routes:     map[string]string{"/i": "interactive"},
-			RateLimits: map[string]shedhttp.RateLimit{"batch": {Rate: 1000, Burst: 50}},
-		},
-		Classify: func(r *http.Request, def shedhttp.Classification) shedhttp.Classification {
-			def.Cost, _ = strconv.ParseInt(r.URL.Query().Get("cost"), 10, 64)
-			return def
-		},
-	}, app)
-	behaviours := []string{"ok", "ok", "slow", "slow", "panic", "cancel", "release", "deadline", "cancelled"}
-	statuses := []string{"", "200", "404", "500", "502", "503", "504"}
-	var wg sync.WaitGroup
-	for g := range 8 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			rng := rand.New(rand.NewPCG(42, uint64(g)))
-			for range 150 {
-				do := behaviours[rng.IntN(len(behaviours))]
-				path := []string{"/i", "/b"}[rng.IntN(2)]
-				url := fmt.Sprintf("%s?do=%s&status=%s&cost=%d", path, do, statuses[rng.IntN(len(statuses))], rng.IntN(12))
-				if rng.IntN(4) == 0 {
-					url += fmt.Sprintf("&reconcile=%d", rng.IntN(20))
+}
+
+var (
+	randomBehaviours = []string{"ok", "ok", "slow", "slow", "panic", "cancel", "release", "deadline", "cancelled"}
+	randomStatuses   = []string{"", "200", "404", "500", "502", "503", "504"}
+)
+
+// sendRandomRequests serves n requests drawn from rng to h, one after the
+// other; a panic other than the app's own "boom" is an error.
+func sendRandomRequests(t *testing.T, h http.Handler, rng *rand.Rand, n int) {
+	for range n {
+		do := randomBehaviours[rng.IntN(len(randomBehaviours))]
+		path := []string{"/i", "/b"}[rng.IntN(2)]
+		url := fmt.Sprintf("%s?do=%s&status=%s&cost=%d", path, do, randomStatuses[rng.IntN(len(randomStatuses))], rng.IntN(12))
+		if rng.IntN(4) == 0 {
+			url += fmt.Sprintf("&reconcile=%d", rng.IntN(20))
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		ctx = context.WithValue(ctx, ctxCancel{}, cancel)
+		switch do {
+		case "deadline":
+			ctx, cancel = context.WithTimeout(ctx, time.Duration(rng.IntN(3000))*time.Microsecond)
+		case "cancelled":
+			cancel()
+		}
+		r := httptest.NewRequest(http.MethodGet, url, nil).WithContext(ctx)
+		func() {
+			defer func() {
+				if p := recover(); p != nil && p != "boom" {
+					t.Errorf("%s: unexpected panic %v", url, p)
 				}
-				ctx, cancel := context.WithCancel(context.Background())
-				ctx = context.WithValue(ctx, ctxCancel{}, cancel)
-				switch do {
-				case "deadline":
-					ctx, cancel = context.WithTimeout(ctx, time.Duration(rng.IntN(3000))*time.Microsecond)
-				case "cancelled":
-					cancel()
-				}
-				r := httptest.NewRequest(http.MethodGet, url, nil).WithContext(ctx)
-				func() {
-					defer func() {
-						if p := recover(); p != nil && p != "boom" {
-							t.Errorf("%s: unexpected panic %v", url, p)
-						}
-					}()
-					h.ServeHTTP(httptest.NewRecorder(), r)
-				}()
-				cancel()
-			}
+			}()
+			h.ServeHTTP(httptest.NewRecorder(), r)
 		}()
-	}
-	wg.Wait()
-	waitIdle(t, l)
-	snap := l.Snapshot()
-	if snap.InFlight != 0 || snap.InFlightCost != 0 || snap.Queued != 0 {
-		t.Errorf("left behind: in flight %d, cost %d, queued %d", snap.InFlight, snap.InFlightCost, snap.Queued)
-	}
-	var admitted, rejected uint64
-	for _, c := range snap.Classes {
-		admitted += c.Admitted
-		rejected += c.Rejections()
-	}
-	if admitted == 0 || rejected == 0 {
-		t.Errorf("admitted %d, rejected %d: the mix should exercise both", admitted, rejected)
+		cancel()
 	}
 }
