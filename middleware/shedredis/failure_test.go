@@ -119,50 +119,14 @@ func (l *load) take() []time.Duration {
 func TestRedisKilled(t *testing.T) {
 	p := startRedis(t)
 	const budget = 5 * time.Millisecond
-	cfg := func() Config {
-		return Config{Client: p.client(t), Replicas: 2, Timeout: budget, BreakerOpen: 300 * time.Millisecond, LeaseTTL: 600 * time.Millisecond}
-	}
-	var stores []*Store
-	for range 2 {
-		s, err := NewStore(cfg())
-		if err != nil {
-			t.Fatal(err)
-		}
-		stores = append(stores, s)
-	}
-	c1, err := NewConcurrency(cfg())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c1.Close()
-	c2, err := NewConcurrency(cfg())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c2.Close()
+	stores, c1, c2 := killedFleet(t, p, budget)
 
 	used := sharedBurst(t, stores, "before")
 	// Two leases live through the outage.
-	var held []*Lease
-	for range 2 {
-		l, err := c1.Acquire(t.Context(), "held", 2)
-		if err != nil {
-			t.Fatal(err)
-		}
-		held = append(held, l)
-	}
+	held := acquireLeases(t, c1, "held", 2)
 
 	var ld load
-	stop := make(chan struct{})
-	wg := ld.run(stores, c1, 4, stop)
-	time.Sleep(300 * time.Millisecond)
-	p.kill()
-	killed := time.Now()
-	ld.take()
-	time.Sleep(2 * time.Second)
-	down := ld.take()
-	close(stop)
-	wg.Wait()
+	killed, down := loadThroughKill(p, &ld, stores, c1)
 	p99, worst := percentile(down, 0.99), percentile(down, 1)
 	t.Logf("Redis down: %d decisions, %d fell back, %d refused, %d lease errors; latency p50 %v p99 %v max %v (budget %v)",
 		len(down), ld.fellBack.Load(), ld.refused.Load(), ld.errs.Load(), percentile(down, 0.5), p99, worst, budget)
@@ -184,27 +148,87 @@ func TestRedisKilled(t *testing.T) {
 
 	p.restart()
 	restarted := time.Now()
+	waitStoresShared(t, stores, restarted)
+	t.Logf("Redis killed for %v; shared decisions again %v after its restart",
+		restarted.Sub(killed).Round(time.Millisecond), time.Since(restarted).Round(time.Millisecond))
+	sharedBurst(t, stores, "after")
+	// The leases held through the outage are registered again by the
+	// renewer: another replica sees the tenant at its limit of 2.
+	waitHeldCounted(t, c2)
+	for _, l := range held {
+		l.Release()
+	}
+}
+
+// killedFleet is two replicas on p, each with a Store and a Concurrency
+// (closed when t ends), whose Redis calls time out after budget.
+func killedFleet(t *testing.T, p *redisProc, budget time.Duration) (stores []*Store, c1, c2 *Concurrency) {
+	t.Helper()
+	cfg := func() Config {
+		return Config{Client: p.client(t), Replicas: 2, Timeout: budget, BreakerOpen: 300 * time.Millisecond, LeaseTTL: 600 * time.Millisecond}
+	}
+	for range 2 {
+		s, err := NewStore(cfg())
+		if err != nil {
+			t.Fatal(err)
+		}
+		stores = append(stores, s)
+	}
+	newConcurrency := func() *Concurrency {
+		c, err := NewConcurrency(cfg())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	c1 = newConcurrency()
+	c2 = newConcurrency()
+	return stores, c1, c2
+}
+
+// loadThroughKill runs ld on stores and c, kills Redis after 300 ms, and
+// returns when it did and the latencies of the 2 s that followed.
+func loadThroughKill(p *redisProc, ld *load, stores []*Store, c *Concurrency) (killed time.Time, down []time.Duration) {
+	stop := make(chan struct{})
+	wg := ld.run(stores, c, 4, stop)
+	time.Sleep(300 * time.Millisecond)
+	p.kill()
+	killed = time.Now()
+	ld.take()
+	time.Sleep(2 * time.Second)
+	down = ld.take()
+	close(stop)
+	wg.Wait()
+	return killed, down
+}
+
+// waitStoresShared polls both stores until neither falls back; it fails t
+// 5 s after restarted.
+func waitStoresShared(t *testing.T, stores []*Store, restarted time.Time) {
+	t.Helper()
 	for {
 		d := stores[0].Decide(t.Context(), time.Now(), 0, "probe", shedhttp.RateLimit{Rate: 1e6, Burst: 1e6}, 1)
 		d2 := stores[1].Decide(t.Context(), time.Now(), 0, "probe", shedhttp.RateLimit{Rate: 1e6, Burst: 1e6}, 1)
 		if !d.FellBack && !d2.FellBack {
-			break
+			return
 		}
 		if time.Since(restarted) > 5*time.Second {
 			t.Fatal("the stores still fall back 5 s after Redis restarted")
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	t.Logf("Redis killed for %v; shared decisions again %v after its restart",
-		restarted.Sub(killed).Round(time.Millisecond), time.Since(restarted).Round(time.Millisecond))
-	sharedBurst(t, stores, "after")
-	// The leases held through the outage are registered again by the
-	// renewer: another replica sees the tenant at its limit of 2.
+}
+
+// waitHeldCounted polls c until Redis refuses a lease of "held" (limit 2);
+// it fails t after 2 s.
+func waitHeldCounted(t *testing.T, c *Concurrency) {
+	t.Helper()
 	deadline := time.Now().Add(2 * time.Second)
 	for {
-		l, err := c2.Acquire(t.Context(), "held", 2)
+		l, err := c.Acquire(t.Context(), "held", 2)
 		if errors.Is(err, ErrConcurrencyLimit) && !err.(*LimitError).FellBack {
-			break
+			return
 		}
 		if l != nil {
 			l.Release()
@@ -213,9 +237,6 @@ func TestRedisKilled(t *testing.T) {
 			t.Fatal("leases held through the outage not counted again 2 s after Redis restarted")
 		}
 		time.Sleep(20 * time.Millisecond)
-	}
-	for _, l := range held {
-		l.Release()
 	}
 }
 

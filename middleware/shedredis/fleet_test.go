@@ -183,6 +183,45 @@ func TestFleetQuota(t *testing.T) {
 func TestFleetConcurrency(t *testing.T) {
 	p := startRedis(t)
 	const ttl = time.Second
+	cs := fleetConcurrency(t, p, ttl)
+
+	n := runLeaseLoad(t, cs)
+	t.Logf("30 workers on 3 replicas, limit 10: admitted %d, refused %d, fell back %d, max in flight %d (sampled %d)",
+		n.admitted.Load(), n.refused.Load(), n.fellBack.Load(), n.maxSeen.Load(), n.maxSampled.Load())
+	if n.maxSeen.Load() > 10 || n.maxSampled.Load() > 10 {
+		t.Errorf("max in flight %d (sampled %d), want <= 10", n.maxSeen.Load(), n.maxSampled.Load())
+	}
+	if n.fellBack.Load() > 0 {
+		t.Errorf("%d leases fell back with Redis up", n.fellBack.Load())
+	}
+	if n.admitted.Load() < 100 {
+		t.Errorf("only %d leases admitted in 3 s", n.admitted.Load())
+	}
+
+	// A live replica's leases outlive the TTL: they are renewed.
+	held := acquireLeases(t, cs[2], "renewed", 10)
+	// A "killed" replica: it takes 10 leases, then stops renewing them
+	// without releasing them.
+	acquireLeases(t, cs[0], "crashed", 10)
+	killed := time.Now()
+	cs[0].Close()
+	if _, err := cs[1].Acquire(t.Context(), "crashed", 10); err == nil {
+		t.Fatal("an 11th lease granted while the crashed replica's leases are live")
+	}
+	freed := waitCrashedFreed(t, cs[1], killed, ttl)
+	t.Logf("crashed replica's leases stopped counting %v after it stopped renewing (TTL %v)", freed.Round(time.Millisecond), ttl)
+	if freed > ttl+200*time.Millisecond {
+		t.Errorf("leases freed after %v, want within the TTL %v", freed, ttl)
+	}
+	if since := time.Since(killed); since < ttl {
+		time.Sleep(ttl - since + 300*time.Millisecond)
+	}
+	checkRenewed(t, cs[1], held)
+}
+
+// fleetConcurrency is three replicas' Concurrency on p, closed when t ends.
+func fleetConcurrency(t *testing.T, p *redisProc, ttl time.Duration) []*Concurrency {
+	t.Helper()
 	var cs []*Concurrency
 	for range 3 {
 		// A generous budget (see TestFleetQuota): this measures the
@@ -194,108 +233,116 @@ func TestFleetConcurrency(t *testing.T) {
 		t.Cleanup(func() { c.Close() })
 		cs = append(cs, c)
 	}
+	return cs
+}
 
-	var inFlight, maxSeen, maxSampled, admitted, refused, fellBack atomic.Int64
+// leaseLoad is what workers holding leases of one tenant saw.
+type leaseLoad struct {
+	inFlight, maxSeen, maxSampled, admitted, refused, fellBack atomic.Int64
+}
+
+// runLeaseLoad runs 30 workers, round robin over cs, for 3 s, with a
+// sampler of the in-flight count beside them.
+func runLeaseLoad(t *testing.T, cs []*Concurrency) *leaseLoad {
+	n := new(leaseLoad)
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Second)
 	defer cancel()
 	var wg sync.WaitGroup
 	sampler := make(chan struct{})
 	go func() {
 		defer close(sampler)
-		for ctx.Err() == nil {
-			if n := inFlight.Load(); n > maxSampled.Load() {
-				maxSampled.Store(n)
-			}
-			time.Sleep(50 * time.Microsecond)
-		}
+		n.sample(ctx)
 	}()
 	for w := range 30 {
 		wg.Add(1)
 		go func(c *Concurrency, seed int) {
 			defer wg.Done()
-			for i := 0; ctx.Err() == nil; i++ {
-				l, err := c.Acquire(ctx, "tenant", 10)
-				if err != nil {
-					refused.Add(1)
-					time.Sleep(2 * time.Millisecond)
-					continue
-				}
-				if l.FellBack() {
-					fellBack.Add(1)
-				}
-				admitted.Add(1)
-				n := inFlight.Add(1)
-				for m := maxSeen.Load(); n > m && !maxSeen.CompareAndSwap(m, n); m = maxSeen.Load() {
-				}
-				time.Sleep(time.Duration(1+(seed+i)%10) * time.Millisecond)
-				inFlight.Add(-1)
-				l.Release()
-			}
+			n.work(ctx, c, seed)
 		}(cs[w%3], w)
 	}
 	wg.Wait()
 	<-sampler
-	t.Logf("30 workers on 3 replicas, limit 10: admitted %d, refused %d, fell back %d, max in flight %d (sampled %d)",
-		admitted.Load(), refused.Load(), fellBack.Load(), maxSeen.Load(), maxSampled.Load())
-	if maxSeen.Load() > 10 || maxSampled.Load() > 10 {
-		t.Errorf("max in flight %d (sampled %d), want <= 10", maxSeen.Load(), maxSampled.Load())
-	}
-	if fellBack.Load() > 0 {
-		t.Errorf("%d leases fell back with Redis up", fellBack.Load())
-	}
-	if admitted.Load() < 100 {
-		t.Errorf("only %d leases admitted in 3 s", admitted.Load())
-	}
+	return n
+}
 
-	// A live replica's leases outlive the TTL: they are renewed.
-	held := make([]*Lease, 0, 10)
-	for range 10 {
-		l, err := cs[2].Acquire(t.Context(), "renewed", 10)
+// sample records the highest in-flight count it sees until ctx is done: a
+// second witness beside the workers' own maximum.
+func (n *leaseLoad) sample(ctx context.Context) {
+	for ctx.Err() == nil {
+		if v := n.inFlight.Load(); v > n.maxSampled.Load() {
+			n.maxSampled.Store(v)
+		}
+		time.Sleep(50 * time.Microsecond)
+	}
+}
+
+// work acquires leases of "tenant" (limit 10) on c until ctx is done,
+// holding each for 1 to 10 ms.
+func (n *leaseLoad) work(ctx context.Context, c *Concurrency, seed int) {
+	for i := 0; ctx.Err() == nil; i++ {
+		l, err := c.Acquire(ctx, "tenant", 10)
+		if err != nil {
+			n.refused.Add(1)
+			time.Sleep(2 * time.Millisecond)
+			continue
+		}
+		if l.FellBack() {
+			n.fellBack.Add(1)
+		}
+		n.admitted.Add(1)
+		v := n.inFlight.Add(1)
+		for m := n.maxSeen.Load(); v > m && !n.maxSeen.CompareAndSwap(m, v); m = n.maxSeen.Load() {
+		}
+		time.Sleep(time.Duration(1+(seed+i)%10) * time.Millisecond)
+		n.inFlight.Add(-1)
+		l.Release()
+	}
+}
+
+// acquireLeases takes the tenant's whole limit of n leases of key on c.
+func acquireLeases(t *testing.T, c *Concurrency, key string, n int) []*Lease {
+	t.Helper()
+	held := make([]*Lease, 0, n)
+	for range n {
+		l, err := c.Acquire(t.Context(), key, n)
 		if err != nil {
 			t.Fatal(err)
 		}
 		held = append(held, l)
 	}
-	// A "killed" replica: it takes 10 leases, then stops renewing them
-	// without releasing them.
-	for range 10 {
-		if _, err := cs[0].Acquire(t.Context(), "crashed", 10); err != nil {
-			t.Fatal(err)
-		}
-	}
-	killed := time.Now()
-	cs[0].Close()
-	if _, err := cs[1].Acquire(t.Context(), "crashed", 10); err == nil {
-		t.Fatal("an 11th lease granted while the crashed replica's leases are live")
-	}
-	var freed time.Duration
+	return held
+}
+
+// waitCrashedFreed polls c until a lease of "crashed" is granted again and
+// returns how long after killed that was; it fails t after 3 TTLs.
+func waitCrashedFreed(t *testing.T, c *Concurrency, killed time.Time, ttl time.Duration) time.Duration {
+	t.Helper()
 	for {
-		l, err := cs[1].Acquire(t.Context(), "crashed", 10)
+		l, err := c.Acquire(t.Context(), "crashed", 10)
 		if err == nil {
-			freed = time.Since(killed)
+			freed := time.Since(killed)
 			l.Release()
-			break
+			return freed
 		}
 		if time.Since(killed) > 3*ttl {
 			t.Fatal("the crashed replica's leases still count after 3 TTLs")
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	t.Logf("crashed replica's leases stopped counting %v after it stopped renewing (TTL %v)", freed.Round(time.Millisecond), ttl)
-	if freed > ttl+200*time.Millisecond {
-		t.Errorf("leases freed after %v, want within the TTL %v", freed, ttl)
-	}
-	if since := time.Since(killed); since < ttl {
-		time.Sleep(ttl - since + 300*time.Millisecond)
-	}
-	if _, err := cs[1].Acquire(t.Context(), "renewed", 10); err == nil {
+}
+
+// checkRenewed checks, past the TTL, that the live replica's held leases
+// of "renewed" still fill the limit on c, and no longer once released.
+func checkRenewed(t *testing.T, c *Concurrency, held []*Lease) {
+	t.Helper()
+	if _, err := c.Acquire(t.Context(), "renewed", 10); err == nil {
 		t.Error("the live replica's leases expired: they were not renewed")
 	}
 	for _, l := range held {
 		l.Release()
 		l.Release() // twice is harmless
 	}
-	l, err := cs[1].Acquire(t.Context(), "renewed", 10)
+	l, err := c.Acquire(t.Context(), "renewed", 10)
 	if err != nil {
 		t.Errorf("after release: %v", err)
 	} else {

@@ -97,32 +97,8 @@ func FuzzAdmit(f *testing.F) {
 	f.Add(uint8(1), int64(1), int64(0), uint8(0), true)
 	f.Add(uint8(0), int64(1), int64(0), uint8(4), true)
 	f.Fuzz(func(t *testing.T, class uint8, cost int64, deadlineMs int64, held uint8, ctxDone bool) {
-		l, err := shed.New(shed.Config{
-			Limit:   4,
-			MaxCost: 10,
-			Classes: []shed.ClassConfig{
-				{Name: "interactive", Protected: 0.5, QueueDepth: 1, MaxWait: 2 * time.Millisecond},
-				{Name: "batch"},
-			},
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		clock := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-		e, err := core.New(core.Config{
-			Limiter:    l,
-			RateLimits: map[string]shedhttp.RateLimit{"batch": {Rate: 1, Burst: 2}},
-			Clock:      func() time.Time { return clock },
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		var permits []shed.Permit
-		for range held % 5 {
-			if p, err := l.TryAcquire(shed.Request{Class: 1}); err == nil {
-				permits = append(permits, p)
-			}
-		}
+		l, e := admitEngine(t)
+		permits := holdBatch(l, held)
 		ctx, cancel := context.WithCancel(context.Background())
 		if ctxDone {
 			cancel()
@@ -142,39 +118,7 @@ func FuzzAdmit(f *testing.F) {
 				e.Release(st, r, http.StatusOK)
 				continue
 			}
-			if rej.Status == 0 {
-				// Nothing written would reach a client that is still
-				// there as an empty 200.
-				t.Fatalf("a rejection without a status: %+v", rej)
-			}
-			if rej.Err == nil {
-				t.Fatalf("rejection without a cause: %+v", rej)
-			}
-			h := http.Header{}
-			e.SetRejectHeaders(h, rej)
-			shedding := rej.Status == 429 || rej.Status == 503
-			switch rej.Status {
-			case 429, 503:
-				secs, err := strconv.Atoi(h.Get("Retry-After"))
-				if err != nil || secs < 1 || time.Duration(secs)*time.Second != rej.RetryAfter {
-					t.Fatalf("%d: Retry-After %q for %v", rej.Status, h.Get("Retry-After"), rej.RetryAfter)
-				}
-				if d, ok := retrybudget.ParseRetryAfter(h.Get("Retry-After"), time.Now()); !ok || d != rej.RetryAfter {
-					t.Fatalf("%d: a client reads Retry-After %q as %v", rej.Status, h.Get("Retry-After"), d)
-				}
-			case 413, 500:
-				if rej.RetryAfter != 0 || h.Get("Retry-After") != "" {
-					t.Fatalf("%d with Retry-After %v", rej.Status, rej.RetryAfter)
-				}
-			default:
-				t.Fatalf("status %d (%+v)", rej.Status, rej)
-			}
-			if got := h.Get(retrybudget.NoRetryHeader) == retrybudget.NoRetryValue; got != shedding {
-				t.Fatalf("%d: no-retry header %v", rej.Status, got)
-			}
-			if (rej.Status == 500) != errors.Is(rej.Err, shed.ErrInvalidRequest) {
-				t.Fatalf("%d for %v", rej.Status, rej.Err)
-			}
+			checkRejection(t, e, rej)
 		}
 		for i := range permits {
 			permits[i].Release(shed.Ignored)
@@ -183,6 +127,84 @@ func FuzzAdmit(f *testing.F) {
 			t.Fatalf("left behind: %+v", snap)
 		}
 	})
+}
+
+// admitEngine is FuzzAdmit's engine over a fresh limiter of 4 (cost at
+// most 10): interactive may queue for 2 ms, batch is rate limited per key
+// to a burst of 2 (the clock stands still: no refill).
+func admitEngine(t *testing.T) (*shed.Limiter, *core.Engine) {
+	t.Helper()
+	l, err := shed.New(shed.Config{
+		Limit:   4,
+		MaxCost: 10,
+		Classes: []shed.ClassConfig{
+			{Name: "interactive", Protected: 0.5, QueueDepth: 1, MaxWait: 2 * time.Millisecond},
+			{Name: "batch"},
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	e, err := core.New(core.Config{
+		Limiter:    l,
+		RateLimits: map[string]shedhttp.RateLimit{"batch": {Rate: 1, Burst: 2}},
+		Clock:      func() time.Time { return clock },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l, e
+}
+
+// holdBatch takes up to held%5 batch permits of l (fewer if l refuses).
+func holdBatch(l *shed.Limiter, held uint8) []shed.Permit {
+	var permits []shed.Permit
+	for range held % 5 {
+		if p, err := l.TryAcquire(shed.Request{Class: 1}); err == nil {
+			permits = append(permits, p)
+		}
+	}
+	return permits
+}
+
+// checkRejection checks that rej, and the headers e sets for it, are a
+// well-formed rejection (see FuzzAdmit).
+func checkRejection(t *testing.T, e *core.Engine, rej shedhttp.Rejection) {
+	t.Helper()
+	if rej.Status == 0 {
+		// Nothing written would reach a client that is still
+		// there as an empty 200.
+		t.Fatalf("a rejection without a status: %+v", rej)
+	}
+	if rej.Err == nil {
+		t.Fatalf("rejection without a cause: %+v", rej)
+	}
+	h := http.Header{}
+	e.SetRejectHeaders(h, rej)
+	shedding := rej.Status == 429 || rej.Status == 503
+	switch rej.Status {
+	case 429, 503:
+		secs, err := strconv.Atoi(h.Get("Retry-After"))
+		if err != nil || secs < 1 || time.Duration(secs)*time.Second != rej.RetryAfter {
+			t.Fatalf("%d: Retry-After %q for %v", rej.Status, h.Get("Retry-After"), rej.RetryAfter)
+		}
+		if d, ok := retrybudget.ParseRetryAfter(h.Get("Retry-After"), time.Now()); !ok || d != rej.RetryAfter {
+			t.Fatalf("%d: a client reads Retry-After %q as %v", rej.Status, h.Get("Retry-After"), d)
+		}
+	case 413, 500:
+		if rej.RetryAfter != 0 || h.Get("Retry-After") != "" {
+			t.Fatalf("%d with Retry-After %v", rej.Status, rej.RetryAfter)
+		}
+	default:
+		t.Fatalf("status %d (%+v)", rej.Status, rej)
+	}
+	if got := h.Get(retrybudget.NoRetryHeader) == retrybudget.NoRetryValue; got != shedding {
+		t.Fatalf("%d: no-retry header %v", rej.Status, got)
+	}
+	if (rej.Status == 500) != errors.Is(rej.Err, shed.ErrInvalidRequest) {
+		t.Fatalf("%d for %v", rej.Status, rej.Err)
+	}
 }
 
 func bufioReader(s string) *bufio.Reader { return bufio.NewReader(strings.NewReader(s)) }
