@@ -454,69 +454,117 @@ func TestFaultSlowResponseReader(t *testing.T) {
 // them keep their places and get the slot in turn, so no slot is lost and
 // every admitted request is answered.
 func TestFaultCancelWhileQueued(t *testing.T) {
-	l, err := shed.New(shed.Config{Limit: 1, Classes: []shed.ClassConfig{{Name: "default", QueueDepth: 8, MaxWait: 30 * time.Second}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	release := make(chan struct{})
-	started := make(chan string, 16)
-	app := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		id := r.URL.Query().Get("id")
-		started <- id
-		if id == "holder" {
-			<-release
-		}
-		io.WriteString(w, id)
-	})
-	s := startFault(t, l, app, nil, nil)
-	type result struct {
-		id     string
-		status int
-		body   string
-		err    error
-	}
-	results := make(chan result, 16)
-	send := func(ctx context.Context, id string) {
-		go func() {
-			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, s.srv.URL+"/?id="+id, nil)
-			resp, err := s.client.Do(req)
-			if err != nil {
-				results <- result{id: id, err: err}
-				return
-			}
-			b, err := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			results <- result{id, resp.StatusCode, string(b), err}
-		}()
-	}
-	send(context.Background(), "holder")
-	if id := <-started; id != "holder" {
+	q := startCancelQueue(t)
+	q.send(context.Background(), "holder")
+	if id := <-q.started; id != "holder" {
 		t.Fatalf("started %q", id)
 	}
 	// Queue five requests in a known order; cancel the 1st, 3rd and 4th.
-	ids := []string{"q1", "q2", "q3", "q4", "q5"}
-	cancels := map[string]context.CancelFunc{}
-	for i, id := range ids {
-		ctx, cancel := context.WithCancel(context.Background())
-		defer cancel()
-		cancels[id] = cancel
-		send(ctx, id)
-		mwtest.WaitFor(t, id+" to queue", func() bool { return l.Snapshot().Queued == i+1 })
-	}
+	cancels := q.queueInOrder(t, []string{"q1", "q2", "q3", "q4", "q5"})
 	for _, id := range []string{"q1", "q3", "q4"} {
 		cancels[id]()
 	}
 	mwtest.WaitFor(t, "the cancelled waiters to leave", func() bool {
-		snap := l.Snapshot()
+		snap := q.l.Snapshot()
 		return snap.Queued == 2 && snap.Classes[0].Cancelled == 3
 	})
-	if n := l.InFlight(); n != 1 {
+	if n := q.l.InFlight(); n != 1 {
 		t.Errorf("in flight %d, want the holder only", n)
 	}
-	close(release)
-	got := map[string]result{}
+	close(q.release)
+	q.checkAnswers(t)
+	// The waiters behind the cancelled ones were admitted in order.
+	if a, b := <-q.started, <-q.started; a != "q2" || b != "q5" {
+		t.Errorf("admitted %s then %s, want q2 then q5", a, b)
+	}
+	c := waitReleased(t, q.l)
+	if c.admitted != 3 || c.success != 3 || c.enqueued != 5 || c.cancelled != 3 {
+		t.Errorf("admitted %d, success %d, enqueued %d, cancelled %d; want 3, 3, 5, 3", c.admitted, c.success, c.enqueued, c.cancelled)
+	}
+	select {
+	case id := <-q.started:
+		t.Errorf("the handler ran for %s, whose client had gone", id)
+	default:
+	}
+	q.checkAlive("/?id=alive")
+}
+
+// cancelQueue is the server of TestFaultCancelWhileQueued: one slot and a
+// queue of 8; the handler reports the id of each request it starts, and
+// the one for "holder" keeps the slot until release is closed.
+type cancelQueue struct {
+	*faultServer
+	release chan struct{}
+	started chan string
+	results chan queuedResult
+}
+
+// queuedResult is what the client of one request got.
+type queuedResult struct {
+	id     string
+	status int
+	body   string
+	err    error
+}
+
+func startCancelQueue(t *testing.T) *cancelQueue {
+	t.Helper()
+	l, err := shed.New(shed.Config{Limit: 1, Classes: []shed.ClassConfig{{Name: "default", QueueDepth: 8, MaxWait: 30 * time.Second}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := &cancelQueue{release: make(chan struct{}), started: make(chan string, 16), results: make(chan queuedResult, 16)}
+	app := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id := r.URL.Query().Get("id")
+		q.started <- id
+		if id == "holder" {
+			<-q.release
+		}
+		io.WriteString(w, id)
+	})
+	q.faultServer = startFault(t, l, app, nil, nil)
+	return q
+}
+
+// send sends the request id with ctx in the background; its result goes
+// to q.results.
+func (q *cancelQueue) send(ctx context.Context, id string) {
+	go func() {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, q.srv.URL+"/?id="+id, nil)
+		resp, err := q.client.Do(req)
+		if err != nil {
+			q.results <- queuedResult{id: id, err: err}
+			return
+		}
+		b, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		q.results <- queuedResult{id, resp.StatusCode, string(b), err}
+	}()
+}
+
+// queueInOrder sends ids one at a time, each once the one before it is
+// queued, so the queue holds them in that order; it returns the cancel
+// function of each.
+func (q *cancelQueue) queueInOrder(t *testing.T, ids []string) map[string]context.CancelFunc {
+	t.Helper()
+	cancels := map[string]context.CancelFunc{}
+	for i, id := range ids {
+		ctx, cancel := context.WithCancel(context.Background())
+		t.Cleanup(cancel)
+		cancels[id] = cancel
+		q.send(ctx, id)
+		mwtest.WaitFor(t, id+" to queue", func() bool { return q.l.Snapshot().Queued == i+1 })
+	}
+	return cancels
+}
+
+// checkAnswers collects the six results: the holder and the waiters that
+// stayed get their own id back, the cancelled clients their cancellation.
+func (q *cancelQueue) checkAnswers(t *testing.T) {
+	t.Helper()
+	got := map[string]queuedResult{}
 	for range 6 {
-		r := <-results
+		r := <-q.results
 		got[r.id] = r
 	}
 	for _, id := range []string{"holder", "q2", "q5"} {
@@ -529,20 +577,6 @@ func TestFaultCancelWhileQueued(t *testing.T) {
 			t.Errorf("%s: %+v, want the client's cancellation", id, r)
 		}
 	}
-	// The waiters behind the cancelled ones were admitted in order.
-	if a, b := <-started, <-started; a != "q2" || b != "q5" {
-		t.Errorf("admitted %s then %s, want q2 then q5", a, b)
-	}
-	c := waitReleased(t, l)
-	if c.admitted != 3 || c.success != 3 || c.enqueued != 5 || c.cancelled != 3 {
-		t.Errorf("admitted %d, success %d, enqueued %d, cancelled %d; want 3, 3, 5, 3", c.admitted, c.success, c.enqueued, c.cancelled)
-	}
-	select {
-	case id := <-started:
-		t.Errorf("the handler ran for %s, whose client had gone", id)
-	default:
-	}
-	s.checkAlive("/?id=alive")
 }
 
 // TestFaultDrainUnderLoad: Drain while requests run and wait. The waiters
@@ -554,96 +588,141 @@ func TestFaultDrainUnderLoad(t *testing.T) {
 	for _, finishInTime := range []bool{true, false} {
 		t.Run(fmt.Sprintf("finish in time=%v", finishInTime), func(t *testing.T) {
 			const limit, n = 6, 20
-			l, err := shed.New(shed.Config{Limit: limit, Classes: []shed.ClassConfig{{Name: "default", QueueDepth: n, MaxWait: 30 * time.Second}}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			release := make(chan struct{})
-			var started, finished atomic.Int64
-			app := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				if r.URL.Path == "/work" {
-					started.Add(1)
-					<-release
-					finished.Add(1)
-				}
-				io.WriteString(w, "done")
-			})
-			s := startFault(t, l, app, nil, nil)
-			statuses := make(chan int, n)
-			for range n {
-				go func() {
-					resp, err := s.client.Get(s.srv.URL + "/work")
-					if err != nil {
-						t.Errorf("GET: %v", err)
-						statuses <- 0
-						return
-					}
-					io.Copy(io.Discard, resp.Body)
-					resp.Body.Close()
-					statuses <- resp.StatusCode
-				}()
-			}
+			s := startDrainLoad(t, limit, n)
+			s.sendWork(t, n)
 			mwtest.WaitFor(t, "the slots to fill and the rest to queue", func() bool {
-				snap := l.Snapshot()
-				return snap.InFlight == limit && snap.Queued == n-limit && started.Load() == limit
+				snap := s.l.Snapshot()
+				return snap.InFlight == limit && snap.Queued == n-limit && s.started.Load() == limit
 			})
 
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
-			type drained struct {
-				rep shed.DrainReport
-				err error
-			}
-			drainDone := make(chan drained, 1)
-			go func() {
-				rep, err := l.Drain(ctx)
-				drainDone <- drained{rep, err}
-			}()
+			drained := drainAsync(ctx, s.l)
 			// The waiters are rejected with 503 at once.
 			count := map[int]int{}
 			for range n - limit {
-				count[<-statuses]++
+				count[<-s.statuses]++
 			}
 			if count[503] != n-limit {
 				t.Fatalf("queued requests answered %v, want %d x 503", count, n-limit)
 			}
-			// New requests are rejected while draining.
-			resp, err := s.client.Get(s.srv.URL + "/new")
-			if err != nil {
-				t.Fatal(err)
-			}
-			body, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode != 503 || resp.Header.Get("Retry-After") == "" || strings.Contains(string(body), "drain") {
-				t.Errorf("during the drain: status %d, Retry-After %q, body %q", resp.StatusCode, resp.Header.Get("Retry-After"), body)
-			}
+			s.checkNewRejected(t)
 
-			var d drained
 			if finishInTime {
-				close(release)
-				d = <-drainDone
-				if d.err != nil || d.rep.InFlight != 0 {
-					t.Errorf("Drain: %+v, %v; want everything finished", d.rep, d.err)
-				}
+				close(s.release)
+				checkDrainFinished(t, <-drained)
 			} else {
 				cancel() // the drain's deadline passes with all the work running
-				d = <-drainDone
-				if !errors.Is(d.err, context.Canceled) || d.rep.InFlight != limit || len(d.rep.Classes) != 1 || d.rep.Classes[0].InFlight != limit {
-					t.Errorf("Drain: %+v, %v; want the %d running requests reported", d.rep, d.err, limit)
-				}
-				close(release)
+				checkDrainReportsRunning(t, <-drained, limit)
+				close(s.release)
 			}
 			for range limit {
-				count[<-statuses]++
+				count[<-s.statuses]++
 			}
 			if count[200] != limit || count[503] != n-limit {
 				t.Errorf("responses %v, want %d x 200 and %d x 503", count, limit, n-limit)
 			}
-			c := waitReleased(t, l)
-			if c.admitted != limit || c.success != limit || finished.Load() != limit || c.rejected[shed.ReasonDraining] != n-limit+1 {
-				t.Errorf("admitted %d, success %d, handlers finished %d, draining rejections %d", c.admitted, c.success, finished.Load(), c.rejected[shed.ReasonDraining])
+			c := waitReleased(t, s.l)
+			if c.admitted != limit || c.success != limit || s.finished.Load() != limit || c.rejected[shed.ReasonDraining] != n-limit+1 {
+				t.Errorf("admitted %d, success %d, handlers finished %d, draining rejections %d", c.admitted, c.success, s.finished.Load(), c.rejected[shed.ReasonDraining])
 			}
 		})
+	}
+}
+
+// drainLoad is the server of TestFaultDrainUnderLoad: its /work handlers
+// run until release is closed, and statuses receives what each client of
+// sendWork got (0: no response).
+type drainLoad struct {
+	*faultServer
+	release           chan struct{}
+	started, finished atomic.Int64
+	statuses          chan int
+}
+
+// startDrainLoad serves with limit slots and a queue for all n requests.
+func startDrainLoad(t *testing.T, limit, n int) *drainLoad {
+	t.Helper()
+	l, err := shed.New(shed.Config{Limit: limit, Classes: []shed.ClassConfig{{Name: "default", QueueDepth: n, MaxWait: 30 * time.Second}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &drainLoad{release: make(chan struct{}), statuses: make(chan int, n)}
+	app := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/work" {
+			s.started.Add(1)
+			<-s.release
+			s.finished.Add(1)
+		}
+		io.WriteString(w, "done")
+	})
+	s.faultServer = startFault(t, l, app, nil, nil)
+	return s
+}
+
+// sendWork sends n GET /work at once in the background.
+func (s *drainLoad) sendWork(t *testing.T, n int) {
+	for range n {
+		go func() {
+			resp, err := s.client.Get(s.srv.URL + "/work")
+			if err != nil {
+				t.Errorf("GET: %v", err)
+				s.statuses <- 0
+				return
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			s.statuses <- resp.StatusCode
+		}()
+	}
+}
+
+// checkNewRejected checks that a new request during the drain gets a 503
+// with Retry-After whose body does not mention the drain.
+func (s *drainLoad) checkNewRejected(t *testing.T) {
+	t.Helper()
+	resp, err := s.client.Get(s.srv.URL + "/new")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 503 || resp.Header.Get("Retry-After") == "" || strings.Contains(string(body), "drain") {
+		t.Errorf("during the drain: status %d, Retry-After %q, body %q", resp.StatusCode, resp.Header.Get("Retry-After"), body)
+	}
+}
+
+// drainResult is what Limiter.Drain returned.
+type drainResult struct {
+	rep shed.DrainReport
+	err error
+}
+
+// drainAsync runs l.Drain(ctx) in the background; its result arrives on
+// the channel returned.
+func drainAsync(ctx context.Context, l *shed.Limiter) <-chan drainResult {
+	done := make(chan drainResult, 1)
+	go func() {
+		rep, err := l.Drain(ctx)
+		done <- drainResult{rep, err}
+	}()
+	return done
+}
+
+// checkDrainFinished checks a drain that saw every running request finish.
+func checkDrainFinished(t *testing.T, d drainResult) {
+	t.Helper()
+	if d.err != nil || d.rep.InFlight != 0 {
+		t.Errorf("Drain: %+v, %v; want everything finished", d.rep, d.err)
+	}
+}
+
+// checkDrainReportsRunning checks a drain whose deadline passed with limit
+// requests running: it reports them, all in the one class.
+func checkDrainReportsRunning(t *testing.T, d drainResult, limit int) {
+	t.Helper()
+	if !errors.Is(d.err, context.Canceled) || d.rep.InFlight != limit || len(d.rep.Classes) != 1 || d.rep.Classes[0].InFlight != limit {
+		t.Errorf("Drain: %+v, %v; want the %d running requests reported", d.rep, d.err, limit)
 	}
 }
 

@@ -28,9 +28,54 @@ import (
 // (TestMain) checks that nothing is left running.
 func TestTenantFairShare(t *testing.T) {
 	const limit, perQuiet = 6, 40
-	var quietRej [shed.NumReasons]atomic.Int64
-	l, err := shed.New(shed.Config{Limit: limit})
-	if err != nil {
+	f := startFairShare(t, limit)
+	stopNoisy := f.floodNoisy()
+	f.sendQuiet(perQuiet)
+	stopNoisy()
+	if f.ctx.Err() != nil {
+		t.Fatal("the test ran out of time")
+	}
+
+	for i := range f.quietOK {
+		if n := f.quietOK[i].Load(); n < perQuiet*8/10 {
+			t.Errorf("quiet tenant %d: %d of %d admitted", i+1, n, perQuiet)
+		}
+	}
+	snap := f.l.Snapshot()
+	if snap.Classes[0].Rejected[shed.ReasonTenantShare] == 0 || f.noisy503.Load() == 0 {
+		t.Errorf("the noisy tenant was never held to its share: %d ok, %d 503, rejections %v", f.noisyOK.Load(), f.noisy503.Load(), snap.Classes[0].Rejected)
+	}
+	f.checkProblem(t, limit)
+	f.waitTenantsGone(t)
+	var qr [shed.NumReasons]int64
+	for i := range qr {
+		qr[i] = f.quietRej[i].Load()
+	}
+	t.Logf("rejections %v, of quiet tenants %v", snap.Classes[0].Rejected, qr)
+	t.Logf("noisy: %d ok, %d 503; quiet: %d, %d of %d", f.noisyOK.Load(), f.noisy503.Load(), f.quietOK[0].Load(), f.quietOK[1].Load(), perQuiet)
+}
+
+// fairShare is the server of TestTenantFairShare and what each tenant got
+// from it.
+type fairShare struct {
+	l                 *shed.Limiter
+	srv               *httptest.Server
+	tr                *http.Transport
+	client            *http.Client
+	ctx               context.Context // bounds the whole run
+	quietRej          [shed.NumReasons]atomic.Int64
+	noisyOK, noisy503 atomic.Int64
+	problem           atomic.Pointer[[]byte] // a 503 body with Retry-After
+	quietOK           [2]atomic.Int64
+}
+
+// startFairShare serves a 5 ms handler behind a limit of limit with
+// TenantFromKey on X-Tenant, counting the rejections of the quiet tenants.
+func startFairShare(t *testing.T, limit int) *fairShare {
+	t.Helper()
+	f := &fairShare{}
+	var err error
+	if f.l, err = shed.New(shed.Config{Limit: limit}); err != nil {
 		t.Fatal(err)
 	}
 	var mu sync.Mutex
@@ -45,114 +90,121 @@ func TestTenantFairShare(t *testing.T) {
 		inflight[tenant]--
 		mu.Unlock()
 	})
-	mw, err := nethttp.New(nethttp.Config{Options: shedhttp.Options{Limiter: l, KeyHeader: "X-Tenant", TenantFromKey: true},
+	mw, err := nethttp.New(nethttp.Config{Options: shedhttp.Options{Limiter: f.l, KeyHeader: "X-Tenant", TenantFromKey: true},
 		Reject: func(w http.ResponseWriter, r *http.Request, rej shedhttp.Rejection) {
 			if r.Header.Get("X-Tenant") != "noisy" {
-				quietRej[rej.Reason].Add(1)
+				f.quietRej[rej.Reason].Add(1)
 			}
 			shedhttp.WriteProblem(w, r, rej)
 		}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(mw(app))
-	defer srv.Close()
-	tr := &http.Transport{MaxIdleConnsPerHost: 16}
-	defer tr.CloseIdleConnections()
-	client := &http.Client{Transport: tr, Timeout: 10 * time.Second}
+	f.srv = httptest.NewServer(mw(app))
+	t.Cleanup(f.srv.Close)
+	f.tr = &http.Transport{MaxIdleConnsPerHost: 16}
+	t.Cleanup(f.tr.CloseIdleConnections)
+	f.client = &http.Client{Transport: f.tr, Timeout: 10 * time.Second}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
+	t.Cleanup(cancel)
+	f.ctx = ctx
+	return f
+}
 
-	get := func(tenant string) (int, http.Header, []byte) {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL, nil)
-		req.Header.Set("X-Tenant", tenant)
-		resp, err := client.Do(req)
-		if err != nil {
-			return 0, nil, nil
-		}
-		defer resp.Body.Close()
-		body, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, resp.Header, body
+// get sends one request as tenant; status 0 means it failed.
+func (f *fairShare) get(tenant string) (int, http.Header, []byte) {
+	req, _ := http.NewRequestWithContext(f.ctx, http.MethodGet, f.srv.URL, nil)
+	req.Header.Set("X-Tenant", tenant)
+	resp, err := f.client.Do(req)
+	if err != nil {
+		return 0, nil, nil
 	}
-	var stop atomic.Bool
-	var noisyOK, noisy503 atomic.Int64
-	var problem atomic.Pointer[[]byte]
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, resp.Header, body
+}
+
+// floodNoisy sends as the noisy tenant from ten connections at once until
+// stop is called, which waits for them.
+func (f *fairShare) floodNoisy() (stop func()) {
+	var done atomic.Bool
 	var wg sync.WaitGroup
 	for range 10 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for !stop.Load() && ctx.Err() == nil {
-				switch status, h, body := get("noisy"); status {
+			for !done.Load() && f.ctx.Err() == nil {
+				switch status, h, body := f.get("noisy"); status {
 				case http.StatusOK:
-					noisyOK.Add(1)
+					f.noisyOK.Add(1)
 				case http.StatusServiceUnavailable:
-					noisy503.Add(1)
+					f.noisy503.Add(1)
 					if h.Get("Retry-After") != "" {
-						problem.Store(&body)
+						f.problem.Store(&body)
 					}
 				}
 			}
 		}()
 	}
-	var quietOK [2]atomic.Int64
-	var qwg sync.WaitGroup
+	return func() {
+		done.Store(true)
+		wg.Wait()
+	}
+}
+
+// sendQuiet sends perQuiet requests as each quiet tenant, one at a time,
+// and returns when both are done.
+func (f *fairShare) sendQuiet(perQuiet int) {
+	var wg sync.WaitGroup
 	for i, q := range []string{"q1", "q2"} {
-		qwg.Add(1)
+		wg.Add(1)
 		go func() {
-			defer qwg.Done()
+			defer wg.Done()
 			time.Sleep(20 * time.Millisecond) // the noisy tenant first
 			for range perQuiet {
-				if status, _, _ := get(q); status == http.StatusOK {
-					quietOK[i].Add(1)
+				if status, _, _ := f.get(q); status == http.StatusOK {
+					f.quietOK[i].Add(1)
 				}
 				time.Sleep(5 * time.Millisecond) // a quiet tenant paces itself
 			}
 		}()
 	}
-	qwg.Wait()
-	stop.Store(true)
 	wg.Wait()
-	if ctx.Err() != nil {
-		t.Fatal("the test ran out of time")
-	}
+}
 
-	for i := range quietOK {
-		if n := quietOK[i].Load(); n < perQuiet*8/10 {
-			t.Errorf("quiet tenant %d: %d of %d admitted", i+1, n, perQuiet)
-		}
-	}
-	snap := l.Snapshot()
-	if snap.Classes[0].Rejected[shed.ReasonTenantShare] == 0 || noisy503.Load() == 0 {
-		t.Errorf("the noisy tenant was never held to its share: %d ok, %d 503, rejections %v", noisyOK.Load(), noisy503.Load(), snap.Classes[0].Rejected)
-	}
-	if b := problem.Load(); b != nil {
-		var p map[string]any
-		if err := json.Unmarshal(*b, &p); err != nil || p["status"] != float64(503) {
-			t.Errorf("503 body %q", *b)
-		}
-		for _, f := range []string{"tenant", "noisy", "share", strconv.Itoa(limit)} {
-			if strings.Contains(strings.ToLower(string(*b)), f) {
-				t.Errorf("503 body %q exposes %q", *b, f)
-			}
-		}
-	} else {
+// checkProblem checks that the noisy tenant got a 503 with Retry-After
+// whose problem body names nothing internal (the tenant, its share, the
+// limit).
+func (f *fairShare) checkProblem(t *testing.T, limit int) {
+	t.Helper()
+	b := f.problem.Load()
+	if b == nil {
 		t.Error("no 503 with Retry-After")
+		return
 	}
-	tr.CloseIdleConnections()
+	var p map[string]any
+	if err := json.Unmarshal(*b, &p); err != nil || p["status"] != float64(503) {
+		t.Errorf("503 body %q", *b)
+	}
+	for _, s := range []string{"tenant", "noisy", "share", strconv.Itoa(limit)} {
+		if strings.Contains(strings.ToLower(string(*b)), s) {
+			t.Errorf("503 body %q exposes %q", *b, s)
+		}
+	}
+}
+
+// waitTenantsGone closes the idle connections and waits (5 s at most)
+// until nothing is in flight and no tenant is tracked any more.
+func (f *fairShare) waitTenantsGone(t *testing.T) {
+	t.Helper()
+	f.tr.CloseIdleConnections()
 	deadline := time.Now().Add(5 * time.Second)
-	for s := l.Snapshot(); s.InFlight != 0 || s.Tenants != 0; s = l.Snapshot() {
+	for s := f.l.Snapshot(); s.InFlight != 0 || s.Tenants != 0; s = f.l.Snapshot() {
 		if time.Now().After(deadline) {
 			t.Fatalf("after the run: %d in flight, %d tenants tracked", s.InFlight, s.Tenants)
 		}
 		time.Sleep(time.Millisecond)
 	}
-	var qr [shed.NumReasons]int64
-	for i := range qr {
-		qr[i] = quietRej[i].Load()
-	}
-	t.Logf("rejections %v, of quiet tenants %v", snap.Classes[0].Rejected, qr)
-	t.Logf("noisy: %d ok, %d 503; quiet: %d, %d of %d", noisyOK.Load(), noisy503.Load(), quietOK[0].Load(), quietOK[1].Load(), perQuiet)
 }
 
 // TestTenantFromClassify: Classify may set the tenant itself, and without
