@@ -67,83 +67,84 @@ func checkSettled(t *testing.T, l *shed.Limiter) {
 // caller never receives the permit, so the admission is undone.
 func TestObserverPanicOnAdmission(t *testing.T) {
 	two := []shed.ClassConfig{{Name: "hi", Protected: 0.5}, {Name: "lo"}}
-	cases := []struct {
-		name string
-		cfg  shed.Config
-		kind shed.EventKind
-		// setup brings the limiter to the path under test and returns
-		// the permits it holds; the admission then asks for req.
-		setup func(*testing.T, *shed.Limiter) []shed.Permit
-		req   shed.Request
-	}{
+	cases := []admissionPanicCase{
 		{name: "lock-free path", cfg: shed.Config{Limit: 2}, kind: shed.EventAdmitted},
 		{name: "lock-free path, wall clock", cfg: shed.Config{Limit: 2, Clock: newFakeClock().Now}, kind: shed.EventAdmitted},
 		{name: "tracked permit", cfg: shed.Config{Limit: 2, TrackLeaks: true}, kind: shed.EventAdmitted},
-		{
-			// A rejection of the protected class leaves demand behind,
-			// which sends admissions through the locked path.
-			name: "locked path", cfg: shed.Config{Limit: 2, Classes: two}, kind: shed.EventAdmitted,
-			setup: func(t *testing.T, l *shed.Limiter) []shed.Permit {
-				ps := []shed.Permit{mustAcquire(t, l, t0, shed.Request{Class: 1}), mustAcquire(t, l, t0, shed.Request{Class: 1})}
-				if _, err := l.TryAcquireAt(t0, shed.Request{Class: 0}); err == nil {
-					t.Fatal("admitted over the limit")
-				}
-				ps[1].ReleaseAt(t0, shed.Success)
-				return ps[:1]
-			},
-		},
-		{
-			name: "dry run, reporting the admission", cfg: shed.Config{Limit: 1, DryRun: true}, kind: shed.EventAdmitted,
-			setup: func(t *testing.T, l *shed.Limiter) []shed.Permit {
-				return []shed.Permit{mustAcquire(t, l, t0, shed.Request{})}
-			},
-		},
-		{
-			name: "dry run, reporting the overridden rejection", cfg: shed.Config{Limit: 1, DryRun: true}, kind: shed.EventRejected,
-			setup: func(t *testing.T, l *shed.Limiter) []shed.Permit {
-				return []shed.Permit{mustAcquire(t, l, t0, shed.Request{})}
-			},
-		},
+		{name: "locked path", cfg: shed.Config{Limit: 2, Classes: two}, kind: shed.EventAdmitted, setup: setupLockedPath},
+		{name: "dry run, reporting the admission", cfg: shed.Config{Limit: 1, DryRun: true}, kind: shed.EventAdmitted, setup: setupOneHeld},
+		{name: "dry run, reporting the overridden rejection", cfg: shed.Config{Limit: 1, DryRun: true}, kind: shed.EventRejected, setup: setupOneHeld},
 	}
 	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			obs := &panicky{kind: tc.kind}
-			tc.cfg.Observer = obs
-			l := mustNew(t, tc.cfg)
-			var held []shed.Permit
-			if tc.setup != nil {
-				held = tc.setup(t, l)
-			}
-			before := l.InFlight()
-			obs.armed.Store(true)
-			mustPanic(t, "TryAcquireAt", func() { _, _ = l.TryAcquireAt(t0, tc.req) })
-			if tc.cfg.Clock != nil {
-				mustPanic(t, "TryAcquire", func() { _, _ = l.TryAcquire(tc.req) })
-			}
-			obs.armed.Store(false)
-			if n := l.InFlight(); n != before {
-				t.Fatalf("%d in flight after the panic, want %d: the undelivered permit kept its slot", n, before)
-			}
-			// The capacity is usable, and the undone admission counts as
-			// released (Ignored) once.
-			p := mustAcquire(t, l, t0, tc.req)
-			p.ReleaseAt(t0, shed.Success)
-			for i := range held {
-				held[i].ReleaseAt(t0, shed.Success)
-			}
-			if tc.cfg.TrackLeaks {
-				runtime.GC()
-				runtime.GC()
-			}
-			checkSettled(t, l)
-			var ignored uint64
-			for _, c := range l.Snapshot().Classes {
-				ignored += c.Released[shed.Ignored]
-			}
-			if want := uint64(obs.hits.Load()); ignored != want {
-				t.Errorf("%d releases counted as Ignored, want %d (one per undone admission)", ignored, want)
-			}
-		})
+		t.Run(tc.name, func(t *testing.T) { tc.run(t) })
+	}
+}
+
+// admissionPanicCase is an admission path of TestObserverPanicOnAdmission
+// whose report of kind panics.
+type admissionPanicCase struct {
+	name string
+	cfg  shed.Config
+	kind shed.EventKind
+	// setup brings the limiter to the path under test and returns
+	// the permits it holds; the admission then asks for req.
+	setup func(*testing.T, *shed.Limiter) []shed.Permit
+	req   shed.Request
+}
+
+// setupLockedPath leaves demand behind with a rejection of the protected
+// class, which sends admissions through the locked path.
+func setupLockedPath(t *testing.T, l *shed.Limiter) []shed.Permit {
+	ps := []shed.Permit{mustAcquire(t, l, t0, shed.Request{Class: 1}), mustAcquire(t, l, t0, shed.Request{Class: 1})}
+	if _, err := l.TryAcquireAt(t0, shed.Request{Class: 0}); err == nil {
+		t.Fatal("admitted over the limit")
+	}
+	ps[1].ReleaseAt(t0, shed.Success)
+	return ps[:1]
+}
+
+// setupOneHeld fills a limit of 1, so that a dry run admits over it.
+func setupOneHeld(t *testing.T, l *shed.Limiter) []shed.Permit {
+	return []shed.Permit{mustAcquire(t, l, t0, shed.Request{})}
+}
+
+// run makes the admission panic and checks that it was undone.
+func (tc admissionPanicCase) run(t *testing.T) {
+	obs := &panicky{kind: tc.kind}
+	tc.cfg.Observer = obs
+	l := mustNew(t, tc.cfg)
+	var held []shed.Permit
+	if tc.setup != nil {
+		held = tc.setup(t, l)
+	}
+	before := l.InFlight()
+	obs.armed.Store(true)
+	mustPanic(t, "TryAcquireAt", func() { _, _ = l.TryAcquireAt(t0, tc.req) })
+	if tc.cfg.Clock != nil {
+		mustPanic(t, "TryAcquire", func() { _, _ = l.TryAcquire(tc.req) })
+	}
+	obs.armed.Store(false)
+	if n := l.InFlight(); n != before {
+		t.Fatalf("%d in flight after the panic, want %d: the undelivered permit kept its slot", n, before)
+	}
+	// The capacity is usable, and the undone admission counts as
+	// released (Ignored) once.
+	p := mustAcquire(t, l, t0, tc.req)
+	p.ReleaseAt(t0, shed.Success)
+	for i := range held {
+		held[i].ReleaseAt(t0, shed.Success)
+	}
+	if tc.cfg.TrackLeaks {
+		runtime.GC()
+		runtime.GC()
+	}
+	checkSettled(t, l)
+	var ignored uint64
+	for _, c := range l.Snapshot().Classes {
+		ignored += c.Released[shed.Ignored]
+	}
+	if want := uint64(obs.hits.Load()); ignored != want {
+		t.Errorf("%d releases counted as Ignored, want %d (one per undone admission)", ignored, want)
 	}
 }
 

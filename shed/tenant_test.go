@@ -213,17 +213,7 @@ func TestTenantNoisyNeighbour(t *testing.T) {
 // costs and classes that borrow from one another.
 func TestTenantShares(t *testing.T) {
 	const hold, steps = 4, 200
-	tests := []struct {
-		name   string
-		cfg    shed.Config
-		offers []offer
-		// most is the most each tenant may hold (count, or cost when
-		// byCost) at any step once the first work ended.
-		most   map[string]int64
-		byCost bool
-		// least is the fewest admissions each tenant must get.
-		least map[string]int
-	}{{
+	tests := []tenantSharesCase{{
 		name: "equal",
 		cfg:  shed.Config{Limit: 6},
 		offers: []offer{
@@ -267,31 +257,51 @@ func TestTenantShares(t *testing.T) {
 		least: map[string]int{"a": steps * 4 / 4 * 9 / 10, "b": steps * 4 / 4 * 9 / 10},
 	}}
 	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			l := mustNew(t, tc.cfg)
-			s := newFairSim(t, l, hold)
-			check := func(step int) {
-				for name, most := range tc.most {
-					h := held(l, tc.offers[0].class, name)
-					got := h[0]
-					if tc.byCost {
-						got = h[1]
-					}
-					if step >= hold && got > most {
-						t.Fatalf("step %d: %s holds %d, more than %d", step, name, got, most)
-					}
-				}
-			}
-			s.check = func(step int, _ string, _ shed.Class) { check(step) }
-			s.run(0, steps, tc.offers)
-			for name, least := range tc.least {
-				if s.admitted[name] < least {
-					t.Errorf("%s admitted %d times, want at least %d (rejections %v)", name, s.admitted[name], least, s.rejected[name])
-				}
-			}
-			s.drain()
-			wantNoTenants(t, l)
-		})
+		t.Run(tc.name, func(t *testing.T) { tc.run(t, hold, steps) })
+	}
+}
+
+// tenantSharesCase is a contended class of TestTenantShares.
+type tenantSharesCase struct {
+	name   string
+	cfg    shed.Config
+	offers []offer
+	// most is the most each tenant may hold (count, or cost when
+	// byCost) at any step once the first work ended.
+	most   map[string]int64
+	byCost bool
+	// least is the fewest admissions each tenant must get.
+	least map[string]int
+}
+
+// run offers tc.offers for steps steps, each admission held for hold
+// steps, checking most at every admission and least at the end.
+func (tc tenantSharesCase) run(t *testing.T, hold, steps int) {
+	l := mustNew(t, tc.cfg)
+	s := newFairSim(t, l, hold)
+	s.check = func(step int, _ string, _ shed.Class) { tc.checkMost(t, l, step, hold) }
+	s.run(0, steps, tc.offers)
+	for name, least := range tc.least {
+		if s.admitted[name] < least {
+			t.Errorf("%s admitted %d times, want at least %d (rejections %v)", name, s.admitted[name], least, s.rejected[name])
+		}
+	}
+	s.drain()
+	wantNoTenants(t, l)
+}
+
+// checkMost checks at step that no tenant holds more than its most, once
+// the first work (admitted before step hold) ended.
+func (tc tenantSharesCase) checkMost(t *testing.T, l *shed.Limiter, step, hold int) {
+	for name, most := range tc.most {
+		h := held(l, tc.offers[0].class, name)
+		got := h[0]
+		if tc.byCost {
+			got = h[1]
+		}
+		if step >= hold && got > most {
+			t.Fatalf("step %d: %s holds %d, more than %d", step, name, got, most)
+		}
 	}
 }
 

@@ -16,6 +16,36 @@ import (
 // engine never fails); and a small scenario runs to its end with one row
 // per interval.
 func FuzzScenarioRuns(f *testing.F) {
+	addScenarioRunsSeeds(f)
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if len(data) > 1<<14 {
+			return
+		}
+		sc, n, ok := parseFuzzScenario(t, data)
+		if !ok {
+			return
+		}
+		if n.Service.Replicas > 64 {
+			return // building thousands of replicas proves nothing more
+		}
+		p, err := ParsePolicy("static")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := newEngine(n, p, 1); err != nil {
+			t.Fatalf("a valid scenario cannot be simulated: %v", err)
+		}
+		if !fuzzSmall(n) {
+			return
+		}
+		runFuzzScenario(t, sc, n, p)
+	})
+}
+
+// addScenarioRunsSeeds seeds FuzzScenarioRuns with the valid and builtin
+// scenarios and small ones that reach retries, budgets, throttles,
+// schedules, rate limits and an event whose end overflows.
+func addScenarioRunsSeeds(f *testing.F) {
 	f.Add([]byte(validYAML))
 	for _, n := range SuiteNames() {
 		src, _ := BuiltinSource(n)
@@ -55,54 +85,47 @@ service: {replicas: 2}
 upstream: {capacity: 2, service_time: {dist: constant, value: 10ms}}
 `))
 	f.Add([]byte("name: ovf\nduration: 10s\nclasses: [{name: a, rate: 1}]\nupstream: {capacity: 1, service_time: {dist: constant, value: 1ms}, events: [{at: 1h, for: 2562047h}]}\n"))
-	f.Fuzz(func(t *testing.T, data []byte) {
-		if len(data) > 1<<14 {
-			return
+}
+
+// parseFuzzScenario parses data twice and normalizes it. It reports
+// false for data that is rightly rejected as ErrInvalidScenario.
+func parseFuzzScenario(t *testing.T, data []byte) (sc, n *Scenario, ok bool) {
+	sc, err := ParseScenario("fuzz.yaml", data)
+	if err != nil {
+		if !errors.Is(err, ErrInvalidScenario) {
+			t.Fatalf("error %v does not match ErrInvalidScenario", err)
 		}
-		sc, err := ParseScenario("fuzz.yaml", data)
-		if err != nil {
-			if !errors.Is(err, ErrInvalidScenario) {
-				t.Fatalf("error %v does not match ErrInvalidScenario", err)
-			}
-			return
-		}
-		again, err := ParseScenario("fuzz.yaml", data)
-		if err != nil || !reflect.DeepEqual(sc, again) {
-			t.Fatalf("parsing twice differs: %v", err)
-		}
-		n, err := sc.normalize()
-		if err != nil {
-			t.Fatalf("a parsed scenario does not normalize: %v", err)
-		}
-		if n.Service.Replicas > 64 {
-			return // building thousands of replicas proves nothing more
-		}
-		p, err := ParsePolicy("static")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := newEngine(n, p, 1); err != nil {
-			t.Fatalf("a valid scenario cannot be simulated: %v", err)
-		}
-		if !fuzzSmall(n) {
-			return
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		defer cancel()
-		res, err := Run(sc, p, Options{Seed: 7, Context: ctx})
-		if err != nil {
-			t.Fatalf("Run: %v", err)
-		}
-		if rows := int(n.Duration / n.Interval); len(res.Series) != rows {
-			t.Fatalf("%d rows, want %d (duration %v, interval %v)", len(res.Series), rows, n.Duration, n.Interval)
-		}
-		s := res.Summary
-		// (Work offered during the warmup may end in the measured part, so
-		// goodput + failures can exceed the measured logical requests.)
-		if s.Admitted > s.Attempts || s.Logical < 0 || s.Goodput < 0 {
-			t.Fatalf("summary: logical %d, goodput %d, attempts %d, admitted %d", s.Logical, s.Goodput, s.Attempts, s.Admitted)
-		}
-	})
+		return nil, nil, false
+	}
+	again, err := ParseScenario("fuzz.yaml", data)
+	if err != nil || !reflect.DeepEqual(sc, again) {
+		t.Fatalf("parsing twice differs: %v", err)
+	}
+	n, err = sc.normalize()
+	if err != nil {
+		t.Fatalf("a parsed scenario does not normalize: %v", err)
+	}
+	return sc, n, true
+}
+
+// runFuzzScenario runs sc (normalized as n) to its end and checks its rows
+// and summary.
+func runFuzzScenario(t *testing.T, sc, n *Scenario, p Policy) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	res, err := Run(sc, p, Options{Seed: 7, Context: ctx})
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if rows := int(n.Duration / n.Interval); len(res.Series) != rows {
+		t.Fatalf("%d rows, want %d (duration %v, interval %v)", len(res.Series), rows, n.Duration, n.Interval)
+	}
+	s := res.Summary
+	// (Work offered during the warmup may end in the measured part, so
+	// goodput + failures can exceed the measured logical requests.)
+	if s.Admitted > s.Attempts || s.Logical < 0 || s.Goodput < 0 {
+		t.Fatalf("summary: logical %d, goodput %d, attempts %d, admitted %d", s.Logical, s.Goodput, s.Attempts, s.Admitted)
+	}
 }
 
 // fuzzSmall reports whether a run of n is cheap enough for a fuzz

@@ -67,8 +67,9 @@ func TestParseScenarioErrors(t *testing.T) {
 	}
 }
 
-func TestParseScenarioFields(t *testing.T) {
-	src := `name: full
+// fullYAML sets fields of every section of a scenario, for
+// TestParseScenarioFields.
+const fullYAML = `name: full
 description: every field
 duration: 100s
 interval: 2s
@@ -110,7 +111,9 @@ expect:
   - {policy: none, metric: trigger_p99, max: 1500ms}
   - {policy: "*", metric: class.interactive.goodput, min: 0.5}
 `
-	sc, err := ParseScenario("full.yaml", []byte(src))
+
+func TestParseScenarioFields(t *testing.T) {
+	sc, err := ParseScenario("full.yaml", []byte(fullYAML))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -276,82 +276,121 @@ func TestRandomCompletionOrders(t *testing.T) {
 		name := fmt.Sprintf("seed%d_n%d_bound%d_ordered%v_buf%d", seed, n, bound, ordered, buf)
 		t.Run(name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				window := buf
-				if window == 0 {
-					window = bound
-				}
-				src := newSource(n)
-				var mu sync.Mutex
-				waiting := map[int]chan struct{}{} // started, not released
-				var started, ended, delivered atomic.Int64
-				src.onPull = func(i int) {
-					if run := started.Load() - ended.Load(); run >= int64(bound) {
-						t.Errorf("pull %d with %d tasks running, bound %d", i, run, bound)
-					}
-					if ordered && int64(i)-delivered.Load() > int64(window) {
-						t.Errorf("pull %d with %d delivered, window %d", i, delivered.Load(), window)
-					}
-				}
-				var got []int
-				errc := make(chan error, 1)
-				go func() {
-					errc <- fanout.Run(t.Context(), src.seq(),
-						func(ctx context.Context, in *item) (int, error) {
-							ch := make(chan struct{})
-							mu.Lock()
-							waiting[in.id] = ch
-							mu.Unlock()
-							started.Add(1)
-							<-ch
-							ended.Add(1)
-							return in.id, nil
-						},
-						fanout.Config[*item]{Bound: bound, Ordered: ordered, ReorderBuffer: buf},
-						func(r fanout.Result[int]) error {
-							got = append(got, r.Index)
-							delivered.Add(1)
-							return nil
-						})
-				}()
+				// The same rng, past the draws above, picks the releases.
+				r := newCompletionRun(rng, n, bound, ordered, buf)
+				errc := r.start(t)
 				for {
 					synctest.Wait()
 					select {
 					case err := <-errc:
-						if err != nil {
-							t.Fatal(err)
-						}
-						if len(got) != n {
-							t.Fatalf("got %d results, want %d", len(got), n)
-						}
-						if ordered && !slices.IsSorted(got) {
-							t.Fatalf("ordered results out of order: %v", got)
-						}
-						slices.Sort(got)
-						for i, g := range got {
-							if g != i {
-								t.Fatalf("results %v: not each index once", got)
-							}
-						}
+						r.checkResults(t, err)
 						return
 					default:
 					}
-					mu.Lock()
-					keys := make([]int, 0, len(waiting))
-					for k := range waiting {
-						keys = append(keys, k)
-					}
-					slices.Sort(keys)
-					if len(keys) == 0 {
-						mu.Unlock()
-						t.Fatal("no task to release and Run has not returned")
-					}
-					k := keys[rng.IntN(len(keys))]
-					close(waiting[k])
-					delete(waiting, k)
-					mu.Unlock()
+					r.releaseOne(t)
 				}
 			})
 		})
+	}
+}
+
+// completionRun is one fan-out of TestRandomCompletionOrders: every task
+// waits until the test releases it.
+type completionRun struct {
+	rng                       *rand.Rand
+	n, bound, buf, window     int
+	ordered                   bool
+	src                       *source
+	mu                        sync.Mutex
+	waiting                   map[int]chan struct{} // started, not released
+	started, ended, delivered atomic.Int64
+	got                       []int
+}
+
+func newCompletionRun(rng *rand.Rand, n, bound int, ordered bool, buf int) *completionRun {
+	window := buf
+	if window == 0 {
+		window = bound
+	}
+	return &completionRun{rng: rng, n: n, bound: bound, buf: buf, window: window, ordered: ordered,
+		src: newSource(n), waiting: map[int]chan struct{}{}}
+}
+
+// start runs the fan-out in a goroutine and returns where its error comes.
+func (r *completionRun) start(t *testing.T) <-chan error {
+	r.src.onPull = func(i int) { r.checkPull(t, i) }
+	errc := make(chan error, 1)
+	go func() {
+		errc <- fanout.Run(t.Context(), r.src.seq(), r.task,
+			fanout.Config[*item]{Bound: r.bound, Ordered: r.ordered, ReorderBuffer: r.buf},
+			func(res fanout.Result[int]) error {
+				r.got = append(r.got, res.Index)
+				r.delivered.Add(1)
+				return nil
+			})
+	}()
+	return errc
+}
+
+// checkPull checks the bound and, in ordered mode, the reorder window at
+// the pull of item i.
+func (r *completionRun) checkPull(t *testing.T, i int) {
+	if run := r.started.Load() - r.ended.Load(); run >= int64(r.bound) {
+		t.Errorf("pull %d with %d tasks running, bound %d", i, run, r.bound)
+	}
+	if r.ordered && int64(i)-r.delivered.Load() > int64(r.window) {
+		t.Errorf("pull %d with %d delivered, window %d", i, r.delivered.Load(), r.window)
+	}
+}
+
+// task waits for the test to release it.
+func (r *completionRun) task(ctx context.Context, in *item) (int, error) {
+	ch := make(chan struct{})
+	r.mu.Lock()
+	r.waiting[in.id] = ch
+	r.mu.Unlock()
+	r.started.Add(1)
+	<-ch
+	r.ended.Add(1)
+	return in.id, nil
+}
+
+// releaseOne releases a waiting task picked by the rng.
+func (r *completionRun) releaseOne(t *testing.T) {
+	r.mu.Lock()
+	keys := make([]int, 0, len(r.waiting))
+	for k := range r.waiting {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	if len(keys) == 0 {
+		r.mu.Unlock()
+		t.Fatal("no task to release and Run has not returned")
+	}
+	k := keys[r.rng.IntN(len(keys))]
+	close(r.waiting[k])
+	delete(r.waiting, k)
+	r.mu.Unlock()
+}
+
+// checkResults checks that Run succeeded with every index once, in input
+// order when ordered.
+func (r *completionRun) checkResults(t *testing.T, err error) {
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := r.got
+	if len(got) != r.n {
+		t.Fatalf("got %d results, want %d", len(got), r.n)
+	}
+	if r.ordered && !slices.IsSorted(got) {
+		t.Fatalf("ordered results out of order: %v", got)
+	}
+	slices.Sort(got)
+	for i, g := range got {
+		if g != i {
+			t.Fatalf("results %v: not each index once", got)
+		}
 	}
 }
 
