@@ -11,9 +11,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
 	"strconv"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -191,142 +191,203 @@ func TestTracesInJaeger(t *testing.T) {
 	root := repoRoot(t)
 	startJaeger(t, root)
 	runDemo(t, root)
-
-	// The exporters flushed at exit; give the collector's batch a moment.
-	var services struct {
-		Data []string `json:"data"`
-	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		query(t, "/api/services", &services)
-		if strings.Contains(strings.Join(services.Data, ","), gatewaySvc) || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(500 * time.Millisecond)
-	}
-	for _, want := range []string{gatewaySvc, upstreamSvc} {
-		if !strings.Contains(strings.Join(services.Data, ","), want) {
-			t.Fatalf("services %v, want %s", services.Data, want)
-		}
-	}
+	waitForServices(t)
 
 	var traces jaegerTraces
 	query(t, "/api/traces?service="+gatewaySvc+"&limit=100000&lookback=1h", &traces)
 	t.Logf("%d gateway traces", len(traces.Data))
 
-	var (
-		admitted, rejected int
-		reasons            = map[string]int{}
-		logical            int
-		attemptsHist       = map[int]int{}
-		upstreamChildren   int
-		queued             int
-	)
+	c := spanCounts{reasons: map[string]int{}, attemptsHist: map[int]int{}}
 	for _, tr := range traces.Data {
-		byID := map[string]*jaegerSpan{}
-		children := map[string][]*jaegerSpan{}
-		for i := range tr.Spans {
-			s := &tr.Spans[i]
-			byID[s.SpanID] = s
-			children[s.parent()] = append(children[s.parent()], s)
+		checkTrace(t, tr, &c)
+	}
+	checkCounts(t, &c)
+}
+
+// waitForServices waits until Jaeger knows the gateway, then checks that it
+// knows both of the demo's services.
+func waitForServices(t *testing.T) {
+	t.Helper()
+	// The exporters flushed at exit; give the collector's batch a moment.
+	var services struct {
+		Data []string `json:"data"`
+	}
+	// Both services: the upstream's spans may reach the collector in a
+	// later batch than the gateway's.
+	missing := func() string {
+		for _, want := range []string{gatewaySvc, upstreamSvc} {
+			if !slices.Contains(services.Data, want) {
+				return want
+			}
 		}
-		for i := range tr.Spans {
-			s := &tr.Spans[i]
-			svc := tr.Processes[s.ProcessID].ServiceName
-			kind, _ := s.tag("span.kind")
-			switch {
-			case svc == gatewaySvc && kind == "server":
-				decision, _ := s.tag("shedkit.decision")
-				class, hasClass := s.tag("shedkit.class")
-				// The demo's clients are shedkit clients of one attempt:
-				// the server span says which attempt it served.
-				if a, ok := s.tag("shedkit.attempt"); !ok || a != "1" {
-					t.Errorf("gateway server span %s has shedkit.attempt %q (set: %v), want 1", s.SpanID, a, ok)
-				}
-				switch decision {
-				case "admitted":
-					admitted++
-					if !hasClass || (class != "interactive" && class != "batch") {
-						t.Errorf("admitted server span %s has class %q", s.SpanID, class)
-					}
-					wait, ok := s.tag("shedkit.queue.wait")
-					if !ok {
-						t.Errorf("admitted server span %s has no shedkit.queue.wait", s.SpanID)
-					}
-					// A request that waited shows its wait on the timeline.
-					if w, _ := strconv.ParseFloat(wait, 64); w > 0 {
-						queued++
-						if !hasChild(children[s.SpanID], "shedkit.queue") {
-							t.Errorf("admitted server span %s waited %ss and has no shedkit.queue child", s.SpanID, wait)
-						}
-					}
-				case "rejected":
-					rejected++
-					reason, ok := s.tag("shedkit.reason")
-					if !ok || reason == "" {
-						t.Errorf("rejected server span %s has no shedkit.reason", s.SpanID)
-					}
-					reasons[reason]++
-				default:
-					t.Errorf("gateway server span %s has shedkit.decision %q", s.SpanID, decision)
-				}
-			case svc == gatewaySvc && kind == "internal":
-				// The logical request of the retrying client: one CLIENT
-				// child per attempt, resend count absent on the first and
-				// 1, 2, ... on the next ones.
-				var attempts []*jaegerSpan
-				for _, c := range children[s.SpanID] {
-					if k, _ := c.tag("span.kind"); k == "client" {
-						attempts = append(attempts, c)
-					}
-				}
-				if len(attempts) == 0 {
-					continue // denied before any attempt (e.g. the deadline)
-				}
-				logical++
-				attemptsHist[len(attempts)]++
-				sort.Slice(attempts, func(i, j int) bool { return attempts[i].StartTime < attempts[j].StartTime })
-				for i, a := range attempts {
-					rc, ok := a.tag("http.request.resend_count")
-					switch {
-					case i == 0 && ok:
-						t.Errorf("first attempt %s carries http.request.resend_count=%s", a.SpanID, rc)
-					case i > 0 && rc != fmt.Sprint(i):
-						t.Errorf("attempt %d (%s) has http.request.resend_count=%q, want %d", i+1, a.SpanID, rc, i)
-					}
-					if _, ok := a.tag("http.request.method"); !ok {
-						t.Errorf("attempt span %s has no http.request.method", a.SpanID)
-					}
-					for _, up := range children[a.SpanID] {
-						if tr.Processes[up.ProcessID].ServiceName == upstreamSvc {
-							upstreamChildren++
-						}
-					}
-				}
-				if p := byID[s.parent()]; p == nil || tr.Processes[p.ProcessID].ServiceName != gatewaySvc {
-					t.Errorf("logical span %s is not a child of a gateway span", s.SpanID)
-				}
+		return ""
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		services.Data = nil
+		query(t, "/api/services", &services)
+		if missing() == "" || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	if want := missing(); want != "" {
+		t.Fatalf("services %v, want %s", services.Data, want)
+	}
+}
+
+// spanCounts adds up what the checks of all gateway traces saw, for the
+// checks of the whole run in checkCounts.
+type spanCounts struct {
+	admitted, rejected int
+	reasons            map[string]int
+	logical            int
+	attemptsHist       map[int]int
+	upstreamChildren   int
+	queued             int
+}
+
+// spanTree is one trace with its spans indexed by ID and by parent.
+type spanTree struct {
+	tr       jaegerTrace
+	byID     map[string]*jaegerSpan
+	children map[string][]*jaegerSpan
+}
+
+func (tree *spanTree) service(s *jaegerSpan) string {
+	return tree.tr.Processes[s.ProcessID].ServiceName
+}
+
+// checkTrace checks the gateway's server and logical spans of one trace.
+func checkTrace(t *testing.T, tr jaegerTrace, c *spanCounts) {
+	tree := &spanTree{tr: tr, byID: map[string]*jaegerSpan{}, children: map[string][]*jaegerSpan{}}
+	for i := range tr.Spans {
+		s := &tr.Spans[i]
+		tree.byID[s.SpanID] = s
+		tree.children[s.parent()] = append(tree.children[s.parent()], s)
+	}
+	for i := range tr.Spans {
+		s := &tr.Spans[i]
+		svc := tree.service(s)
+		kind, _ := s.tag("span.kind")
+		switch {
+		case svc == gatewaySvc && kind == "server":
+			checkServerSpan(t, tree, s, c)
+		case svc == gatewaySvc && kind == "internal":
+			checkLogicalSpan(t, tree, s, c)
+		}
+	}
+}
+
+// checkServerSpan checks the admission tags of a gateway server span.
+func checkServerSpan(t *testing.T, tree *spanTree, s *jaegerSpan, c *spanCounts) {
+	decision, _ := s.tag("shedkit.decision")
+	// The demo's clients are shedkit clients of one attempt:
+	// the server span says which attempt it served.
+	if a, ok := s.tag("shedkit.attempt"); !ok || a != "1" {
+		t.Errorf("gateway server span %s has shedkit.attempt %q (set: %v), want 1", s.SpanID, a, ok)
+	}
+	switch decision {
+	case "admitted":
+		checkAdmittedSpan(t, tree, s, c)
+	case "rejected":
+		c.rejected++
+		reason, ok := s.tag("shedkit.reason")
+		if !ok || reason == "" {
+			t.Errorf("rejected server span %s has no shedkit.reason", s.SpanID)
+		}
+		c.reasons[reason]++
+	default:
+		t.Errorf("gateway server span %s has shedkit.decision %q", s.SpanID, decision)
+	}
+}
+
+// checkAdmittedSpan checks the class and the queue wait of an admitted
+// gateway server span.
+func checkAdmittedSpan(t *testing.T, tree *spanTree, s *jaegerSpan, c *spanCounts) {
+	c.admitted++
+	if class, hasClass := s.tag("shedkit.class"); !hasClass || (class != "interactive" && class != "batch") {
+		t.Errorf("admitted server span %s has class %q", s.SpanID, class)
+	}
+	wait, ok := s.tag("shedkit.queue.wait")
+	if !ok {
+		t.Errorf("admitted server span %s has no shedkit.queue.wait", s.SpanID)
+	}
+	// A request that waited shows its wait on the timeline.
+	if w, _ := strconv.ParseFloat(wait, 64); w > 0 {
+		c.queued++
+		if !hasChild(tree.children[s.SpanID], "shedkit.queue") {
+			t.Errorf("admitted server span %s waited %ss and has no shedkit.queue child", s.SpanID, wait)
+		}
+	}
+}
+
+// checkLogicalSpan checks a gateway INTERNAL span: the logical request of
+// the retrying client, with one CLIENT child per attempt.
+func checkLogicalSpan(t *testing.T, tree *spanTree, s *jaegerSpan, c *spanCounts) {
+	var attempts []*jaegerSpan
+	for _, a := range tree.children[s.SpanID] {
+		if k, _ := a.tag("span.kind"); k == "client" {
+			attempts = append(attempts, a)
+		}
+	}
+	if len(attempts) == 0 {
+		return // denied before any attempt (e.g. the deadline)
+	}
+	c.logical++
+	c.attemptsHist[len(attempts)]++
+	checkAttempts(t, tree, attempts, c)
+	if p := tree.byID[s.parent()]; p == nil || tree.service(p) != gatewaySvc {
+		t.Errorf("logical span %s is not a child of a gateway span", s.SpanID)
+	}
+}
+
+// checkAttempts checks the CLIENT spans of one logical request: resend count
+// absent on the first and 1, 2, ... on the next ones, and counts the
+// upstream spans under them.
+func checkAttempts(t *testing.T, tree *spanTree, attempts []*jaegerSpan, c *spanCounts) {
+	sort.Slice(attempts, func(i, j int) bool { return attempts[i].StartTime < attempts[j].StartTime })
+	for i, a := range attempts {
+		rc, ok := a.tag("http.request.resend_count")
+		switch {
+		case i == 0 && ok:
+			t.Errorf("first attempt %s carries http.request.resend_count=%s", a.SpanID, rc)
+		case i > 0 && rc != fmt.Sprint(i):
+			t.Errorf("attempt %d (%s) has http.request.resend_count=%q, want %d", i+1, a.SpanID, rc, i)
+		}
+		if _, ok := a.tag("http.request.method"); !ok {
+			t.Errorf("attempt span %s has no http.request.method", a.SpanID)
+		}
+		for _, up := range tree.children[a.SpanID] {
+			if tree.service(up) == upstreamSvc {
+				c.upstreamChildren++
 			}
 		}
 	}
+}
+
+// checkCounts checks that the run as a whole showed admissions,
+// rejections, retries and propagated trace context.
+func checkCounts(t *testing.T, c *spanCounts) {
+	t.Helper()
 	t.Logf("server spans: %d admitted (%d after a wait), %d rejected %v; logical spans by attempts %v; upstream spans under attempts %d",
-		admitted, queued, rejected, reasons, attemptsHist, upstreamChildren)
-	if admitted == 0 || rejected == 0 {
-		t.Errorf("want both admitted and rejected gateway server spans, got %d and %d", admitted, rejected)
+		c.admitted, c.queued, c.rejected, c.reasons, c.attemptsHist, c.upstreamChildren)
+	if c.admitted == 0 || c.rejected == 0 {
+		t.Errorf("want both admitted and rejected gateway server spans, got %d and %d", c.admitted, c.rejected)
 	}
-	if logical == 0 {
+	if c.logical == 0 {
 		t.Fatal("no logical INTERNAL span with CLIENT attempts")
 	}
 	retried := 0
-	for n, c := range attemptsHist {
+	for n, count := range c.attemptsHist {
 		if n > 1 {
-			retried += c
+			retried += count
 		}
 	}
 	if retried == 0 {
-		t.Errorf("no logical request was retried (attempts per logical span %v): resend counts untested", attemptsHist)
+		t.Errorf("no logical request was retried (attempts per logical span %v): resend counts untested", c.attemptsHist)
 	}
-	if upstreamChildren == 0 {
+	if c.upstreamChildren == 0 {
 		t.Error("no upstream server span is a child of an attempt: trace context was not propagated")
 	}
 }
