@@ -116,6 +116,15 @@
 //   - cut-drops: drops beyond the background: the limit shrinks in
 //     proportion to the excess share (the dependency served the rest in
 //     time), by Backoff at least and by half at most.
+//   - creep: growth by the allowance that would come within an
+//     allowance of the limit at which drops last cut it grows by one unit
+//     per window there instead, as CUBIC's plateau near its last maximum.
+//     When the successes take nearly as long as the deadline, the work
+//     that waits past the knee misses it and their latency hardly moves:
+//     only drops show the knee, from above, and a whole allowance would
+//     overshoot it again at once. Regrowth is left alone (the dependency
+//     got faster, which moved the knee), and the cliff is forgotten after
+//     BaselineWindows windows that no congestion cut.
 //   - cut-ceiling: a latency above LatencyCeiling: the limit shrinks by
 //     Backoff, whatever the episode shows.
 //   - drain: drops beyond the background while the work in flight is

@@ -12,6 +12,7 @@ type gradientState struct {
 	decisions          decisions
 	windows, relearned uint64
 	unused             unusedRun
+	cliff              dropCliff
 }
 
 // decision is what a window does to the limit, and why.
@@ -100,7 +101,8 @@ func (g *Gradient) grow(s *signals) decision {
 		// shows a queue against it.
 		return decision{limit: lim, reason: ReasonQueue}
 	}
-	next, reason := lim+g.allowance(lim), ReasonGrow
+	a := g.allowance(lim)
+	next, reason := lim+a, ReasonGrow
 	switch {
 	case st.slowStart:
 		next, reason = lim*c.Growth, ReasonSlowStart
@@ -111,6 +113,10 @@ func (g *Gradient) grow(s *signals) decision {
 		// raised: that one is the knee of a slower dependency, where the
 		// limit already is.
 		next, reason = lim*regrowth, ReasonRegrow
+	default:
+		if capped, near := st.cliff.cap(lim, next, a); near {
+			next, reason = capped, ReasonCreep
+		}
 	}
 	// Not past the point where the work in flight would no longer use
 	// the limit: that is headroom nobody asked for. A limit the work in
@@ -142,6 +148,7 @@ func (g *Gradient) apply(s *signals, d *decision) {
 	st.decisions[d.reason]++
 	st.ep = d.ep
 	st.unused.note(d.reason == ReasonUnused, s, c.BaselineWindows)
+	st.cliff.note(d.reason, st.limit, c.BaselineWindows)
 	if d.reason == ReasonRelearn {
 		st.det.relearn(s, d.relearnLat, d.relearnDrops, d.relearnN)
 		st.relearned++
@@ -152,4 +159,42 @@ func (g *Gradient) apply(s *signals, d *decision) {
 		st.slowStart = false
 	}
 	st.limit = min(max(d.limit, float64(c.MinLimit)), float64(c.MaxLimit))
+}
+
+// dropCliff remembers the limit at which drops last cut Gradient. Past a
+// dependency's knee, work that waits misses its deadline while the
+// latency of the successes barely moves, so only drops mark the knee, and
+// from above: growth by the allowance that comes back within an allowance
+// of that limit creeps by one unit per window (as CUBIC's plateau around
+// its last maximum), since a whole allowance would overshoot the knee
+// again at once and lose most of a window's work. Regrowth is left alone:
+// it follows a dependency that got faster, which moved the knee. The
+// cliff is forgotten after a span of windows that no congestion cut.
+type dropCliff struct {
+	at  float64 // the limit the last drop cut was made at; 0: none
+	age int     // windows since
+}
+
+// note takes the reason of one window's decision at limit lim.
+func (c *dropCliff) note(r Reason, lim float64, span int) {
+	switch r {
+	case ReasonCutDrops:
+		*c = dropCliff{at: lim}
+	case ReasonCutLatency, ReasonCutCeiling:
+	default:
+		if c.age++; c.age >= span {
+			*c = dropCliff{}
+		}
+	}
+}
+
+// cap returns the limit lim grows to instead of next, where a is its
+// queue allowance, and whether the cliff slowed it: growth enters the band
+// within a of the cliff by one unit per window.
+func (c *dropCliff) cap(lim, next, a float64) (float64, bool) {
+	if c.at == 0 || lim >= c.at+a {
+		return next, false
+	}
+	capped := min(next, max(lim+1, c.at-a))
+	return capped, capped < next
 }

@@ -3,6 +3,7 @@ package limits
 import (
 	"errors"
 	"math"
+	"math/rand/v2"
 	"reflect"
 	"slices"
 	"strings"
@@ -616,5 +617,44 @@ func TestLongLatencyStartUpIsNotCut(t *testing.T) {
 	}
 	if st := g.State(); !near(st.Baseline, time.Second) {
 		t.Fatalf("baseline %v, want the steady windows' 1s", st.Baseline)
+	}
+}
+
+// A dependency whose successes take about as long as the deadline: past
+// its 16 servers, the work that waits misses the deadline, and the
+// latency of the successes hardly moves (the slow ones are dropped), so
+// only drops show the knee. After a drop cut, growth by the allowance
+// creeps back towards the limit of the cut by one unit per window
+// instead of a whole allowance (4 at 16), which overshot the knee again
+// at once. (Regrowth, which a faster dependency needs, still jumps.)
+func TestGradientCreepsBelowADropCliff(t *testing.T) {
+	g := newGradient(t, GradientConfig{})
+	m := newModel(200, 0)
+	m.jitter, m.jitterFrac = rand.New(rand.NewPCG(1, 2)), 0.25
+	m.deadline = 23 * time.Millisecond
+	m.latency = func(n int) time.Duration { // 5% slower when all 16 servers work
+		lat := 20 * time.Millisecond * time.Duration(320+min(n, 16)) / 320
+		return lat * time.Duration(max(n, 16)) / 16
+	}
+	m.run(g, 30) // about 4 in flight: the baseline
+	m.rate = 1000
+	m.run(g, 40)
+	var off, creeps int
+	for range 100 {
+		before := g.State()
+		after := m.runWindow(g)
+		if st := g.State(); st.Reason == ReasonCreep {
+			creeps++
+			if st.Limit-before.Limit >= math.Sqrt(before.Limit) {
+				t.Fatalf("creep from %.1f to %.1f, want less than the allowance", before.Limit, st.Limit)
+			}
+		}
+		if after > 18 || after < 12 {
+			off++
+		}
+	}
+	// Without the creep: 34 windows off.
+	if creeps == 0 || off > 24 {
+		t.Fatalf("of 100 windows, %d crept and %d had a limit above 18 or below 12: want some, and at most 24", creeps, off)
 	}
 }

@@ -54,11 +54,16 @@ const (
 	// drops are of work admitted under the earlier limit, and the limit
 	// holds until the work in flight is within it.
 	ReasonDrain
+	// ReasonCreep: no congestion, within a queue allowance of the limit
+	// at which drops last cut Gradient: the limit grows by one unit per
+	// window, as the knee lies just below that limit and the latency of
+	// the successes does not show it.
+	ReasonCreep
 	// NumReasons is the number of reasons; Reason values are below it.
 	NumReasons
 )
 
-var reasonNames = [NumReasons]string{"none", "idle", "unused", "queue", "slow-start", "grow", "regrow", "cut-latency", "cut-queue", "cut-drops", "cut-ceiling", "hold", "relearn", "drain"}
+var reasonNames = [NumReasons]string{"none", "idle", "unused", "queue", "slow-start", "grow", "regrow", "cut-latency", "cut-queue", "cut-drops", "cut-ceiling", "hold", "relearn", "drain", "creep"}
 
 // String returns the reason's name, as used in metrics and the simulator.
 func (r Reason) String() string {
