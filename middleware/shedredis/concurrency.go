@@ -167,9 +167,13 @@ func NewConcurrency(cfg Config) (*Concurrency, error) {
 // Acquire takes a lease of key, whose limit is limit leases in flight
 // across the fleet. It returns a *LimitError (wrapping
 // ErrConcurrencyLimit) when the key is at its limit, ctx's error when
-// ctx ended during the call, and ErrClosed after Close. It never fails because of Redis: on timeout
-// or error the decision falls back to this replica's share. ctx bounds
-// the Redis call besides Timeout.
+// ctx ended during the call, and ErrClosed after Close. It never fails
+// because of Redis: on timeout or error the decision falls back to this
+// replica's share. ctx bounds the Redis call besides Timeout.
+//
+// When Acquire returns an error after its call to Redis was abandoned
+// (Timeout passed, or ctx ended, with the script on its way), Redis may
+// still add the lease: the next renewal removes it, within LeaseTTL/3.
 func (c *Concurrency) Acquire(ctx context.Context, key string, limit int) (*Lease, error) {
 	if limit < 1 {
 		return nil, fmt.Errorf("shedredis: limit must be >= 1, got %d", limit)
