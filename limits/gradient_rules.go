@@ -181,6 +181,8 @@ func (c *dropCliff) note(r Reason, lim float64, span int) {
 	case ReasonCutDrops:
 		*c = dropCliff{at: lim}
 	case ReasonCutLatency, ReasonCutCeiling:
+		// Congestion that the drops did not mark: the cliff stands, and
+		// does not age while it lasts.
 	default:
 		if c.age++; c.age >= span {
 			*c = dropCliff{}
