@@ -20,7 +20,7 @@ type detector struct {
 	minUtil      float64       // MinUtilization
 	latency      bool          // latency signals at all (AIMD may turn them off)
 	anyDrop      bool          // any drop is congestion (AIMD's Netflix mode)
-	boundDrops   bool          // drops count only while the limit is used (Gradient)
+	boundDrops   bool          // drops count only when the limit admitted them
 	// queueTeaches: a window in which the limit binds with a latency
 	// that shows a queue may still teach the baseline (Gradient's choice;
 	// see learn).
@@ -127,10 +127,12 @@ func (d *detector) read(w *WindowSummary, limit float64) signals {
 		s.dropCong = d.bg.excess(s.drops, s.n+s.drops, d.significance, d.dropTol)
 	}
 	if d.boundDrops {
-		// Drops while the work in flight stayed far below the limit and
-		// the latency shows no queue are not a congestion the limit
-		// admitted: a cut would only turn away work the dependency serves.
-		s.dropCong = s.dropCong && (s.used || s.latCong)
+		// Drops are a congestion the limit admitted only if the work in
+		// flight reached the limit, or used it and surged (changed by
+		// more than a quarter), or queued: drops at a steady load below
+		// the limit, with no queue, are the dependency's own failures,
+		// and a cut would only turn away work it serves.
+		s.dropCong = s.dropCong && (s.latCong || s.binding || (s.used && !s.steady))
 	}
 	s.dropCong = s.dropCong || (d.anyDrop && s.drops > 0)
 	s.ceilCong = s.hasLat && d.ceiling > 0 && s.lat > float64(d.ceiling)

@@ -83,10 +83,15 @@
 //
 // # Gradient
 //
-// Gradient counts drops as congestion only while the work in flight uses
-// the limit (MinUtilization of it) or the latency is up as well: drops
-// of work far below the limit, at the usual latency, are the dependency's
-// failures, and cutting would only turn away work it serves.
+// Gradient counts drops as congestion only when its limit admitted them:
+// the work in flight reached the limit, or used it (MinUtilization of it)
+// and surged by more than a quarter, or the latency is up as well. Drops
+// at a steady load below the limit, at the usual latency, are the
+// dependency's failures (an error burst), and cutting would only turn
+// away work it serves. AIMD counts every drop beyond its background:
+// its latency tolerance lets a queue double the latency unseen, which
+// leaves drops as its first sign of a congestion that its steady load
+// below the limit may still be part of.
 //
 // Each closed window leads to one decision, with a [Reason] that
 // GradientState reports:

@@ -258,6 +258,25 @@ func TestGradientHolds(t *testing.T) {
 			t.Fatalf("limit %.2f -> %.2f (%s), want held", before, st.Limit, st.Reason)
 		}
 	})
+	t.Run("drops at a steady load under the limit do not cut; a surge's do", func(t *testing.T) {
+		// The dependency fails 30% of the work at its usual latency while
+		// the work in flight holds at 60% of the limit: the limit admitted
+		// no congestion (an error burst). The same drops in a window whose
+		// work in flight surged to 90% of it are congestion it let in.
+		g, f := learned(t, GradientConfig{})
+		load := g.Limit() * 6 / 10
+		f.window(200, 0, load, constant(10*ms))
+		before := g.State().Limit
+		f.window(140, 60, load, constant(10*ms))
+		if st := g.State(); st.Limit < before || st.Reason.IsCut() {
+			t.Fatalf("steady load: limit %.2f -> %.2f (%s), want no cut", before, st.Limit, st.Reason)
+		}
+		before = g.State().Limit
+		f.window(140, 60, load*3/2, constant(10*ms))
+		if st := g.State(); st.Limit >= before || st.Reason != ReasonCutDrops {
+			t.Fatalf("surge: limit %.2f -> %.2f (%s), want cut by drops", before, st.Limit, st.Reason)
+		}
+	})
 	t.Run("errors that cutting does not reduce are re-learned without successes", func(t *testing.T) {
 		// 80% of the work fails, then nearly all of it: the cuts soon
 		// leave windows with too few successes for a latency, which
