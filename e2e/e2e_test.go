@@ -31,6 +31,11 @@ func repoRoot(t *testing.T) string {
 	return filepath.Dir(filepath.Dir(file))
 }
 
+// jaegerClient bounds every request to Jaeger's query API, so a Jaeger
+// that accepts connections but never answers fails the test within its
+// deadlines instead of hanging it.
+var jaegerClient = &http.Client{Timeout: 5 * time.Second}
+
 // startJaeger starts Jaeger with in-memory storage on 127.0.0.1 and stops
 // it when the test ends.
 func startJaeger(t *testing.T, root string) {
@@ -38,7 +43,7 @@ func startJaeger(t *testing.T, root string) {
 	if bin == "" {
 		t.Fatal("JAEGER_BIN is not set: run the end-to-end test with `make e2e`")
 	}
-	if c, err := http.Get(jaegerQuery + "/api/services"); err == nil {
+	if c, err := jaegerClient.Get(jaegerQuery + "/api/services"); err == nil {
 		c.Body.Close()
 		t.Fatal("something already listens on 127.0.0.1:16686; stop it first")
 	}
@@ -69,7 +74,7 @@ func startJaeger(t *testing.T, root string) {
 	})
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		resp, err := http.Get(jaegerQuery + "/api/services")
+		resp, err := jaegerClient.Get(jaegerQuery + "/api/services")
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == 200 {
@@ -174,7 +179,7 @@ func (s *jaegerSpan) parent() string {
 
 func query(t *testing.T, path string, v any) {
 	t.Helper()
-	resp, err := http.Get(jaegerQuery + path)
+	resp, err := jaegerClient.Get(jaegerQuery + path)
 	if err != nil {
 		t.Fatal(err)
 	}
