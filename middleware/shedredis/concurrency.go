@@ -115,17 +115,21 @@ type Concurrency struct {
 
 // Lease is a slot of a key's concurrency limit, held until Release.
 type Lease struct {
-	c        *Concurrency
-	rkey     string
-	member   string
-	key      string
-	local    bool
-	released atomic.Bool
+	c      *Concurrency
+	rkey   string
+	member string
+	key    string
+	local  bool
+	// abandoned: granted on the local share after the acquire script
+	// timed out, which may still run in Redis after this lease's release.
+	abandoned bool
+	released  atomic.Bool
 }
 
 // orphan is a member that may be in Redis without a lease behind it: its
-// acquire timed out (the script may have run) and was then refused on the
-// local share, or its release failed. The renewer removes it.
+// acquire timed out (the script may have run, or still run) and was then
+// refused on the local share or granted there and released, or its
+// release failed. The renewer removes it.
 type orphan struct{ rkey, member string }
 
 // maxOrphans bounds the orphans kept while Redis is unreachable; past it,
@@ -236,7 +240,7 @@ func (c *Concurrency) Acquire(ctx context.Context, key string, limit int) (*Leas
 		return nil, &LimitError{InFlight: n, RetryAfter: time.Second, FellBack: true}
 	}
 	c.local[key]++
-	l.local = true
+	l.local, l.abandoned = true, cause == CauseTimeout
 	c.active[l] = struct{}{}
 	return l, nil
 }
@@ -265,7 +269,9 @@ func (l *Lease) Release() {
 	cause := c.g.do(context.Background(), OpRelease, func(ctx context.Context) error {
 		return releaseScript.Run(ctx, c.cfg.Client, []string{l.rkey}, l.member).Err()
 	})
-	if cause != "" {
+	if cause != "" || l.abandoned {
+		// The release failed, or the timed-out acquire script may reach
+		// Redis after this removal: the next renewal removes it again.
 		c.mu.Lock()
 		c.addOrphan(l.rkey, l.member)
 		c.mu.Unlock()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -357,8 +358,19 @@ func TestTimedOutAcquiresCleanedUp(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+	// The held lease's own acquire timed out as well, and its script may
+	// reach Redis after the release's removal: the release leaves its
+	// member to the next renewal too. (Closed first, so that no renewal
+	// takes the orphans before they are read.)
+	c.Close()
 	held.Release()
 	if m := members(); len(m) != 0 {
 		t.Errorf("after release Redis holds %v, want nothing", m)
+	}
+	c.mu.Lock()
+	left := slices.Contains(c.orphans, orphan{rkey, held.member})
+	c.mu.Unlock()
+	if !left {
+		t.Errorf("orphans %v after releasing a lease whose acquire timed out, want its member %s", c.orphans, held.member)
 	}
 }
