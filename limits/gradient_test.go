@@ -243,9 +243,9 @@ func TestGradientCutRules(t *testing.T) {
 	})
 }
 
-// The rules by which Gradient holds its limit where a cut would only turn
-// away work the dependency serves, in virtual time.
-func TestGradientHolds(t *testing.T) {
+// Gradient cuts on drops only when its limit admitted them: an error
+// burst at a steady load below the limit leaves it alone.
+func TestGradientCutsOnlyDropsItAdmitted(t *testing.T) {
 	ms := time.Millisecond
 	t.Run("drops far below the limit with no queue do not cut", func(t *testing.T) {
 		// The dependency fails 30% of the work while the callers keep 20
@@ -277,6 +277,12 @@ func TestGradientHolds(t *testing.T) {
 			t.Fatalf("surge: limit %.2f -> %.2f (%s), want cut by drops", before, st.Limit, st.Reason)
 		}
 	})
+}
+
+// The rules by which Gradient holds its limit where a cut would only turn
+// away work the dependency serves, in virtual time.
+func TestGradientHolds(t *testing.T) {
+	ms := time.Millisecond
 	t.Run("errors that cutting does not reduce are re-learned without successes", func(t *testing.T) {
 		// 80% of the work fails, then nearly all of it: the cuts soon
 		// leave windows with too few successes for a latency, which
