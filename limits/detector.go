@@ -127,12 +127,13 @@ func (d *detector) read(w *WindowSummary, limit float64) signals {
 		s.dropCong = d.bg.excess(s.drops, s.n+s.drops, d.significance, d.dropTol)
 	}
 	if d.boundDrops {
-		// Drops are a congestion the limit admitted only if the work in
-		// flight reached the limit, or used it and surged (changed by
-		// more than a quarter), or queued: drops at a steady load below
-		// the limit, with no queue, are the dependency's own failures,
-		// and a cut would only turn away work it serves.
-		s.dropCong = s.dropCong && (s.latCong || s.binding || (s.used && !s.steady))
+		// Drops are a congestion the limit admitted if the work in flight
+		// reached the limit or queued, or used it and the drops were slow
+		// (timeouts). Drops as fast as the successes below the limit are
+		// the dependency's failures: a cut would only turn away work it
+		// serves.
+		fast := w.DropMean > 0 && float64(w.DropMean) <= fastDrops*s.mean
+		s.dropCong = s.dropCong && (s.latCong || s.binding || (s.used && !fast))
 	}
 	s.dropCong = s.dropCong || (d.anyDrop && s.drops > 0)
 	s.ceilCong = s.hasLat && d.ceiling > 0 && s.lat > float64(d.ceiling)

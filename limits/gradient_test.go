@@ -95,6 +95,10 @@ func TestGradientConfigErrors(t *testing.T) {
 type feed struct {
 	src shed.LimitSource
 	now time.Time
+	// dropLat, when set, times the drops with this latency (an error
+	// after its service time, a timeout at a deadline); else they are
+	// untimed.
+	dropLat time.Duration
 }
 
 func newFeed(src shed.LimitSource) *feed {
@@ -111,6 +115,7 @@ func (f *feed) window(n, drops, inFlight int, lat func(i int) time.Duration) int
 		s := shed.Sample{Now: f.now, InFlight: min(inFlight, f.src.Limit())}
 		if i%max(total/max(drops, 1), 1) == 0 && drops > 0 && i/max(total/max(drops, 1), 1) < drops {
 			s.Dropped = true
+			s.Timed, s.Latency = f.dropLat > 0, f.dropLat
 		} else {
 			s.Timed, s.Latency = true, lat(i)
 		}
@@ -244,7 +249,8 @@ func TestGradientCutRules(t *testing.T) {
 }
 
 // Gradient cuts on drops only when its limit admitted them: an error
-// burst at a steady load below the limit leaves it alone.
+// burst below the limit, whose failures are as fast as its successes,
+// leaves it alone.
 func TestGradientCutsOnlyDropsItAdmitted(t *testing.T) {
 	ms := time.Millisecond
 	t.Run("drops far below the limit with no queue do not cut", func(t *testing.T) {
@@ -258,23 +264,24 @@ func TestGradientCutsOnlyDropsItAdmitted(t *testing.T) {
 			t.Fatalf("limit %.2f -> %.2f (%s), want held", before, st.Limit, st.Reason)
 		}
 	})
-	t.Run("drops at a steady load under the limit do not cut; a surge's do", func(t *testing.T) {
-		// The dependency fails 30% of the work at its usual latency while
-		// the work in flight holds at 60% of the limit: the limit admitted
-		// no congestion (an error burst). The same drops in a window whose
-		// work in flight surged to 90% of it are congestion it let in.
+	t.Run("errors under the limit do not cut; timeouts do", func(t *testing.T) {
+		// The dependency fails 30% of the work, as fast as it serves the
+		// rest, while the work in flight holds at 60% of the limit: the
+		// limit admitted no congestion (an error burst). The same drops
+		// at a 200 ms deadline are timeouts: work that waited.
 		g, f := learned(t, GradientConfig{})
 		load := g.Limit() * 6 / 10
-		f.window(200, 0, load, constant(10*ms))
 		before := g.State().Limit
+		f.dropLat = 10 * ms
 		f.window(140, 60, load, constant(10*ms))
 		if st := g.State(); st.Limit < before || st.Reason.IsCut() {
-			t.Fatalf("steady load: limit %.2f -> %.2f (%s), want no cut", before, st.Limit, st.Reason)
+			t.Fatalf("errors: limit %.2f -> %.2f (%s), want no cut", before, st.Limit, st.Reason)
 		}
 		before = g.State().Limit
-		f.window(140, 60, load*3/2, constant(10*ms))
+		f.dropLat = 200 * ms
+		f.window(140, 60, load, constant(10*ms))
 		if st := g.State(); st.Limit >= before || st.Reason != ReasonCutDrops {
-			t.Fatalf("surge: limit %.2f -> %.2f (%s), want cut by drops", before, st.Limit, st.Reason)
+			t.Fatalf("timeouts: limit %.2f -> %.2f (%s), want cut by drops", before, st.Limit, st.Reason)
 		}
 	})
 }

@@ -118,10 +118,6 @@ func TestSteadyDropsNeverClimb(t *testing.T) {
 			}
 			t.Run(name, func(t *testing.T) {
 				m, src, steady := healthy(t, k)
-				// Every request times out after a second: the work in
-				// flight fills the limit. (Drops at a steady load below
-				// it are the dependency's errors; see TestGradientHolds.)
-				m.latency = flat(time.Second)
 				m.drop, m.untimed = true, untimed
 				limits := m.run(src, 60)
 				t.Logf("every request dropped: %v", limits)

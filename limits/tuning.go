@@ -61,6 +61,13 @@ const (
 	regrowth    = 1.5
 	regrowShare = 0.8
 
+	// fastDrops: drops whose mean latency is within this factor of the
+	// successes' mean failed about as fast as work is served (errors),
+	// not at a deadline (timeouts). A deadline is at least a few times
+	// the median, and failures of a heavy tail capped at it still stay
+	// under 1.5 times the mean of the successes below it.
+	fastDrops = 1.5
+
 	// censoredSpan: the first window, whose work in flight grew from
 	// nothing, shows a request only if it completed before the window
 	// closed. Unless the window lasted this many times its median, the

@@ -127,6 +127,10 @@ type WindowSummary struct {
 	// over the square root of Samples, as for a normal sample. Zero
 	// without samples or spread.
 	MedianErr float64
+	// DropMean is the mean latency of the timed drops, per unit of cost
+	// as Mean: work that failed fast (an error) or at a deadline (a
+	// timeout). Zero when no drop was timed.
+	DropMean time.Duration
 }
 
 var quartiles = [3]float64{0.25, 0.5, 0.75}
@@ -190,6 +194,8 @@ type Window struct {
 	_        [40]byte
 	// Written by drops and by the closer; read by every sample.
 	drops       atomic.Uint64 // cumulative drops
+	dropTimed   atomic.Uint64 // cumulative timed drops
+	dropSum     atomic.Uint64 // cumulative latency of timed drops, ns (per unit of cost)
 	minLat      atomic.Int64  // this window's fastest timed success, ns
 	lastMedian  atomic.Int64  // the previous window's median, ns
 	maxInFlight atomic.Int64  // this window's largest in-flight
@@ -209,6 +215,8 @@ type Window struct {
 	prevSum      uint64
 	prevSumSq    uint64
 	prevInFlight uint64
+	prevDropN    uint64
+	prevDropSum  uint64
 	prevHist     *[histBuckets]uint64
 }
 
@@ -276,12 +284,13 @@ func (w *Window) record(s shed.Sample) (now, start int64, check bool) {
 	switch {
 	case s.Dropped:
 		w.drops.Add(1)
+		if s.Timed {
+			w.dropSum.Add(uint64(w.stat(s)))
+			w.dropTimed.Add(1)
+		}
 	case s.Timed:
 		lat := max(int64(s.Latency), 0)
-		stat := lat
-		if w.perCost && s.Cost > 1 {
-			stat /= s.Cost
-		}
+		stat := w.stat(s)
 		w.sum.Add(uint64(stat))
 		q := uint64(stat) >> sqShift
 		w.sumSq.Add(q * q)
@@ -308,6 +317,16 @@ func (w *Window) record(s shed.Sample) (now, start int64, check bool) {
 	// concurrent releases finish out of order.
 	el := now - start
 	return now, start, el >= w.minNs || el <= -w.maxNs
+}
+
+// stat is the latency of timed sample s as the window's statistics count
+// it: per unit of cost unless IgnoreCost.
+func (w *Window) stat(s shed.Sample) int64 {
+	lat := max(int64(s.Latency), 0)
+	if w.perCost && s.Cost > 1 {
+		lat /= s.Cost
+	}
+	return lat
 }
 
 func (w *Window) lowerMinLat(lat int64) {
@@ -364,6 +383,11 @@ func (w *Window) maybeClose(now, start int64, sw *WindowSummary) bool {
 	if k := sw.Samples + sw.Drops; k > 0 {
 		sw.MeanInFlight = float64(inflight-w.prevInFlight) / float64(k)
 	}
+	dn, ds := w.dropTimed.Load(), w.dropSum.Load()
+	if n := dn - w.prevDropN; n > 0 {
+		sw.DropMean = time.Duration((ds - w.prevDropSum) / n)
+	}
+	w.prevDropN, w.prevDropSum = dn, ds
 	if sw.Samples > 0 {
 		sw.Mean = time.Duration((sum - w.prevSum) / uint64(sw.Samples))
 		sw.RelErr = relErr(sw.Samples, float64(sw.Mean), float64(sumSq-w.prevSumSq))

@@ -88,7 +88,8 @@ func TestWindowLastsTwiceItsFastestLatency(t *testing.T) {
 }
 
 // Every latency counts: zero and sub-millisecond samples are not thrown
-// away, and drops do not enter the latency statistics.
+// away, and drops do not enter the latency statistics (their own mean is
+// DropMean).
 func TestWindowStatistics(t *testing.T) {
 	w := newWin(t, WindowConfig{MinSamples: 1})
 	w.Record(shed.Sample{Now: at(0)})
@@ -111,6 +112,8 @@ func TestWindowStatistics(t *testing.T) {
 		// In flight at the timed successes and the drops, not the untimed
 		// success: (10+11+12+13 + 3 + 50 + 1) / 7.
 		MeanInFlight: 100.0 / 7,
+		// The timed drop's latency, apart; the untimed one has none.
+		DropMean: time.Hour,
 	}
 	want.Latency = want.Mean
 	if !sum.Start.Equal(want.Start) || !sum.End.Equal(want.End) {
