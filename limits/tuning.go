@@ -64,8 +64,9 @@ const (
 	// fastDrops: drops whose mean latency is within this factor of the
 	// successes' mean failed about as fast as work is served (errors),
 	// not at a deadline (timeouts). A deadline is at least a few times
-	// the median, and failures of a heavy tail capped at it still stay
-	// under 1.5 times the mean of the successes below it.
+	// the median. Failures of most tails, capped at it, stay under 1.5
+	// times the mean of the successes below it; the heaviest (log-normal
+	// sigma near 2) can pass it and count as timeouts, as before.
 	fastDrops = 1.5
 
 	// censoredSpan: the first window, whose work in flight grew from
