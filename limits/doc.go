@@ -86,10 +86,10 @@
 // Gradient counts drops as congestion only when its limit admitted them:
 // the work in flight reached the limit, or the latency is up as well, or
 // the work in flight used the limit (MinUtilization of it) and the drops
-// were slow (or none was timed). Drops whose mean latency is within 1.5 times the successes'
-// (an error burst, not timeouts at a deadline) below the limit are the
-// dependency's failures, and cutting would only turn away work it serves;
-// so are drops of work far below the limit. AIMD counts every drop beyond
+// were slow (or none was timed). Drops below the limit whose mean latency
+// is within 1.5 times the successes' (an error burst, not timeouts at a
+// deadline) are the dependency's failures, and cutting would only turn
+// away work it serves; so are drops of work far below the limit. AIMD counts every drop beyond
 // its background: its latency tolerance lets a queue double the latency
 // unseen, which leaves drops as its first sign of a congestion that its
 // load below the limit may still be part of.

@@ -285,12 +285,12 @@ func (w *Window) record(s shed.Sample) (now, start int64, check bool) {
 	case s.Dropped:
 		w.drops.Add(1)
 		if s.Timed {
-			w.dropSum.Add(uint64(w.stat(s)))
+			w.dropSum.Add(uint64(w.stat(max(int64(s.Latency), 0), s.Cost)))
 			w.dropTimed.Add(1)
 		}
 	case s.Timed:
 		lat := max(int64(s.Latency), 0)
-		stat := w.stat(s)
+		stat := w.stat(lat, s.Cost)
 		w.sum.Add(uint64(stat))
 		q := uint64(stat) >> sqShift
 		w.sumSq.Add(q * q)
@@ -319,12 +319,11 @@ func (w *Window) record(s shed.Sample) (now, start int64, check bool) {
 	return now, start, el >= w.minNs || el <= -w.maxNs
 }
 
-// stat is the latency of timed sample s as the window's statistics count
-// it: per unit of cost unless IgnoreCost.
-func (w *Window) stat(s shed.Sample) int64 {
-	lat := max(int64(s.Latency), 0)
-	if w.perCost && s.Cost > 1 {
-		lat /= s.Cost
+// stat is a latency of lat ns for work of cost as the window's statistics
+// count it: per unit of cost unless IgnoreCost.
+func (w *Window) stat(lat, cost int64) int64 {
+	if w.perCost && cost > 1 {
+		return lat / cost
 	}
 	return lat
 }
