@@ -56,11 +56,9 @@ func (b *baseline) reset(x float64) {
 // dropBackground tracks the share of work that is dropped when nothing is
 // congested: the deadlines a dependency's slowest requests miss whatever
 // the limit, or its usual errors. Windows are weighted by their work, so
-// a window of five samples counts for little. It also tracks how much the
-// share varies between windows beyond what their sizes explain.
+// a window of five samples counts for little.
 type dropBackground struct {
 	drops, total float64 // exponential averages of a window's drops and work
-	v            float64 // average squared deviation of a window's share
 	span         int
 }
 
@@ -78,11 +76,8 @@ func (d *dropBackground) add(k, n int) {
 		return
 	}
 	a := 2 / float64(d.span+1)
-	p := d.rate()
-	dev := float64(k)/float64(n) - p
 	d.drops += a * (float64(k) - d.drops)
 	d.total += a * (float64(n) - d.total)
-	d.v = (1 - a) * (d.v + a*dev*dev)
 }
 
 // reset takes k drops in n as the new background.
@@ -93,9 +88,10 @@ func (d *dropBackground) reset(k, n int) {
 }
 
 // excess reports whether k drops in n units of work are clearly more than
-// the background explains: more than z standard deviations above it (the
-// larger of the binomial deviation for n and the deviation seen between
-// windows), plus one drop, and above tolerance.
+// the background explains: more than z binomial standard deviations for n
+// above it, plus one drop, and above tolerance. The window-to-window
+// spread of the share is no measure of chance here: on small services it
+// is mostly the queue the limit admits, which the drops must show.
 func (d *dropBackground) excess(k, n int, z, tolerance float64) bool {
 	if k == 0 || n == 0 {
 		return false

@@ -73,15 +73,16 @@ const (
 	// heavy tail, short enough to follow a day's drift. It is also how
 	// many unused windows in a row shrink an untested limit.
 	DefaultBaselineWindows = 20
-	// DefaultSignificance is how many standard deviations of its usual
-	// window-to-window variation a window's latency (or drop rate) must
-	// exceed the baseline (or background) by before it counts as
-	// congestion: 3, the limit of a control chart. A service whose
-	// latency is heavy-tailed or whose windows hold few samples varies a
-	// lot from window to window by chance alone; a fixed tolerance cut
-	// such a service's limit in window after window while nothing was
-	// wrong. 3 standard deviations are crossed by chance in about one
-	// window in 700.
+	// DefaultSignificance is how many standard errors a window's latency
+	// (or drop rate) must exceed the baseline (or background) by before it
+	// counts as congestion: 3, the limit of a control chart. The errors
+	// are the window's own: of its median, from the spread of its
+	// latencies and its sample count, and binomial for its drops. A
+	// service whose latency is heavy-tailed or whose windows hold few
+	// samples varies a lot from window to window by chance alone; a fixed
+	// tolerance cut such a service's limit in window after window while
+	// nothing was wrong. 3 standard errors are crossed by chance in about
+	// one window in 700.
 	DefaultSignificance = 3.0
 )
 
@@ -100,10 +101,10 @@ type GradientConfig struct {
 	// windows vary more than that by chance, Significance sets a higher
 	// threshold.
 	Tolerance float64
-	// Significance is how many standard deviations of the window-to-window
-	// variation of latency (and of the drop rate) a window must exceed
-	// the baseline (and the background drop rate) by to count as
-	// congestion, > 0. Default DefaultSignificance.
+	// Significance is how many standard errors of the window's own
+	// median (and of its drop rate) a window must exceed the baseline
+	// (and the background drop rate) by to count as congestion, > 0.
+	// Default DefaultSignificance.
 	Significance float64
 	// Smoothing is the share of the gradient's cut applied per window,
 	// in (0, 1]. Default DefaultSmoothing.
