@@ -93,6 +93,13 @@ type AIMDConfig struct {
 	MinUtilization float64
 	// Window configures the sampling windows.
 	Window WindowConfig
+
+	// Trace, when set, receives every closed window: what it showed, what
+	// the limit had learned before it and what the limit decided (see
+	// WindowTrace). It runs under the limit's lock, on the goroutine whose
+	// sample closed the window, once a window (a second by default): it
+	// must return quickly and must not call State or Decisions.
+	Trace func(WindowTrace)
 }
 
 // AIMD is a concurrency limit with additive increase while the limit is
@@ -237,6 +244,10 @@ func (a *AIMD) update(w *WindowSummary) {
 	defer a.mu.Unlock()
 	s := a.det.read(w, a.cur)
 	d := a.decide(&s)
+	var t WindowTrace
+	if a.cfg.Trace != nil {
+		t = a.det.trace(w, &s, a.cur, &d)
+	}
 	a.ep, a.reason = d.ep, d.reason
 	a.decisions[d.reason]++
 	a.unused.note(d.reason == ReasonUnused, &s, a.det.base.span)
@@ -247,6 +258,10 @@ func (a *AIMD) update(w *WindowSummary) {
 	}
 	a.cur = min(max(d.limit, float64(a.cfg.MinLimit)), float64(a.cfg.MaxLimit))
 	a.limit.Store(int64(a.cur))
+	if a.cfg.Trace != nil {
+		t.Next = a.cur
+		a.cfg.Trace(t)
+	}
 }
 
 // decide is AIMD's policy: from a window's signals, the next limit and

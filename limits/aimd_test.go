@@ -4,6 +4,7 @@ import (
 	"errors"
 	"math"
 	"math/rand/v2"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -21,7 +22,7 @@ func TestAIMDDefaults(t *testing.T) {
 		DropTolerance: DefaultDropTolerance, LatencyTolerance: DefaultAIMDLatencyTolerance,
 		Window: WindowConfig{MinDuration: DefaultMinWindow, MaxDuration: DefaultMaxWindow, MinSamples: DefaultMinSamples},
 	}
-	if a.cfg != want {
+	if !reflect.DeepEqual(a.cfg, want) {
 		t.Fatalf("defaults\n got %+v\nwant %+v", a.cfg, want)
 	}
 	if a.Limit() != DefaultInitialLimit {

@@ -95,7 +95,8 @@
 // load below the limit may still be part of.
 //
 // Each closed window leads to one decision, with a [Reason] that
-// GradientState reports:
+// GradientState reports (and GradientConfig.Trace receives with the
+// window's signals, as a [WindowTrace]):
 //
 //   - slow-start: no congestion yet: the limit doubles (Growth) per
 //     window while the work in flight uses it.

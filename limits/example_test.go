@@ -153,3 +153,29 @@ func ExampleGradient_limiter() {
 	// 100
 	// 100
 }
+
+// A trace of every window tells which rule moved the limit, and why: here
+// the windows that cut it, from the same run as ExampleNewGradient's.
+func ExampleWindowTrace() {
+	g, err := limits.NewGradient(limits.GradientConfig{
+		Trace: func(t limits.WindowTrace) {
+			if t.Reason.IsCut() {
+				fmt.Printf("%s: %.0f -> %.0f, median %v against a baseline of %v (threshold x%.1f)\n",
+					t.Reason, t.Limit, t.Next, t.Window.Median.Round(time.Millisecond), t.Baseline.Round(time.Millisecond), t.Threshold)
+			}
+		},
+	})
+	if err != nil {
+		panic(err)
+	}
+	now := time.Unix(0, 0)
+	g.Observe(shed.Sample{Now: now})
+	for _, lat := range []time.Duration{10, 10, 10, 10, 10, 25, 25, 25, 10, 10} {
+		feedWindow(g, &now, lat*time.Millisecond, 300)
+	}
+	// Output:
+	// cut-latency: 600 -> 450, median 25ms against a baseline of 10ms (threshold x1.2)
+	// cut-latency: 450 -> 338, median 25ms against a baseline of 10ms (threshold x1.2)
+	// cut-latency: 338 -> 253, median 25ms against a baseline of 10ms (threshold x1.2)
+	// cut-queue: 253 -> 228, median 10ms against a baseline of 10ms (threshold x1.2)
+}

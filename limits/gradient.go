@@ -146,6 +146,13 @@ type GradientConfig struct {
 	// windows' median latency with the baseline unless Window.Quantile
 	// selects another quantile.
 	Window WindowConfig
+
+	// Trace, when set, receives every closed window: what it showed, what
+	// the limit had learned before it and what the limit decided (see
+	// WindowTrace). It runs under the limit's lock, on the goroutine whose
+	// sample closed the window, once a window (a second by default): it
+	// must return quickly and must not call State or Decisions.
+	Trace func(WindowTrace)
 }
 
 // GradientState is a snapshot of a Gradient's internals, for metrics,
@@ -303,8 +310,16 @@ func (g *Gradient) update(w *WindowSummary) {
 	defer g.mu.Unlock()
 	s := g.st.det.read(w, g.st.limit)
 	d := g.decide(&s)
+	var t WindowTrace
+	if g.cfg.Trace != nil {
+		t = g.st.det.trace(w, &s, g.st.limit, &d)
+	}
 	g.apply(&s, &d)
 	g.limit.Store(int64(g.st.limit))
+	if g.cfg.Trace != nil {
+		t.Next = g.st.limit
+		g.cfg.Trace(t)
+	}
 }
 
 // defaultFloat validates *f in (lo, hi) (bounds included when loIn/hiIn),

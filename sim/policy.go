@@ -42,6 +42,10 @@ type PolicyEnv struct {
 	// Seed is a seed for a policy that needs randomness, derived from the
 	// run's seed and the replica, stable across runs.
 	Seed uint64
+	// Trace, when set, receives every window of the replica's adaptive
+	// limit (shedkit-gradient and shedkit-aimd; other policies have no
+	// window to show). See TracePolicy.
+	Trace func(limits.WindowTrace)
 }
 
 // PolicyFunc adapts a function to a Policy.
@@ -312,7 +316,8 @@ func gradientPolicy(p map[string]string) (Policy, error) {
 	if r.err != nil {
 		return nil, r.err
 	}
-	return checkedSource("shedkit-gradient", p, c, limits.NewGradient)
+	return checkedSource("shedkit-gradient", p, c, limits.NewGradient,
+		func(c limits.GradientConfig, f func(limits.WindowTrace)) limits.GradientConfig { c.Trace = f; return c })
 }
 
 // aimdPolicy is shedkit's limits.AIMD, each of whose fields is a
@@ -333,17 +338,24 @@ func aimdPolicy(p map[string]string) (Policy, error) {
 	if r.err != nil {
 		return nil, r.err
 	}
-	return checkedSource("shedkit-aimd", p, c, limits.NewAIMD)
+	return checkedSource("shedkit-aimd", p, c, limits.NewAIMD,
+		func(c limits.AIMDConfig, f func(limits.WindowTrace)) limits.AIMDConfig { c.Trace = f; return c })
 }
 
 // checkedSource returns the policy named name of a source built from c by
 // build, after building one, so that a bad parameter fails at parse
-// rather than per replica.
-func checkedSource[C any, S shed.LimitSource](name string, p map[string]string, c C, build func(C) (S, error)) (Policy, error) {
+// rather than per replica; traced returns c with a replica's trace.
+func checkedSource[C any, S shed.LimitSource](name string, p map[string]string, c C, build func(C) (S, error),
+	traced func(C, func(limits.WindowTrace)) C) (Policy, error) {
 	if _, err := build(c); err != nil {
 		return nil, fmt.Errorf("policy %s: %w", name, err)
 	}
-	return sourcePolicy(CanonicalPolicyName(name, p), func() (shed.LimitSource, error) { return build(c) }), nil
+	return sourcePolicy(CanonicalPolicyName(name, p), func(env PolicyEnv) (shed.LimitSource, error) {
+		if env.Trace != nil {
+			return build(traced(c, env.Trace))
+		}
+		return build(c)
+	}), nil
 }
 
 // gclPolicy registers a go-concurrency-limits algorithm. tuning lists the
@@ -373,7 +385,7 @@ func gclPolicy(name, doc string, tuning []string, build func(gcl.Config, gcl.Tun
 		if _, err := build(c, t); err != nil {
 			return nil, gclParamError(name, err)
 		}
-		return sourcePolicy(CanonicalPolicyName(name, p), func() (shed.LimitSource, error) { return build(c, t) }), nil
+		return sourcePolicy(CanonicalPolicyName(name, p), func(PolicyEnv) (shed.LimitSource, error) { return build(c, t) }), nil
 	})
 }
 
@@ -400,9 +412,9 @@ func newVegas(c gcl.Config, t gcl.Tuning) (*gcl.Source, error) {
 }
 
 // sourcePolicy builds a limiter around a fresh LimitSource per replica.
-func sourcePolicy(name string, newSource func() (shed.LimitSource, error)) Policy {
+func sourcePolicy(name string, newSource func(PolicyEnv) (shed.LimitSource, error)) Policy {
 	return PolicyFunc(name, func(env PolicyEnv) (*shed.Limiter, shed.LimitSource, error) {
-		src, err := newSource()
+		src, err := newSource(env)
 		if err != nil {
 			return nil, nil, err
 		}

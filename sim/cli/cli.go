@@ -46,6 +46,8 @@ Usage:
   shedsim tune fitted.yaml                        search the configuration that
                                                   serves it best under stress
                                                   (shedsim tune -h)
+  shedsim -family incident -instance 16 -policies shedkit-gradient \
+          -trace t.csv                            why the limit moved, window by window
   shedsim -family incident -seed 2 -out after     a family of 200 random scenarios
   shedsim diff before/family-incident.csv after/family-incident.csv
                                                   what a change did to it, per
@@ -89,7 +91,7 @@ The same -seed, scenario and policies give byte-identical CSV, JSON and tables.
 
 type options struct {
 	scenario, policies, out, sweep, objective, print string
-	family, instances, record                        string
+	family, instances, record, trace                 string
 	n                                                int
 	suite, quiet, list, check, charts                bool
 	seed                                             uint64
@@ -122,6 +124,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&o.instances, "instance", "", "with -family: run these instances (e.g. 3,17) as scenarios, with series and charts")
 	fs.StringVar(&o.print, "print", "", "print the YAML of a built-in scenario")
 	fs.StringVar(&o.record, "record", "", "record the decisions of replica 0's limiter to this file (package record's format, for shedsim fit); one scenario and one policy")
+	fs.StringVar(&o.trace, "trace", "", "write every window of replica 0's adaptive limit to this CSV file: its signals, the limit before and after, and the rule that decided; one scenario (or -family with one -instance) and one shedkit policy")
 	fs.Usage = func() {
 		w := fs.Output()
 		fmt.Fprint(w, usageHead)
@@ -282,8 +285,27 @@ func runCompare(ctx context.Context, o options, scenarios []*sim.Scenario, stdou
 	return code
 }
 
-// runJobs runs a comparison and writes its table and outputs.
+// runJobs runs a comparison and writes its table and outputs, and the
+// trace that -trace asks for.
 func runJobs(ctx context.Context, o options, jobs []sim.Job, stdout, stderr io.Writer) int {
+	if o.trace == "" {
+		return compare(ctx, o, jobs, stdout, stderr)
+	}
+	stop, err := traceJob(o.trace, jobs)
+	if err != nil {
+		fmt.Fprintln(stderr, "shedsim:", err)
+		return ExitUsage
+	}
+	code := compare(ctx, o, jobs, stdout, stderr)
+	if err := stop(); err != nil {
+		fmt.Fprintln(stderr, "shedsim: -trace:", err)
+		return ExitFail
+	}
+	return code
+}
+
+// compare runs a comparison and writes its table and outputs.
+func compare(ctx context.Context, o options, jobs []sim.Job, stdout, stderr io.Writer) int {
 	start := time.Now()
 	bar := newProgress(stderr, o.quiet, len(jobs))
 	results, err := sim.RunBatch(ctx, jobs, o.workers, bar.update)

@@ -30,6 +30,10 @@ func runFamily(ctx context.Context, o options, stdout, stderr io.Writer) int {
 	if o.instances != "" {
 		return runInstances(ctx, o, fam, policies, stdout, stderr)
 	}
+	if o.trace != "" {
+		fmt.Fprintln(stderr, "shedsim: -trace needs one -instance of the family")
+		return ExitUsage
+	}
 	if o.n < 1 {
 		fmt.Fprintln(stderr, "shedsim: -n must be >= 1")
 		return ExitUsage
