@@ -93,9 +93,9 @@ func TestAIMDRules(t *testing.T) {
 
 // TestAIMDDropTolerance: a background of drops that admitting less does
 // not change (8%, below DefaultDropTolerance) leaves the limit alone;
-// drops above the tolerance cut it (until cutting has shown they are the
-// dependency's: see TestAIMDLearnsABackground); a negative tolerance cuts
-// on any drop, as Netflix's AIMD.
+// drops above the tolerance cut it (until an episode shows that cutting
+// does not reduce them, when they become the background, as for
+// Gradient); a negative tolerance cuts on any drop, as Netflix's AIMD.
 func TestAIMDDropTolerance(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
