@@ -1,9 +1,6 @@
 package limits
 
-import (
-	"math"
-	"time"
-)
+import "time"
 
 // WindowTrace is one closed window as an adaptive limit read it: the
 // window's summary, the signals it read against what it had learned
@@ -46,7 +43,7 @@ func (d *detector) trace(w *WindowSummary, s *signals, lim float64, dec *decisio
 		LatencyCongested: s.latCong, DropsCongested: s.dropCong, CeilingCongested: s.ceilCong,
 	}
 	if d.latency && d.base.learned() {
-		t.Baseline = time.Duration(math.Min(d.base.value(), math.MaxInt64))
+		t.Baseline = time.Duration(d.base.value())
 	}
 	return t
 }
