@@ -246,7 +246,7 @@ func (a *AIMD) update(w *WindowSummary) {
 	d := a.decide(&s)
 	var t WindowTrace
 	if a.cfg.Trace != nil {
-		t = a.det.trace(w, &s, a.cur, &d)
+		t = a.det.trace(w, &s, a.cur, d.reason)
 	}
 	a.ep, a.reason = d.ep, d.reason
 	a.decisions[d.reason]++

@@ -312,7 +312,7 @@ func (g *Gradient) update(w *WindowSummary) {
 	d := g.decide(&s)
 	var t WindowTrace
 	if g.cfg.Trace != nil {
-		t = g.st.det.trace(w, &s, g.st.limit, &d)
+		t = g.st.det.trace(w, &s, g.st.limit, d.reason)
 	}
 	g.apply(&s, &d)
 	g.limit.Store(int64(g.st.limit))

@@ -34,10 +34,11 @@ type WindowTrace struct {
 }
 
 // trace returns the trace of window w, read as s by d before the window
-// taught it anything, at limit lim, with decision dec.
-func (d *detector) trace(w *WindowSummary, s *signals, lim float64, dec *decision) WindowTrace {
+// taught it anything, at limit lim, decided for reason r; the caller sets
+// Next once the limit is applied.
+func (d *detector) trace(w *WindowSummary, s *signals, lim float64, r Reason) WindowTrace {
 	t := WindowTrace{
-		Window: *w, Limit: lim, Next: dec.limit, Reason: dec.reason,
+		Window: *w, Limit: lim, Reason: r,
 		Background: d.bg.rate(), Ratio: s.ratio, Threshold: s.thresh,
 		Binding: s.binding, Used: s.used, Steady: s.steady,
 		LatencyCongested: s.latCong, DropsCongested: s.dropCong, CeilingCongested: s.ceilCong,

@@ -272,17 +272,8 @@ func runCompare(ctx context.Context, o options, scenarios []*sim.Scenario, stdou
 	if o.record == "" {
 		return runJobs(ctx, o, jobs, stdout, stderr)
 	}
-	stop, err := recordJob(o.record, jobs)
-	if err != nil {
-		fmt.Fprintln(stderr, "shedsim:", err)
-		return ExitUsage
-	}
-	code := runJobs(ctx, o, jobs, stdout, stderr)
-	if err := stop(); err != nil {
-		fmt.Fprintln(stderr, "shedsim: -record:", err)
-		return ExitFail
-	}
-	return code
+	return withOutput("-record", func() (func() error, error) { return recordJob(o.record, jobs) },
+		func() int { return runJobs(ctx, o, jobs, stdout, stderr) }, stderr)
 }
 
 // runJobs runs a comparison and writes its table and outputs, and the
@@ -291,14 +282,21 @@ func runJobs(ctx context.Context, o options, jobs []sim.Job, stdout, stderr io.W
 	if o.trace == "" {
 		return compare(ctx, o, jobs, stdout, stderr)
 	}
-	stop, err := traceJob(o.trace, jobs)
+	return withOutput("-trace", func() (func() error, error) { return traceJob(o.trace, jobs) },
+		func() int { return compare(ctx, o, jobs, stdout, stderr) }, stderr)
+}
+
+// withOutput runs run between start and stop of the output that flag asks
+// for: a bad start is a usage error, a failed stop fails the command.
+func withOutput(flag string, start func() (stop func() error, err error), run func() int, stderr io.Writer) int {
+	stop, err := start()
 	if err != nil {
 		fmt.Fprintln(stderr, "shedsim:", err)
 		return ExitUsage
 	}
-	code := compare(ctx, o, jobs, stdout, stderr)
+	code := run()
 	if err := stop(); err != nil {
-		fmt.Fprintln(stderr, "shedsim: -trace:", err)
+		fmt.Fprintf(stderr, "shedsim: %s: %v\n", flag, err)
 		return ExitFail
 	}
 	return code

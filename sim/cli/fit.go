@@ -171,10 +171,7 @@ func scenarioName(path string) string {
 // recordJob makes the only job of jobs record replica 0's limiter to the
 // file path; stop ends the recording and closes the file.
 func recordJob(path string, jobs []sim.Job) (stop func() error, err error) {
-	if len(jobs) != 1 {
-		return nil, fmt.Errorf("-record needs one scenario and one policy, got %d runs", len(jobs))
-	}
-	f, err := os.Create(path)
+	f, err := createForOneRun("-record", path, jobs)
 	if err != nil {
 		return nil, err
 	}

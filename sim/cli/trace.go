@@ -11,10 +11,7 @@ import (
 // adaptive limit to a CSV file at path; stop flushes and closes it after
 // the run.
 func traceJob(path string, jobs []sim.Job) (stop func() error, err error) {
-	if len(jobs) != 1 {
-		return nil, fmt.Errorf("-trace needs one scenario and one policy, got %d runs", len(jobs))
-	}
-	f, err := os.Create(path)
+	f, err := createForOneRun("-trace", path, jobs)
 	if err != nil {
 		return nil, err
 	}
@@ -30,4 +27,13 @@ func traceJob(path string, jobs []sim.Job) (stop func() error, err error) {
 		}
 		return err
 	}, nil
+}
+
+// createForOneRun creates the file at path that flag writes from the one
+// run of jobs.
+func createForOneRun(flag, path string, jobs []sim.Job) (*os.File, error) {
+	if len(jobs) != 1 {
+		return nil, fmt.Errorf("%s needs one scenario and one policy, got %d runs", flag, len(jobs))
+	}
+	return os.Create(path)
 }
