@@ -125,7 +125,9 @@
 //	    queue: 50
 //	    max_wait: 100ms
 //	    lifo: false
-//	    rate_limit: {rps: 200, burst: 50}  # 429 before admission, a bucket per replica (burst default rps/10)
+//	    rate_limit: {rps: 200, burst: 50}  # 429 before admission, a bucket per key in each replica (burst default rps/10)
+//	    #   shared: true           # one bucket per key for the fleet (shedredis.Store)
+//	    keys: {count: 1000, zipf: 1.1}     # tenants: key k sends in proportion to 1/(k+1)^zipf (default: one key)
 //	gateway:                     # optional proxy layer
 //	  timeout: 500ms             # per attempt
 //	  retry: {max_attempts: 2}
@@ -140,6 +142,9 @@
 //	  timeout: 0                 # per upstream call (default: wait for the answer)
 //	  retry: {max_attempts: 1}
 //	  no_deadline_propagation: false  # replicas see no deadline (callers send none)
+//	  deadline_margin: 0         # shed.Config.DeadlineMargin
+//	  store_outages:             # the shared limits' store (Redis) is out: each replica
+//	    - {at: 60s, for: 20s}    # enforces rps/replicas and burst/replicas on its own
 //	upstream:
 //	  capacity: 100              # servers: the concurrency where latency starts to grow
 //	  discipline: fifo           # fifo: the rest wait; ps: all share the servers

@@ -80,6 +80,7 @@ type task struct {
 
 	work       int64 // upstream jobs: service time
 	user       int32 // closed-loop user, -1 for open-loop arrivals
+	key        int32 // the tenant (Class.Keys), 0 without keys
 	cost       int64
 	actual     int64
 	retryAfter int64 // the last rejection's hint
@@ -115,11 +116,7 @@ type replica struct {
 	inFlight int // permits held
 	call     *caller
 	up       *upstream
-	// rates holds the rate limit of each class (nil: none), in front of
-	// lim as the middleware's KeyStore is: one bucket per class, since the
-	// simulator's classes have no keys.
-	rates []*xrate.Limiter
-	// rateObs, when set, is told about the 429s of rates, as the
+	// rateObs, when set, is told about the 429s of the rate limits, as the
 	// middleware tells shedhttp.Options.Observer (see RecordPolicy).
 	rateObs shed.Observer
 }
@@ -132,6 +129,7 @@ type classRT struct {
 	arrRng   *rand.Rand
 	costRng  *rand.Rand
 	thinkRng *rand.Rand
+	keys     keyDist
 	call     *caller
 	expiries int16 // lane of queue deadlines in the limiters
 }
@@ -146,9 +144,12 @@ type engine struct {
 	classes  []classRT
 	gateway  *caller
 	replicas []replica
-	ups      []*upstream
-	lbRng    *rand.Rand
-	rr       int
+	// rates holds the buckets of the classes' rate limits, in front of
+	// the limiters as the middleware's KeyStore is; nil: none.
+	rates *rateStore
+	ups   []*upstream
+	lbRng *rand.Rand
+	rr    int
 
 	tasks   []*task  // by slot
 	gens    []uint32 // by slot
@@ -255,6 +256,7 @@ func (e *engine) initClasses(seed uint64) ([]shed.ClassConfig, error) {
 		rt.arrRng = newStream(seed, "arrivals/"+cl.Name)
 		rt.costRng = newStream(seed, "cost/"+cl.Name)
 		rt.thinkRng = newStream(seed, "think/"+cl.Name)
+		rt.keys = newKeyDist(cl.Keys, newStream(seed, "keys/"+cl.Name))
 		rt.expiries = e.h.newLane()
 		var err error
 		if rt.call, err = e.newCaller(cl.Retry, cl.AttemptTimeout, "client/"+cl.Name, seed); err != nil {
@@ -278,6 +280,7 @@ func (e *engine) initReplicas(p Policy, shedClasses []shed.ClassConfig, seed uin
 		e.ups[i] = newUpstream(&sc.Upstream, i, seed)
 	}
 	e.replicas = make([]replica, sc.Service.Replicas)
+	e.rates = newRateStore(sc)
 	for i := range e.replicas {
 		r := &e.replicas[i]
 		cfg := shed.Config{
@@ -305,29 +308,11 @@ func (e *engine) initReplicas(p Policy, shedClasses []shed.ClassConfig, seed uin
 		if !sc.Upstream.Shared {
 			r.up = e.ups[i]
 		}
-		r.rates = newRateLimiters(sc.Classes)
-		if ro, ok := p.(rateObserving); ok && r.rates != nil {
+		if ro, ok := p.(rateObserving); ok && e.rates != nil {
 			r.rateObs = ro.rateObserver(i)
 		}
 	}
 	return nil
-}
-
-// newRateLimiters returns one replica's token buckets, by class, or nil
-// when no class has a rate limit. x/time/rate driven with explicit times
-// (AllowN) is what the middleware's MemoryStore runs, so the simulated
-// 429s are the real ones; its buckets start full, as a new key's do.
-func newRateLimiters(classes []Class) []*xrate.Limiter {
-	var out []*xrate.Limiter
-	for i := range classes {
-		if l := classes[i].RateLimit; l != nil {
-			if out == nil {
-				out = make([]*xrate.Limiter, len(classes))
-			}
-			out[i] = xrate.NewLimiter(xrate.Limit(l.RPS), l.Burst)
-		}
-	}
-	return out
 }
 
 func (e *engine) schedule(at int64, kind evKind, t *task, arg int32) {
@@ -491,6 +476,7 @@ func (e *engine) arrive(c int, user int32) {
 	t := e.newTask(layerClient)
 	t.class = uint8(c)
 	t.user = user
+	t.key = rt.keys.next()
 	t.arrival = e.now
 	t.deadline = e.now + int64(rt.cfg.Timeout)
 	t.cost = max(int64(math.Round(rt.cfg.Cost.sample(rt.costRng))), 1)
@@ -498,7 +484,7 @@ func (e *engine) arrive(c int, user int32) {
 	if !rt.cfg.Actual.IsZero() {
 		t.actual = max(int64(math.Round(float64(t.cost)*rt.cfg.Actual.sample(rt.costRng))), 1)
 	}
-	e.rec.offered(e, c)
+	e.rec.offered(e, c, t.key)
 	if b := rt.call.budget; b != nil {
 		b.DepositAt(e.nowT)
 	}
@@ -559,6 +545,7 @@ func (e *engine) send(t *task) {
 	copy(child.anc[1:], t.anc[:t.nanc])
 	child.nanc = min(t.nanc+1, int8(len(child.anc)))
 	child.class, child.cost, child.actual, child.arrival = t.class, t.cost, t.actual, e.now
+	child.key = t.key
 	child.deadline = t.deadline
 	switch {
 	case child.kind == layerService:
@@ -640,9 +627,11 @@ func (e *engine) serviceArrive(t *task) {
 	t.replica = int32(ri)
 	r.active++
 	e.rec.attempt(e)
-	if r.rates != nil && r.rates[t.class] != nil && !r.rates[t.class].AllowN(e.nowT, 1) {
-		e.rateLimited(t, r)
-		return
+	if e.rates != nil {
+		if b, ok := e.rates.allow(e.nowT, e.now, ri, int(t.class), t.key); !ok {
+			e.rateLimited(t, r, b)
+			return
+		}
 	}
 	req := serviceRequest(t)
 	var p shed.Permit
@@ -708,15 +697,14 @@ func (e *engine) rejected(t *task, err error) {
 	e.finish(t, resShed)
 }
 
-// rateLimited ends service request t, refused by its class's rate limit
-// in replica r, as the middleware answers 429: before the limiter saw it,
+// rateLimited ends service request t, refused by its key's bucket lim of
+// its class's rate limit in replica r, as the middleware answers 429: before the limiter saw it,
 // with a Retry-After of the time the bucket takes to hold a token again,
 // in whole seconds. Its callers treat it as they treat a 503: a rejection
 // that says "overloaded, do not retry" (the middleware sends that header
 // with both). The replica's rate observer sees the event the middleware
 // sends its Options.Observer.
-func (e *engine) rateLimited(t *task, r *replica) {
-	lim := r.rates[t.class]
+func (e *engine) rateLimited(t *task, r *replica, lim *xrate.Limiter) {
 	e.rec.rateLimited(t.class)
 	if r.rateObs != nil {
 		r.rateObs.Observe(shed.Event{Kind: shed.EventRejected, Time: e.nowT, Class: shed.Class(t.class), Reason: shed.ReasonRateLimited,

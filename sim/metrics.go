@@ -78,6 +78,7 @@ type ClassRow struct {
 type acc struct {
 	offered, goodput, timeouts, failed []int64
 	limited                            []int64 // rate limited, per class
+	hotOffered, hotGoodput             []int64 // key 0's offered and goodput, per class
 	attempts, admitted, completed      int64
 	rejected                           [shed.NumReasons]int64
 	retries                            [4]int64 // by layer
@@ -97,6 +98,7 @@ func newAcc(classes int) *acc {
 		offered: make([]int64, classes), goodput: make([]int64, classes),
 		timeouts: make([]int64, classes), failed: make([]int64, classes),
 		limited: make([]int64, classes), lat: make([]hist, classes),
+		hotOffered: make([]int64, classes), hotGoodput: make([]int64, classes),
 	}
 }
 
@@ -110,9 +112,12 @@ func (a *acc) reset() {
 	clear(a.timeouts)
 	clear(a.failed)
 	clear(a.limited)
+	clear(a.hotOffered)
+	clear(a.hotGoodput)
 	a.all.reset()
 	a.adm.reset()
-	*a = acc{offered: a.offered, goodput: a.goodput, timeouts: a.timeouts, failed: a.failed, limited: a.limited, lat: lat, all: a.all, adm: a.adm}
+	*a = acc{offered: a.offered, goodput: a.goodput, timeouts: a.timeouts, failed: a.failed, limited: a.limited,
+		hotOffered: a.hotOffered, hotGoodput: a.hotGoodput, lat: lat, all: a.all, adm: a.adm}
 }
 
 // recorder gathers a run's measures: the current interval and the summary
@@ -207,9 +212,12 @@ func (r *recorder) advance(e *engine, at int64) {
 	}
 }
 
-func (r *recorder) offered(e *engine, c int) {
+func (r *recorder) offered(e *engine, c int, key int32) {
 	for _, a := range r.act {
 		a.offered[c]++
+		if key == 0 {
+			a.hotOffered[c]++
+		}
 	}
 }
 
@@ -260,6 +268,9 @@ func (r *recorder) logical(e *engine, t *task, res result) {
 		d := e.now - t.arrival
 		for _, a := range r.act {
 			a.goodput[c]++
+			if t.key == 0 {
+				a.hotGoodput[c]++
+			}
 			a.lat[c].add(d)
 			a.all.add(d)
 		}
@@ -434,10 +445,18 @@ type ClassSummary struct {
 	GoodputShare        float64
 	TriggerGoodputShare float64
 	P50, P99            float64
+	// Keys is the class's number of keys (Class.Keys; 1 without). With
+	// more than one, key 0 is its heaviest tenant: HotKeyOffered and
+	// HotKeyGoodput count its requests, HotKeyGoodputShare is the share
+	// of them that succeeded and OtherKeysGoodputShare the same for
+	// every other key. All four are zero with one key.
+	Keys                                      int
+	HotKeyOffered, HotKeyGoodput              int64
+	HotKeyGoodputShare, OtherKeysGoodputShare float64
 }
 
 // metricHelp lists the metric names for errors and -h.
-const metricHelp = "goodput, trigger_goodput, throughput, healthy_throughput, recovery, p50, p99, admitted_p50, admitted_p99, healthy_p99, trigger_p99, p99_ratio, amplification, upstream_amplification, wasted, rejected, rate_limited, mean_limit, mean_in_flight, class.NAME.goodput, class.NAME.trigger_goodput, class.NAME.p50, class.NAME.p99"
+const metricHelp = "goodput, trigger_goodput, throughput, healthy_throughput, recovery, p50, p99, admitted_p50, admitted_p99, healthy_p99, trigger_p99, p99_ratio, amplification, upstream_amplification, wasted, rejected, rate_limited, mean_limit, mean_in_flight, class.NAME.goodput, class.NAME.trigger_goodput, class.NAME.p50, class.NAME.p99, class.NAME.hot_key_goodput, class.NAME.other_keys_goodput"
 
 // MetricNames returns the names accepted by Summary.Metric (class
 // metrics as class.NAME.goodput, class.NAME.trigger_goodput,
@@ -453,7 +472,7 @@ func knownMetric(name string, sc *Scenario) bool {
 		cl, m := rest[:i], rest[i+1:]
 		for _, c := range sc.Classes {
 			if c.Name == cl {
-				return m == "goodput" || m == "trigger_goodput" || m == "p50" || m == "p99"
+				return m == "goodput" || m == "trigger_goodput" || m == "p50" || m == "p99" || m == "hot_key_goodput" || m == "other_keys_goodput"
 			}
 		}
 		return false
@@ -527,6 +546,14 @@ func (s *Summary) Metric(name string) (float64, bool) {
 				return c.P50, true
 			case "p99":
 				return c.P99, true
+			case "hot_key_goodput", "other_keys_goodput":
+				if c.Keys <= 1 {
+					return math.NaN(), true // one key: neither the hot one nor the rest
+				}
+				if m == "hot_key_goodput" {
+					return c.HotKeyGoodputShare, true
+				}
+				return c.OtherKeysGoodputShare, true
 			}
 		}
 	}

@@ -324,6 +324,18 @@ func AppendSummaryJSON(b []byte, s *Summary) []byte {
 		b = jsonFloat(b, c.P50)
 		b = append(b, ",\"p99_s\":"...)
 		b = jsonFloat(b, c.P99)
+		if c.Keys > 1 {
+			b = append(b, ",\"keys\":"...)
+			b = strconv.AppendInt(b, int64(c.Keys), 10)
+			b = append(b, ",\"hot_key_offered\":"...)
+			b = strconv.AppendInt(b, c.HotKeyOffered, 10)
+			b = append(b, ",\"hot_key_goodput\":"...)
+			b = strconv.AppendInt(b, c.HotKeyGoodput, 10)
+			b = append(b, ",\"hot_key_goodput_share\":"...)
+			b = jsonFloat(b, c.HotKeyGoodputShare)
+			b = append(b, ",\"other_keys_goodput_share\":"...)
+			b = jsonFloat(b, c.OtherKeysGoodputShare)
+		}
 		b = append(b, '}')
 	}
 	b = append(b, "],\"rate_limited\":"...)
@@ -353,6 +365,9 @@ func WriteSummaryJSON(w io.Writer, sums []*Summary) error {
 // limits, a share of attempts like "rejected") follows "rejected" only
 // when some summary has any, so that tables without rate limits read as
 // they always did.
+//
+// A class spread over keys also shows the goodput of its heaviest key
+// (key 0) and of the others: what a per-tenant rate limit is for.
 func WriteTable(w io.Writer, sums []*Summary) error {
 	header := []string{"scenario", "policy", "goodput", "trigger", "recovery", "p50", "p99", "adm p99", "trig p99", "amp", "wasted", "rejected", "limit", "classes (goodput/offered)"}
 	limited := slices.ContainsFunc(sums, func(s *Summary) bool { return s.RateLimited > 0 })
@@ -362,9 +377,9 @@ func WriteTable(w io.Writer, sums []*Summary) error {
 	var rows [][]string
 	for _, s := range sums {
 		var cls []string
-		if len(s.Classes) > 1 {
+		if len(s.Classes) > 1 || slices.ContainsFunc(s.Classes, func(c ClassSummary) bool { return c.Keys > 1 }) {
 			for _, c := range s.Classes {
-				cls = append(cls, c.Name+" "+pct(c.GoodputShare))
+				cls = append(cls, classCell(&c))
 			}
 		}
 		rows = append(rows, []string{
@@ -463,4 +478,13 @@ func dur(v float64) string {
 		return strconv.FormatFloat(v, 'f', 2, 64) + "s"
 	}
 	return strconv.FormatFloat(v, 'f', 0, 64) + "s"
+}
+
+// classCell is a class's cell of WriteTable's classes column.
+func classCell(c *ClassSummary) string {
+	cell := c.Name + " " + pct(c.GoodputShare)
+	if c.Keys > 1 {
+		cell += " (key 0 " + pct(c.HotKeyGoodputShare) + ", others " + pct(c.OtherKeysGoodputShare) + ")"
+	}
+	return cell
 }

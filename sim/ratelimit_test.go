@@ -210,7 +210,7 @@ func TestRateLimitYAML(t *testing.T) {
 		{"{rps: 2e9}", `f.yaml:6:23: classes[0].rate_limit.rps: must be in (0, 1e+09]`},
 		{"{rps: 10, burst: -1}", `f.yaml:6:34: classes[0].rate_limit.burst: must be >= 1 (0: default 1), got -1`},
 		{"{rps: 10, burst: 1.5}", `f.yaml:6:34: classes[0].rate_limit.burst: want an integer, got "1.5"`},
-		{"{rps: 10, rate: 5}", `f.yaml:6:27: classes[0].rate_limit.rate: unknown field "rate" (known: burst, rps)`},
+		{"{rps: 10, rate: 5}", `f.yaml:6:27: classes[0].rate_limit.rate: unknown field "rate" (known: burst, rps, shared)`},
 		{"200", `f.yaml:6:17: classes[0].rate_limit: want a mapping (key: value lines), got "200"`},
 	} {
 		src := strings.Replace(validYAML, "rate: 100", "rate: 100\n    rate_limit: "+tc.limit, 1)

@@ -120,7 +120,14 @@ func (e *engine) result(policy string, seed uint64) *Result {
 			GoodputShare:        ratio(float64(m.goodput[c]), float64(m.offered[c])),
 			TriggerGoodputShare: ratio(float64(r.trigger.goodput[c]), float64(r.trigger.offered[c])),
 			P50:                 m.lat[c].quantile(0.5) / 1e9, P99: m.lat[c].quantile(0.99) / 1e9,
+			Keys: 1,
 		})
+		if k := sc.Classes[c].Keys; k != nil && k.Count > 1 {
+			cs := &s.Classes[c]
+			cs.Keys, cs.HotKeyOffered, cs.HotKeyGoodput = k.Count, m.hotOffered[c], m.hotGoodput[c]
+			cs.HotKeyGoodputShare = ratio(float64(m.hotGoodput[c]), float64(m.hotOffered[c]))
+			cs.OtherKeysGoodputShare = ratio(float64(m.goodput[c]-m.hotGoodput[c]), float64(m.offered[c]-m.hotOffered[c]))
+		}
 	}
 	s.Attempts, s.Admitted = m.attempts, m.admitted
 	for _, n := range m.rejected {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"time"
 
@@ -106,26 +107,71 @@ type Class struct {
 	Queue     int
 	MaxWait   time.Duration
 	LIFO      bool
-	// RateLimit, when set, is a token bucket in front of the class's
-	// admission in each replica, as the middleware's
-	// shedhttp.Options.RateLimits sets one per key: a request over it is
-	// rejected with 429 before it reaches the limiter, and counted as
-	// rate limited rather than shed. The simulator has no keys: the
-	// class's traffic is one key, and each replica keeps its own bucket
-	// (the default MemoryStore; a store shared by the replicas, such as
-	// shedredis, is not modelled). Default nil: no rate limit.
+	// RateLimit, when set, is a token bucket per key in front of the
+	// class's admission, as the middleware's shedhttp.Options.RateLimits
+	// sets one: a request over it is rejected with 429 before it reaches
+	// the limiter, and counted as rate limited rather than shed. Each
+	// replica keeps its own buckets (the default MemoryStore) unless the
+	// limit is Shared. Default nil: no rate limit.
 	RateLimit *RateLimit
+	// Keys spreads the class's traffic over tenants (the middleware's
+	// rate-limit keys). Default nil: the class is one key.
+	Keys *Keys
 }
 
-// RateLimit is a per-replica token bucket (shedhttp.RateLimit): it
-// refills at RPS tokens per second up to Burst, and each request that
-// reaches a replica takes one token or is rejected with 429.
+// Keys spreads a class's requests over Count keys (tenants): key k, from
+// 0, is drawn with a weight of 1/(k+1)^Zipf, so key 0 is the heaviest
+// tenant. Zipf 0 spreads the traffic evenly; near 1 and above, a few
+// tenants send most of it, as they do in most multi-tenant services.
+type Keys struct {
+	// Count is the number of keys, in [1, MaxKeys].
+	Count int
+	// Zipf is the skew of the traffic over the keys, in [0, MaxZipf].
+	Zipf float64
+}
+
+// MaxKeys bounds Keys.Count, MaxZipf Keys.Zipf.
+const (
+	MaxKeys = 100_000
+	MaxZipf = 10
+)
+
+// clone returns a copy of k (nil for nil).
+func (k *Keys) clone() *Keys {
+	if k == nil {
+		return nil
+	}
+	c := *k
+	return &c
+}
+
+func (k *Keys) validate(p string) error {
+	if k.Count < 1 || k.Count > MaxKeys {
+		return fieldErr(p+".count", "must be in [1, %d], got %d", MaxKeys, k.Count)
+	}
+	if !(k.Zipf >= 0 && k.Zipf <= MaxZipf) {
+		return fieldErr(p+".zipf", "must be in [0, %d], got %v", MaxZipf, k.Zipf)
+	}
+	return nil
+}
+
+// RateLimit is a token bucket per key (shedhttp.RateLimit): it refills at
+// RPS tokens per second up to Burst, and each request takes one token or
+// is rejected with 429. Without Shared each replica has its own buckets,
+// so a tenant whose requests are spread over n replicas gets up to n
+// times RPS; with Shared the replicas count each key once for the fleet.
 type RateLimit struct {
 	// RPS is the sustained rate in requests per second. Required: > 0.
 	RPS float64
 	// Burst is how many requests may pass at once, the bucket's size.
 	// Default DefaultBurst(RPS).
 	Burst int
+	// Shared: one bucket per key for the whole fleet, as shedredis.Store
+	// keeps in Redis (its GCRA admits what this token bucket admits).
+	// During Service.StoreOutages each replica falls back, as shedredis
+	// does, to buckets of its own with RPS/Replicas and Burst/Replicas
+	// (rounded up). The store's round trip takes no simulated time.
+	Shared bool
 }
 
 // clone returns a copy of l (nil for nil), so that a setting handed on
@@ -312,6 +358,10 @@ type Service struct {
 	// is at most this many times its class's expected service time. Zero:
 	// only a passed deadline and the expected queue wait count.
 	DeadlineMargin float64
+	// StoreOutages are the spans during which the store of Shared rate
+	// limits (Redis) cannot be reached: each replica then decides on its
+	// own share of each limit. In order, not overlapping, within the run.
+	StoreOutages []Span
 }
 
 // Upstream is what each replica depends on: Capacity servers, with
@@ -689,6 +739,12 @@ func (cl *Class) normalizeAdmission(p string) error {
 		}
 		cl.RateLimit = &l
 	}
+	if cl.Keys != nil {
+		if err := cl.Keys.validate(p + ".keys"); err != nil {
+			return err
+		}
+		cl.Keys = cl.Keys.clone()
+	}
 	return nil
 }
 
@@ -764,7 +820,30 @@ func (s *Service) normalize(sc *Scenario) error {
 	if m := s.DeadlineMargin; !(m >= 0 && m <= shed.MaxDeadlineMargin) {
 		return fieldErr("service.deadline_margin", "must be in [0, %v], got %v", float64(shed.MaxDeadlineMargin), m)
 	}
+	if err := s.normalizeOutages(sc); err != nil {
+		return err
+	}
 	return s.Retry.normalize("service.retry")
+}
+
+// normalizeOutages checks the store outages: in order, not overlapping,
+// within the run, and of a store that some class's limit uses.
+func (s *Service) normalizeOutages(sc *Scenario) error {
+	if len(s.StoreOutages) == 0 {
+		return nil
+	}
+	if !slices.ContainsFunc(sc.Classes, func(c Class) bool { return c.RateLimit != nil && c.RateLimit.Shared }) {
+		return fieldErr("service.store_outages", "no class has a shared rate limit (rate_limit.shared) for the store to fail")
+	}
+	s.StoreOutages = slices.Clone(s.StoreOutages)
+	end := time.Duration(0)
+	for i, o := range s.StoreOutages {
+		if o.At < end || o.For <= 0 || o.End() > sc.Duration {
+			return fieldErr(fmt.Sprintf("service.store_outages[%d]", i), "must start at or after %v (the end of the one before), last > 0 and end by the duration (%v); got at %v for %v", end, sc.Duration, o.At, o.For)
+		}
+		end = o.End()
+	}
+	return nil
 }
 
 func (u *Upstream) normalize(sc *Scenario) error {

@@ -84,26 +84,36 @@ func (c *TuneCandidate) GoSnippet(sc *Scenario) (string, error) {
 // candidate's rate limits in the middleware's options, or "" when no
 // class has one. shedhttp.Options.RateLimits is what nethttp.Config and
 // echo.Config embed; its default MemoryStore keeps a bucket per replica,
-// as the simulator does.
+// as the simulator does without Shared.
 func (c *TuneCandidate) rateLimitsSource(sc *Scenario) string {
 	var m strings.Builder
+	oneKey := false
 	for i, k := range c.Classes {
 		if l := k.RateLimit; l != nil {
 			burst := l.Burst
 			if burst == 0 {
 				burst = DefaultBurst(l.RPS)
 			}
-			fmt.Fprintf(&m, "\t\t\t%q: {Rate: %s, Burst: %d},\n", sc.Classes[i].Name, strconv.FormatFloat(l.RPS, 'g', -1, 64), burst)
+			fmt.Fprintf(&m, "\t\t\t%q: {Rate: %s, Burst: %d},", sc.Classes[i].Name, strconv.FormatFloat(l.RPS, 'g', -1, 64), burst)
+			if l.Shared {
+				m.WriteString(" // for the fleet: needs nethttp.Config.KeyStore = a shedredis.Store")
+			}
+			m.WriteByte('\n')
+			oneKey = oneKey || sc.Classes[i].Keys == nil || sc.Classes[i].Keys.Count <= 1
 		}
 	}
 	if m.Len() == 0 {
 		return ""
 	}
+	caveat := ""
+	if oneKey {
+		caveat = "// The simulator saw a class without keys as one key: a class spread over\n" +
+			"// many keys (clients, tenants) needs each key's share of its rate.\n"
+	}
 	return "\n// newHTTPOptions returns the middleware's options with the rate limits\n" +
 		"// shedsim tune recommends, per key and class: use it as\n" +
-		"// nethttp.Config{Options: newHTTPOptions(limiter)} (or echo.Config). The\n" +
-		"// simulator saw each class's traffic as one key: a class spread over many\n" +
-		"// keys (clients, tenants) needs each key's share of these rates.\n" +
+		"// nethttp.Config{Options: newHTTPOptions(limiter)} (or echo.Config).\n" +
+		caveat +
 		"func newHTTPOptions(limiter *shed.Limiter) shedhttp.Options {\n" +
 		"\treturn shedhttp.Options{\n\t\tLimiter: limiter,\n\t\tRateLimits: map[string]shedhttp.RateLimit{\n" +
 		m.String() + "\t\t},\n\t}\n}\n"

@@ -174,17 +174,24 @@ func TuneSpace(sc *Scenario, budget int, seed uint64, opt TuneSpaceOptions) ([]T
 // scenario n: none half of the time (most classes of most services want
 // none, and a uniform draw would leave few candidates without any), else
 // a multiple (tuneRateFactors) of the class's peak arrival rate, shared
-// among the replicas since each replica has its own bucket, with a burst
-// of tuneBurstSeconds of that rate (at least 1). A closed-loop class keeps
-// its own: its rate follows its latency, so it has no peak to scale. It
+// among the replicas since each replica has its own bucket (the whole
+// multiple when the class's limit is Shared: one bucket for the fleet),
+// with a burst of tuneBurstSeconds of that rate (at least 1). A
+// closed-loop class keeps its own: its rate follows its latency, so it
+// has no peak to scale. So does a class spread over keys: its limit is a
+// quota per tenant, a promise the objective does not weigh. It
 // draws the same three numbers for every class, whatever it returns, so
 // that a class's draw does not shift the next class's.
 func drawRateLimit(rng *rand.Rand, n *Scenario, i int) *RateLimit {
 	none, f := rng.IntN(2) == 0, tuneRateFactors[rng.IntN(len(tuneRateFactors))]
 	burst := tuneBurstSeconds[rng.IntN(len(tuneBurstSeconds))]
 	cl := &n.Classes[i]
-	if cl.Users > 0 {
+	if cl.Users > 0 || (cl.Keys != nil && cl.Keys.Count > 1) {
 		return cl.RateLimit.clone()
+	}
+	shared, perBucket := cl.RateLimit != nil && cl.RateLimit.Shared, float64(n.Service.Replicas)
+	if shared {
+		perBucket = 1
 	}
 	rf, _ := buildRate(cl.Rate, cl.Schedule, "")
 	peak := rf.max()
@@ -192,9 +199,9 @@ func drawRateLimit(rng *rand.Rand, n *Scenario, i int) *RateLimit {
 		return nil
 	}
 	// Three significant digits: a limit to read and paste, not a fit.
-	rps, _ := strconv.ParseFloat(strconv.FormatFloat(f*peak/float64(n.Service.Replicas), 'g', 3, 64), 64)
+	rps, _ := strconv.ParseFloat(strconv.FormatFloat(f*peak/perBucket, 'g', 3, 64), 64)
 	rps = math.Min(math.Max(rps, 1e-3), MaxRateLimitRPS)
-	return &RateLimit{RPS: rps, Burst: int(math.Min(math.Max(math.Round(burst*rps), 1), math.MaxInt32))}
+	return &RateLimit{RPS: rps, Burst: int(math.Min(math.Max(math.Round(burst*rps), 1), math.MaxInt32)), Shared: shared}
 }
 
 // drawCandidate draws one candidate for the normalized scenario n.

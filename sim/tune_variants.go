@@ -3,6 +3,7 @@ package sim
 import (
 	"fmt"
 	"math"
+	"slices"
 	"time"
 )
 
@@ -107,7 +108,10 @@ func cloneScenario(sc *Scenario, suffix string, win Span) *Scenario {
 	for i := range c.Classes {
 		c.Classes[i].Schedule = append([]RateChange(nil), c.Classes[i].Schedule...)
 		c.Classes[i].Retry = cloneRetry(c.Classes[i].Retry)
+		c.Classes[i].RateLimit = c.Classes[i].RateLimit.clone()
+		c.Classes[i].Keys = c.Classes[i].Keys.clone()
 	}
+	c.Service.StoreOutages = slices.Clone(sc.Service.StoreOutages)
 	c.Service.Retry = cloneRetry(c.Service.Retry)
 	if sc.Gateway != nil {
 		g := *sc.Gateway

@@ -519,7 +519,12 @@ func (d *decoder) class(c *Class) fieldFunc {
 			"lifo":            d.boolean(&c.LIFO),
 			"rate_limit": func(n *yaml.Node, p string) error {
 				c.RateLimit = &RateLimit{}
-				return d.mapping(n, p, map[string]fieldFunc{"rps": d.float(&c.RateLimit.RPS), "burst": d.integer(&c.RateLimit.Burst)})
+				return d.mapping(n, p, map[string]fieldFunc{"rps": d.float(&c.RateLimit.RPS), "burst": d.integer(&c.RateLimit.Burst),
+					"shared": d.boolean(&c.RateLimit.Shared)})
+			},
+			"keys": func(n *yaml.Node, p string) error {
+				c.Keys = &Keys{}
+				return d.mapping(n, p, map[string]fieldFunc{"count": d.integer(&c.Keys.Count), "zipf": d.float(&c.Keys.Zipf)})
 			},
 		})
 	}
@@ -572,6 +577,14 @@ func (d *decoder) service(s *Service) fieldFunc {
 
 			"no_deadline_propagation": d.boolean(&s.NoDeadlinePropagation),
 			"deadline_margin":         d.float(&s.DeadlineMargin),
+			"store_outages": func(n *yaml.Node, p string) error {
+				return d.sequence(n, p, func(n *yaml.Node, p string) error {
+					var o Span
+					err := d.mapping(n, p, map[string]fieldFunc{"at": d.duration(&o.At), "for": d.duration(&o.For)})
+					s.StoreOutages = append(s.StoreOutages, o)
+					return err
+				})
+			},
 		})
 	}
 }

@@ -105,10 +105,7 @@ func scenarioNode(sc *Scenario) *yaml.Node {
 	m.dur("warmup", sc.Warmup)
 	m.dur("sustain", sc.Sustain)
 	if t := sc.Trigger; t != nil {
-		tm := newMap(true)
-		tm.node("at", scalar(t.At.String()))
-		tm.node("for", scalar(t.For.String()))
-		m.node("trigger", tm.n)
+		m.node("trigger", spanNode(*t))
 	}
 	classes := &yaml.Node{Kind: yaml.SequenceNode}
 	for i := range sc.Classes {
@@ -186,8 +183,23 @@ func classNode(c *Class) *yaml.Node {
 		lm := newMap(true)
 		lm.num("rps", l.RPS)
 		lm.integer("burst", int64(l.Burst))
+		lm.boolean("shared", l.Shared)
 		m.node("rate_limit", lm.n)
 	}
+	if k := c.Keys; k != nil {
+		km := newMap(true)
+		km.integer("count", int64(k.Count))
+		km.num("zipf", k.Zipf)
+		m.node("keys", km.n)
+	}
+	return m.n
+}
+
+// spanNode writes a span as {at: ..., for: ...}.
+func spanNode(t Span) *yaml.Node {
+	m := newMap(true)
+	m.node("at", scalar(t.At.String()))
+	m.node("for", scalar(t.For.String()))
 	return m.n
 }
 
@@ -232,6 +244,15 @@ func serviceNode(s *Service) *yaml.Node {
 	m.dur("demand_hold", s.DemandHold)
 	m.dur("timeout", s.Timeout)
 	m.node("retry", retryNode(&s.Retry))
+	m.boolean("no_deadline_propagation", s.NoDeadlinePropagation)
+	m.num("deadline_margin", s.DeadlineMargin)
+	if len(s.StoreOutages) > 0 {
+		os := &yaml.Node{Kind: yaml.SequenceNode}
+		for _, o := range s.StoreOutages {
+			os.Content = append(os.Content, spanNode(o))
+		}
+		m.node("store_outages", os)
+	}
 	if len(m.n.Content) == 0 {
 		return nil
 	}

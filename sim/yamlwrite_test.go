@@ -70,14 +70,16 @@ func TestMarshalScenarioYAMLEveryField(t *testing.T) {
 				Cost: LogNorm(1500, 0.6), Actual: Unif(0.3, 1), Timeout: 2 * time.Second, AttemptTimeout: time.Second,
 				Retry: Retry{MaxAttempts: 3, Backoff: 20 * time.Millisecond, MaxBackoff: time.Second, HonorNoRetry: true, HonorRetryAfter: true,
 					Budget: &Budget{}, Throttle: &Throttle{K: 2, Window: time.Minute}},
-				Protected: 0.5, Queue: 10, MaxWait: 100 * time.Millisecond, LIFO: true},
+				Protected: 0.5, Queue: 10, MaxWait: 100 * time.Millisecond, LIFO: true,
+				RateLimit: &RateLimit{RPS: 50, Burst: 7, Shared: true}, Keys: &Keys{Count: 20, Zipf: 1.1}},
 			{Name: "closed", Users: 50, Think: Dist{Kind: Exponential, Mean: 1e9, ClampMax: 5e9}, Cost: Par(10, 1.5),
 				Retry: Retry{Budget: &Budget{Ratio: -1, MinPerSecond: 5, TTL: time.Second}}},
 			{Name: "c", Rate: 1e15, Cost: Bimod(100, 0.5, 10, 0.1)},
 		},
 		Gateway: &Gateway{},
 		Service: Service{Replicas: 3, Balancer: PowerOfTwo, MaxCost: 10000, StaticLimit: 40, Strict: true, MaxQueue: 30,
-			DemandHold: time.Second, Timeout: 300 * time.Millisecond, Retry: Retry{MaxAttempts: 2}},
+			DemandHold: time.Second, Timeout: 300 * time.Millisecond, Retry: Retry{MaxAttempts: 2},
+			NoDeadlinePropagation: true, DeadlineMargin: 1.5, StoreOutages: []Span{{At: 30 * time.Second, For: 5 * time.Second}, {At: 50 * time.Second, For: time.Second}}},
 		Upstream: Upstream{Capacity: 100, Discipline: PS, MaxInFlight: 2500, ServiceTime: Dist{Kind: Constant, Value: 5e7, ClampMin: 1}, Degradation: 0.5, MaxDegradation: 4,
 			CostScaling: 1, CostRef: 1000, Events: []UpstreamEvent{{At: 0, For: 10 * time.Second, Slowdown: 10, Errors: 0.5, Capacity: 0.25, Replicas: 2}}},
 		Policies: []string{"none", "static:limit=80"},
@@ -104,6 +106,8 @@ func FuzzScenarioYAMLRoundTrip(f *testing.F) {
 		f.Add(src)
 	}
 	f.Add([]byte("name: r\nduration: 5s\nclasses: [{name: a, rate: 10, rate_limit: {rps: 0.1}}]\nupstream: {capacity: 1, service_time: 1ms}\n"))
+	f.Add([]byte("name: k\nduration: 5s\nclasses: [{name: a, rate: 10, keys: {count: 7, zipf: 1.2}, rate_limit: {rps: 2, shared: true}}]\n" +
+		"service: {replicas: 3, store_outages: [{at: 1s, for: 2s}]}\nupstream: {capacity: 1, service_time: 1ms}\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		sc, err := ParseScenario("fuzz.yaml", data)
 		if err != nil {

@@ -104,7 +104,7 @@ func TestTuneSnippetCompiles(t *testing.T) {
 	}
 	sc.Service.DemandHold, sc.Service.MaxCost = time.Second, 100
 	c := sim.TuneCandidate{Policy: "shedkit-aimd:backoff=0.8,tolerance=3",
-		Classes: []sim.TuneClass{{Protected: 0.5, Queue: 8, MaxWait: 50 * time.Millisecond}, {Queue: 32, MaxWait: 1500 * time.Microsecond, RateLimit: &sim.RateLimit{RPS: 112.5, Burst: 11}}},
+		Classes: []sim.TuneClass{{Protected: 0.5, Queue: 8, MaxWait: 50 * time.Millisecond}, {Queue: 32, MaxWait: 1500 * time.Microsecond, RateLimit: &sim.RateLimit{RPS: 112.5, Burst: 11, Shared: true}}},
 		Budget:  &sim.Budget{Ratio: 0.1, MinPerSecond: 5}}
 	aimd, err := c.GoSnippet(sc)
 	if err != nil {

@@ -1,0 +1,262 @@
+package sim
+
+import (
+	"bytes"
+	"errors"
+	"math"
+	"strings"
+	"testing"
+	"time"
+)
+
+// keyedScenario is rateScenario with its traffic spread over keys.
+func keyedScenario(rate float64, rl *RateLimit, replicas int, keys *Keys) *Scenario {
+	sc := rateScenario(rate, rl, replicas)
+	sc.Classes[0].Keys = keys
+	return sc
+}
+
+// TestKeyDist: keys are drawn with weights 1/(k+1)^Zipf.
+func TestKeyDist(t *testing.T) {
+	for _, k := range []Keys{{Count: 10}, {Count: 50, Zipf: 1}, {Count: 1000, Zipf: 1.5}} {
+		d := newKeyDist(&k, newStream(1, "keys"))
+		const n = 200_000
+		counts := make([]int, k.Count)
+		for range n {
+			counts[d.next()]++
+		}
+		total := 0.0
+		for i := range k.Count {
+			total += math.Pow(float64(i+1), -k.Zipf)
+		}
+		for _, i := range []int{0, 1, k.Count - 1} {
+			want := math.Pow(float64(i+1), -k.Zipf) / total
+			got := float64(counts[i]) / n
+			if math.Abs(got-want) > 4*math.Sqrt(want*(1-want)/n)+1e-4 {
+				t.Errorf("%+v: key %d drawn %.4f of the time, want %.4f", k, i, got, want)
+			}
+		}
+	}
+	one, none := newKeyDist(&Keys{Count: 1}, nil), newKeyDist(nil, nil)
+	if one.next() != 0 || none.next() != 0 {
+		t.Error("a class of one key drew another")
+	}
+}
+
+// TestKeysRateLimitStores checks per-key buckets in virtual time: per
+// replica (each replica's MemoryStore lets a key through at the limit,
+// so a fleet of four lets it through at four times it), shared by the
+// fleet (shedredis: the limit holds for the fleet), and the shared limit
+// while its store is out (each replica enforces its share).
+func TestKeysRateLimitStores(t *testing.T) {
+	none, _ := ParsePolicy("none")
+	even := &Keys{Count: 4} // 100/s per key, 25/s per key at each replica
+	outage := []Span{{At: 5 * time.Second, For: 35 * time.Second}}
+	tests := []struct {
+		name    string
+		limit   RateLimit
+		keys    *Keys
+		outages []Span
+		lo, hi  float64 // bounds of the share of attempts rate limited
+	}{
+		{"per replica: four times the limit", RateLimit{RPS: 50, Burst: 10}, even, nil, 0, 0.02},
+		{"shared: the limit", RateLimit{RPS: 50, Burst: 10, Shared: true}, even, nil, 0.45, 0.55},
+		{"shared, store out: each replica its share", RateLimit{RPS: 50, Burst: 10, Shared: true}, even, outage, 0.45, 0.62},
+		{"shared, one key", RateLimit{RPS: 50, Burst: 10, Shared: true}, nil, nil, 0.85, 0.9},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			l := tc.limit
+			sc := keyedScenario(400, &l, 4, tc.keys)
+			sc.Service.StoreOutages = tc.outages
+			r, err := Run(sc, none, Options{Seed: 5})
+			if err != nil {
+				t.Fatal(err)
+			}
+			s := r.Summary
+			share := float64(s.RateLimited) / float64(s.Attempts)
+			t.Logf("%d of %d attempts rate limited (%.3f)", s.RateLimited, s.Attempts, share)
+			if share < tc.lo || share > tc.hi {
+				t.Errorf("%d of %d attempts rate limited (%.3f), want a share in [%g, %g]", s.RateLimited, s.Attempts, share, tc.lo, tc.hi)
+			}
+		})
+	}
+}
+
+// TestKeysHotTenant: one heavy tenant among a hundred. A limit shared by
+// the fleet holds it to its quota and leaves the others alone; the same
+// limit kept per replica lets it through at four times its quota. The
+// summary, the metrics and the table say so.
+func TestKeysHotTenant(t *testing.T) {
+	none, _ := ParsePolicy("none")
+	// Zipf 1.5 over 100 keys at 200/s: key 0 sends about 83/s, key 1
+	// 29/s, key 2 16/s, the rest less.
+	keys := &Keys{Count: 100, Zipf: 1.5}
+	shared := keyedScenario(200, &RateLimit{RPS: 20, Burst: 20, Shared: true}, 4, keys)
+	r, err := Run(shared, none, Options{Seed: 6})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := r.Summary.Classes[0]
+	t.Logf("shared: key 0 %.3f, others %.3f", c.HotKeyGoodputShare, c.OtherKeysGoodputShare)
+	if c.Keys != 100 || c.HotKeyOffered == 0 || c.HotKeyGoodput > c.HotKeyOffered {
+		t.Fatalf("class summary %+v", c)
+	}
+	if c.HotKeyGoodputShare < 0.2 || c.HotKeyGoodputShare > 0.3 || c.OtherKeysGoodputShare < 0.88 || c.OtherKeysGoodputShare > 0.97 {
+		t.Errorf("shared: key 0 got %.3f of its requests through (want about 20/83), the others %.3f (want about 0.92)", c.HotKeyGoodputShare, c.OtherKeysGoodputShare)
+	}
+	if m, ok := r.Summary.Metric("class.a.hot_key_goodput"); !ok || m != c.HotKeyGoodputShare {
+		t.Errorf("metric class.a.hot_key_goodput %v (%v)", m, ok)
+	}
+	if m, ok := r.Summary.Metric("class.a.other_keys_goodput"); !ok || m != c.OtherKeysGoodputShare {
+		t.Errorf("metric class.a.other_keys_goodput %v (%v)", m, ok)
+	}
+	again, _ := Run(shared, none, Options{Seed: 6})
+	if string(AppendSummaryJSON(nil, &again.Summary)) != string(AppendSummaryJSON(nil, &r.Summary)) {
+		t.Error("the same seed gave another summary")
+	}
+	var b bytes.Buffer
+	if err := WriteTable(&b, []*Summary{&r.Summary}); err != nil || !strings.Contains(b.String(), "(key 0 2") {
+		t.Errorf("table without the hot key's goodput: %v\n%s", err, b.String())
+	}
+	if j := string(AppendSummaryJSON(nil, &r.Summary)); !strings.Contains(j, `"keys":100,"hot_key_offered":`) {
+		t.Errorf("JSON without the keys: %s", j)
+	}
+
+	local := keyedScenario(200, &RateLimit{RPS: 20, Burst: 20}, 4, keys)
+	r, err = Run(local, none, Options{Seed: 6})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := r.Summary.Classes[0]; c.HotKeyGoodputShare < 0.9 {
+		t.Errorf("per replica: key 0 got %.3f through, want nearly all (4 x 20/s for 83/s)", c.HotKeyGoodputShare)
+	}
+	plain, _ := Run(rateScenario(200, nil, 1), none, Options{Seed: 6})
+	if m, ok := plain.Summary.Metric("class.a.hot_key_goodput"); !ok || !math.IsNaN(m) {
+		t.Errorf("hot_key_goodput of a class without keys: %v (%v), want NaN", m, ok)
+	}
+}
+
+// TestKeysValidate: keys and store outages are checked, and errors name
+// the field.
+func TestKeysValidate(t *testing.T) {
+	shared := &RateLimit{RPS: 10, Shared: true}
+	tests := []struct {
+		name string
+		edit func(sc *Scenario)
+		want string
+	}{
+		{"no keys", func(sc *Scenario) { sc.Classes[0].Keys = &Keys{} }, "classes[0].keys.count: must be in [1, 100000], got 0"},
+		{"too many keys", func(sc *Scenario) { sc.Classes[0].Keys = &Keys{Count: MaxKeys + 1} }, "classes[0].keys.count"},
+		{"negative zipf", func(sc *Scenario) { sc.Classes[0].Keys = &Keys{Count: 2, Zipf: -1} }, "classes[0].keys.zipf: must be in [0, 10], got -1"},
+		{"NaN zipf", func(sc *Scenario) { sc.Classes[0].Keys = &Keys{Count: 2, Zipf: math.NaN()} }, "classes[0].keys.zipf"},
+		{"outage of no store", func(sc *Scenario) { sc.Service.StoreOutages = []Span{{At: time.Second, For: time.Second}} }, "service.store_outages: no class has a shared rate limit"},
+		{"outage past the end", func(sc *Scenario) {
+			sc.Classes[0].RateLimit = shared
+			sc.Service.StoreOutages = []Span{{At: 30 * time.Second, For: 20 * time.Second}}
+		}, "service.store_outages[0]: must start at or after 0s"},
+		{"outages overlap", func(sc *Scenario) {
+			sc.Classes[0].RateLimit = shared
+			sc.Service.StoreOutages = []Span{{At: time.Second, For: 5 * time.Second}, {At: 3 * time.Second, For: time.Second}}
+		}, "service.store_outages[1]: must start at or after 6s"},
+		{"empty outage", func(sc *Scenario) {
+			sc.Classes[0].RateLimit = shared
+			sc.Service.StoreOutages = []Span{{At: time.Second}}
+		}, "service.store_outages[0]"},
+	}
+	for _, tc := range tests {
+		sc := rateScenario(10, nil, 2)
+		tc.edit(sc)
+		err := sc.Validate()
+		if err == nil || !errors.Is(err, ErrInvalidScenario) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: error %v, want one containing %q and ErrInvalidScenario", tc.name, err, tc.want)
+		}
+	}
+	ok := rateScenario(10, shared, 2)
+	ok.Classes[0].Keys = &Keys{Count: 3, Zipf: 0.8}
+	ok.Service.StoreOutages = []Span{{At: time.Second, For: time.Second}, {At: 2 * time.Second, For: time.Second}}
+	if err := ok.Validate(); err != nil {
+		t.Errorf("valid keys and outages: %v", err)
+	}
+}
+
+// TestRateStoreOutage: a shared limit is decided by the fleet's bucket of
+// the key, but during a store outage (end excluded) by the replica's own,
+// at its share of the rate and the burst, rounded up as shedredis's
+// fallback is; a class without a limit passes.
+func TestRateStoreOutage(t *testing.T) {
+	sc := rateScenario(100, &RateLimit{RPS: 50, Burst: 10, Shared: true}, 4)
+	sc.Classes[0].Keys = &Keys{Count: 2}
+	sc.Classes = append(sc.Classes, Class{Name: "b", Rate: 1})
+	sc.Service.StoreOutages = []Span{{At: 10 * time.Second, For: 10 * time.Second}}
+	n, err := sc.normalize()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := newRateStore(n)
+	at := func(d time.Duration) (time.Time, int64) { return epoch.Add(d), int64(d) }
+	for _, tc := range []struct {
+		when   time.Duration
+		shared bool
+	}{{5 * time.Second, true}, {10 * time.Second, false}, {19 * time.Second, false}, {20 * time.Second, true}} {
+		now, ns := at(tc.when)
+		b, ok := s.allow(now, ns, 2, 0, 1)
+		if !ok || b == nil {
+			t.Fatalf("at %v: the first request of a key was refused", tc.when)
+		}
+		if got := b == s.shared[0].b[1]; got != tc.shared {
+			t.Errorf("at %v: decided by the fleet's bucket %v, want %v", tc.when, got, tc.shared)
+		}
+		if !tc.shared && (b != s.local[2][0].b[1] || float64(b.Limit()) != 12.5 || b.Burst() != 3) {
+			t.Errorf("at %v: fallback bucket %v/s burst %d, want replica 2's at 12.5/s burst 3", tc.when, b.Limit(), b.Burst())
+		}
+	}
+	now, ns := at(time.Second)
+	if b, ok := s.allow(now, ns, 0, 1, 0); b != nil || !ok {
+		t.Error("a class without a rate limit was limited")
+	}
+	if newRateStore(&Scenario{Classes: []Class{{Name: "a"}}, Service: Service{Replicas: 2}}) != nil {
+		t.Error("a store for no rate limit")
+	}
+}
+
+// TestKeysTune: tune draws a Shared limit for the fleet (the multiple of
+// the peak, not its share per replica) and keeps it shared; a class
+// spread over keys keeps its own quota per tenant; the snippet says
+// which limits need a shared KeyStore, and drops the one-key caveat when
+// every limited class has keys.
+func TestKeysTune(t *testing.T) {
+	sc := tinyTune()
+	sc.Service.Replicas = 2
+	sc.Classes[1].RateLimit = &RateLimit{RPS: 1, Shared: true}
+	cs, err := TuneSpace(sc, 40, 1, TuneSpaceOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	drawn := 0
+	for _, c := range cs[1:] {
+		if l := c.Classes[1].RateLimit; l != nil && *l != (RateLimit{RPS: 1, Burst: 1, Shared: true}) {
+			drawn++
+			if f := l.RPS / 150; !l.Shared || f < 0.49 || f > 2.01 {
+				t.Errorf("candidate %s: rate limit %+v, want shared at 0.5 to 2 x the peak of 150/s", c.String(), *l)
+			}
+		}
+	}
+	if drawn == 0 {
+		t.Error("no shared rate limit drawn")
+	}
+	sc.Classes[1].Keys = &Keys{Count: 50, Zipf: 1}
+	kept, _ := TuneSpace(sc, 20, 1, TuneSpaceOptions{})
+	for _, c := range kept {
+		if l := c.Classes[1].RateLimit; l == nil || *l != (RateLimit{RPS: 1, Burst: 1, Shared: true}) {
+			t.Fatalf("candidate %s: a class with keys keeps its quota per tenant", c.String())
+		}
+	}
+	src, err := kept[0].GoSnippet(sc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(src, `"batch": {Rate: 1, Burst: 1}, // for the fleet: needs nethttp.Config.KeyStore = a shedredis.Store`) || strings.Contains(src, "as one key") {
+		t.Errorf("snippet:\n%s", src)
+	}
+}

@@ -1,0 +1,128 @@
+package sim
+
+import (
+	"math"
+	"math/rand/v2"
+	"sort"
+	"time"
+
+	xrate "golang.org/x/time/rate"
+)
+
+// keyDist draws the key of a class's requests (see Keys).
+type keyDist struct {
+	cum []float64 // cumulative weights of keys 0..n-1; nil: one key
+	rng *rand.Rand
+}
+
+func newKeyDist(k *Keys, rng *rand.Rand) keyDist {
+	if k == nil || k.Count <= 1 {
+		return keyDist{}
+	}
+	cum := make([]float64, k.Count)
+	sum := 0.0
+	for i := range cum {
+		sum += math.Pow(float64(i+1), -k.Zipf)
+		cum[i] = sum
+	}
+	return keyDist{cum: cum, rng: rng}
+}
+
+// next returns the key of the next request.
+func (d *keyDist) next() int32 {
+	if d.cum == nil {
+		return 0
+	}
+	u := d.rng.Float64() * d.cum[len(d.cum)-1]
+	return int32(min(sort.SearchFloat64s(d.cum, u), len(d.cum)-1))
+}
+
+// keyBuckets is one store's token buckets for one class's rate limit, one
+// per key, each made when its key first comes: a new key's bucket starts
+// full, as it does in the middleware's MemoryStore and in shedredis.
+type keyBuckets struct {
+	rps   float64
+	burst int
+	b     []*xrate.Limiter // by key
+}
+
+func newKeyBuckets(rps float64, burst, keys int) keyBuckets {
+	return keyBuckets{rps: rps, burst: burst, b: make([]*xrate.Limiter, keys)}
+}
+
+// allow takes a token of key's bucket at now, and returns the bucket.
+func (k *keyBuckets) allow(now time.Time, key int32) (*xrate.Limiter, bool) {
+	l := k.b[key]
+	if l == nil {
+		l = xrate.NewLimiter(xrate.Limit(k.rps), k.burst)
+		k.b[key] = l
+	}
+	return l, l.AllowN(now, 1)
+}
+
+// rateStore holds every bucket of the rate limits: per replica (the
+// MemoryStore, and the fallback share of shared limits) and, for Shared
+// limits, the fleet's (shedredis.Store).
+type rateStore struct {
+	local   [][]keyBuckets // by replica, then class; a zero keyBuckets: no limit
+	shared  []keyBuckets   // by class
+	outages []Span
+}
+
+// newRateStore returns the buckets of sc's rate limits, or nil when no
+// class has one. x/time/rate driven with explicit times (AllowN) is what
+// the MemoryStore runs, so the simulated 429s are the real ones.
+func newRateStore(sc *Scenario) *rateStore {
+	var s *rateStore
+	n := sc.Service.Replicas
+	for c := range sc.Classes {
+		l := sc.Classes[c].RateLimit
+		if l == nil {
+			continue
+		}
+		if s == nil {
+			s = &rateStore{local: make([][]keyBuckets, n), shared: make([]keyBuckets, len(sc.Classes)), outages: sc.Service.StoreOutages}
+			for r := range s.local {
+				s.local[r] = make([]keyBuckets, len(sc.Classes))
+			}
+		}
+		keys := 1
+		if k := sc.Classes[c].Keys; k != nil {
+			keys = k.Count
+		}
+		rps, burst := l.RPS, l.Burst
+		if l.Shared {
+			s.shared[c] = newKeyBuckets(rps, burst, keys)
+			// The fallback share, rounded up as shedredis's is.
+			rps, burst = rps/float64(n), (burst+n-1)/n
+		}
+		for r := range s.local {
+			s.local[r][c] = newKeyBuckets(rps, burst, keys)
+		}
+	}
+	return s
+}
+
+// allow decides request t of class c with key at replica r at now: the
+// bucket that decided, and whether it let t through. A class without a
+// rate limit always passes (nil bucket).
+func (s *rateStore) allow(now time.Time, at int64, r, c int, key int32) (*xrate.Limiter, bool) {
+	b := &s.shared[c]
+	if b.b == nil || s.down(at) {
+		b = &s.local[r][c]
+	}
+	if b.b == nil {
+		return nil, true
+	}
+	return b.allow(now, key)
+}
+
+// down reports whether the shared store is out at at (ns).
+func (s *rateStore) down(at int64) bool {
+	for _, o := range s.outages {
+		if at >= int64(o.At) && at < int64(o.End()) {
+			return true
+		}
+	}
+	return false
+}
