@@ -150,6 +150,11 @@ func TestKeysValidate(t *testing.T) {
 		{"too many keys", func(sc *Scenario) { sc.Classes[0].Keys = &Keys{Count: MaxKeys + 1} }, "classes[0].keys.count"},
 		{"negative zipf", func(sc *Scenario) { sc.Classes[0].Keys = &Keys{Count: 2, Zipf: -1} }, "classes[0].keys.zipf: must be in [0, 10], got -1"},
 		{"NaN zipf", func(sc *Scenario) { sc.Classes[0].Keys = &Keys{Count: 2, Zipf: math.NaN()} }, "classes[0].keys.zipf"},
+		{"too many buckets", func(sc *Scenario) {
+			sc.Service.Replicas = 200
+			sc.Classes[0].RateLimit = shared
+			sc.Classes[0].Keys = &Keys{Count: MaxKeys}
+		}, "classes[0].keys.count: rate limits need 20100000 buckets"},
 		{"outage of no store", func(sc *Scenario) { sc.Service.StoreOutages = []Span{{At: time.Second, For: time.Second}} }, "service.store_outages: no class has a shared rate limit"},
 		{"outage past the end", func(sc *Scenario) {
 			sc.Classes[0].RateLimit = shared

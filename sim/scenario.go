@@ -820,10 +820,33 @@ func (s *Service) normalize(sc *Scenario) error {
 	if m := s.DeadlineMargin; !(m >= 0 && m <= shed.MaxDeadlineMargin) {
 		return fieldErr("service.deadline_margin", "must be in [0, %v], got %v", float64(shed.MaxDeadlineMargin), m)
 	}
+	if err := s.checkKeyBuckets(sc); err != nil {
+		return err
+	}
 	if err := s.normalizeOutages(sc); err != nil {
 		return err
 	}
 	return s.Retry.normalize("service.retry")
+}
+
+// MaxKeyBuckets bounds the buckets that the rate limits of a scenario
+// may need: a key's in each replica, and the fleet's. Each costs memory
+// whether its key comes or not, so a scenario file cannot ask for
+// gigabytes.
+const MaxKeyBuckets = 10_000_000
+
+// checkKeyBuckets bounds the rate limits' buckets (see MaxKeyBuckets).
+func (s *Service) checkKeyBuckets(sc *Scenario) error {
+	total := 0
+	for i, c := range sc.Classes {
+		if c.RateLimit == nil || c.Keys == nil {
+			continue
+		}
+		if total += c.Keys.Count * (s.Replicas + 1); total > MaxKeyBuckets {
+			return fieldErr(fmt.Sprintf("classes[%d].keys.count", i), "rate limits need %d buckets (keys x (replicas + 1), summed over classes), more than %d", total, MaxKeyBuckets)
+		}
+	}
+	return nil
 }
 
 // normalizeOutages checks the store outages: in order, not overlapping,
