@@ -125,8 +125,9 @@
 //	    queue: 50
 //	    max_wait: 100ms
 //	    lifo: false
-//	    rate_limit: {rps: 200, burst: 50}  # 429 before admission, a bucket per key in each replica (burst default rps/10)
-//	    #   shared: true           # one bucket per key for the fleet (shedredis.Store)
+//	    rate_limit: {rps: 200, burst: 50, shared: true}  # 429 before admission (burst default rps/10):
+//	                             # a bucket per key for the fleet (shedredis.Store), or with
+//	                             # shared: false (the default) one in each replica; the same for every class
 //	    keys: {count: 1000, zipf: 1.1}     # tenants: key k sends in proportion to 1/(k+1)^zipf (default: one key)
 //	gateway:                     # optional proxy layer
 //	  timeout: 500ms             # per attempt
@@ -145,6 +146,7 @@
 //	  deadline_margin: 0         # shed.Config.DeadlineMargin
 //	  store_outages:             # the shared limits' store (Redis) is out: each replica
 //	    - {at: 60s, for: 20s}    # enforces rps/replicas and burst/replicas on its own
+//	                             # (the breaker's wait to probe it again is not modelled)
 //	upstream:
 //	  capacity: 100              # servers: the concurrency where latency starts to grow
 //	  discipline: fifo           # fifo: the rest wait; ps: all share the servers

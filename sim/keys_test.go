@@ -99,6 +99,14 @@ func TestKeysHotTenant(t *testing.T) {
 	}
 	c := r.Summary.Classes[0]
 	t.Logf("shared: key 0 %.3f, others %.3f", c.HotKeyGoodputShare, c.OtherKeysGoodputShare)
+	// Key 0's share of the requests after the warm-up: 1/H(100, 1.5).
+	h := 0.0
+	for k := 1; k <= 100; k++ {
+		h += math.Pow(float64(k), -1.5)
+	}
+	if got := float64(c.HotKeyOffered) / float64(c.Offered); math.Abs(got-1/h) > 0.01 {
+		t.Errorf("key 0 sent %.4f of the measured requests, want %.4f", got, 1/h)
+	}
 	if c.Keys != 100 || c.HotKeyOffered == 0 || c.HotKeyGoodput > c.HotKeyOffered {
 		t.Fatalf("class summary %+v", c)
 	}
@@ -155,6 +163,18 @@ func TestKeysValidate(t *testing.T) {
 			sc.Classes[0].RateLimit = shared
 			sc.Classes[0].Keys = &Keys{Count: MaxKeys}
 		}, "classes[0].keys.count: rate limits need 20100000 buckets"},
+		{"too many buckets, all classes", func(sc *Scenario) {
+			sc.Service.Replicas = 9
+			sc.Classes[0].RateLimit, sc.Classes[0].Keys = shared, &Keys{Count: 60_000}
+			sc.Classes = append(sc.Classes, Class{Name: "b", Rate: 1, RateLimit: shared, Keys: &Keys{Count: 50_000}})
+		}, "classes[1].keys.count: rate limits need 1100000 buckets"},
+		{"shared and not", func(sc *Scenario) {
+			sc.Classes[0].RateLimit = shared
+			sc.Classes = append(sc.Classes, Class{Name: "b", Rate: 1, RateLimit: &RateLimit{RPS: 1}})
+		}, "classes[1].rate_limit.shared: must be the same for every class (true in classes[0])"},
+		{"hot key of a class without keys", func(sc *Scenario) {
+			sc.Expect = []Expect{{Policy: "none", Metric: "class.a.hot_key_goodput", Min: 0, Max: 1}}
+		}, `expect[0].metric: unknown metric "class.a.hot_key_goodput"`},
 		{"outage of no store", func(sc *Scenario) { sc.Service.StoreOutages = []Span{{At: time.Second, For: time.Second}} }, "service.store_outages: no class has a shared rate limit"},
 		{"outage past the end", func(sc *Scenario) {
 			sc.Classes[0].RateLimit = shared
@@ -180,8 +200,9 @@ func TestKeysValidate(t *testing.T) {
 	ok := rateScenario(10, shared, 2)
 	ok.Classes[0].Keys = &Keys{Count: 3, Zipf: 0.8}
 	ok.Service.StoreOutages = []Span{{At: time.Second, For: time.Second}, {At: 2 * time.Second, For: time.Second}}
+	ok.Expect = []Expect{{Policy: "none", Metric: "class.a.other_keys_goodput", Min: 0.5, Max: 1}}
 	if err := ok.Validate(); err != nil {
-		t.Errorf("valid keys and outages: %v", err)
+		t.Errorf("valid keys, outages and expectation: %v", err)
 	}
 }
 
@@ -261,7 +282,69 @@ func TestKeysTune(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(src, `"batch": {Rate: 1, Burst: 1}, // for the fleet: needs nethttp.Config.KeyStore = a shedredis.Store`) || strings.Contains(src, "as one key") {
+	if !strings.Contains(src, "// The rates are for the whole fleet: set nethttp.Config.KeyStore to a") || strings.Contains(src, "as one key") {
 		t.Errorf("snippet:\n%s", src)
+	}
+
+	// A scenario that takes the store away keeps a shared limit in every
+	// candidate, or the candidate would have no store to fail.
+	sc.Classes[1].Keys = nil
+	sc.Service.StoreOutages = []Span{{At: 5 * time.Second, For: 2 * time.Second}}
+	cs, err = TuneSpace(sc, 40, 1, TuneSpaceOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range cs {
+		if l := c.Classes[1].RateLimit; l == nil || !l.Shared {
+			t.Errorf("candidate %s: no shared limit for the store's outages", c.String())
+		}
+		if err := c.Apply(sc).Validate(); err != nil {
+			t.Errorf("candidate %s: %v", c.String(), err)
+		}
+	}
+}
+
+// TestKeysOutageCharged: what the fleet's bucket admits is charged
+// to each replica's share too (as shedredis does), so a replica does not
+// start each outage with whatever its bucket refilled since the last
+// one. A tenant at its quota still gets part of a burst per outage, as
+// from shedredis: its shares are charged only at their own refill rate.
+// Without the charge, ten outages let through 1056 here.
+func TestKeysOutageCharged(t *testing.T) {
+	none, _ := ParsePolicy("none")
+	admitted := func(outages []Span) int64 {
+		sc := rateScenario(100, &RateLimit{RPS: 10, Burst: 100, Shared: true}, 4)
+		sc.Duration, sc.Warmup = 60*time.Second, 10*time.Second
+		sc.Service.StoreOutages = outages
+		r, err := Run(sc, none, Options{Seed: 7})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.Summary.Admitted
+	}
+	var outages []Span
+	for at := 10 * time.Second; at < 60*time.Second; at += 5 * time.Second {
+		outages = append(outages, Span{At: at, For: time.Second})
+	}
+	up, flaky := admitted(nil), admitted(outages)
+	t.Logf("admitted %d with the store up, %d with ten outages", up, flaky)
+	if up < 480 || up > 520 || flaky > up+10*30 {
+		t.Errorf("admitted %d with the store up (want about 10/s x 50 s), %d with ten outages (want at most 30 more each, under a third of the burst of 100)", up, flaky)
+	}
+}
+
+// TestKeysNormalizeCopies: normalizing copies the keys and the outages,
+// so that a caller's later edits do not change a validated scenario.
+func TestKeysNormalizeCopies(t *testing.T) {
+	sc := keyedScenario(10, &RateLimit{RPS: 5, Shared: true}, 2, &Keys{Count: 3})
+	sc.Service.StoreOutages = []Span{{At: time.Second, For: time.Second}}
+	n, err := sc.normalize()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc.Classes[0].Keys.Count = 9
+	sc.Service.StoreOutages[0].At = 3 * time.Second
+	if n.Classes[0].Keys.Count != 3 || n.Service.StoreOutages[0].At != time.Second {
+		t.Errorf("normalized scenario shares the caller's keys or outages: %+v, %v", n.Classes[0].Keys, n.Service.StoreOutages)
 	}
 }

@@ -472,7 +472,8 @@ func knownMetric(name string, sc *Scenario) bool {
 		cl, m := rest[:i], rest[i+1:]
 		for _, c := range sc.Classes {
 			if c.Name == cl {
-				return m == "goodput" || m == "trigger_goodput" || m == "p50" || m == "p99" || m == "hot_key_goodput" || m == "other_keys_goodput"
+				keyed := c.Keys != nil && c.Keys.Count > 1 // the hot key and the rest need keys
+				return m == "goodput" || m == "trigger_goodput" || m == "p50" || m == "p99" || (keyed && (m == "hot_key_goodput" || m == "other_keys_goodput"))
 			}
 		}
 		return false

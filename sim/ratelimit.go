@@ -61,8 +61,8 @@ func (k *keyBuckets) allow(now time.Time, key int32) (*xrate.Limiter, bool) {
 }
 
 // rateStore holds every bucket of the rate limits: per replica (the
-// MemoryStore, and the fallback share of shared limits) and, for Shared
-// limits, the fleet's (shedredis.Store).
+// MemoryStore, and the fallback share of shared limits when the store
+// has outages) and, for Shared limits, the fleet's (shedredis.Store).
 type rateStore struct {
 	local   [][]keyBuckets // by replica, then class; a zero keyBuckets: no limit
 	shared  []keyBuckets   // by class
@@ -93,6 +93,9 @@ func newRateStore(sc *Scenario) *rateStore {
 		rps, burst := l.RPS, l.Burst
 		if l.Shared {
 			s.shared[c] = newKeyBuckets(rps, burst, keys)
+			if len(s.outages) == 0 {
+				continue // never a fallback
+			}
 			// The fallback share, rounded up as shedredis's is.
 			rps, burst = rps/float64(n), (burst+n-1)/n
 		}
@@ -105,16 +108,22 @@ func newRateStore(sc *Scenario) *rateStore {
 
 // allow decides request t of class c with key at replica r at now: the
 // bucket that decided, and whether it let t through. A class without a
-// rate limit always passes (nil bucket).
+// rate limit always passes (nil bucket). What the fleet's bucket admits
+// is charged to the replica's share too, as shedredis does, so that an
+// outage starts from the replica's recent use rather than a full burst.
 func (s *rateStore) allow(now time.Time, at int64, r, c int, key int32) (*xrate.Limiter, bool) {
-	b := &s.shared[c]
-	if b.b == nil || s.down(at) {
-		b = &s.local[r][c]
+	local := &s.local[r][c]
+	if b := &s.shared[c]; b.b != nil && !s.down(at) {
+		l, ok := b.allow(now, key)
+		if ok && local.b != nil {
+			local.allow(now, key)
+		}
+		return l, ok
 	}
-	if b.b == nil {
+	if local.b == nil {
 		return nil, true
 	}
-	return b.allow(now, key)
+	return local.allow(now, key)
 }
 
 // down reports whether the shared store is out at at (ns).

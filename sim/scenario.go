@@ -830,16 +830,24 @@ func (s *Service) normalize(sc *Scenario) error {
 }
 
 // MaxKeyBuckets bounds the buckets that the rate limits of a scenario
-// may need: a key's in each replica, and the fleet's. Each costs memory
-// whether its key comes or not, so a scenario file cannot ask for
-// gigabytes.
-const MaxKeyBuckets = 10_000_000
+// may need: a key's in each replica, and the fleet's. Each costs a
+// pointer whether its key comes or not, and about a hundred bytes once it
+// does: at most about 100 MB per run, so that a scenario file cannot ask
+// for gigabytes (runs of several policies run side by side).
+const MaxKeyBuckets = 1_000_000
 
 // checkKeyBuckets bounds the rate limits' buckets (see MaxKeyBuckets).
 func (s *Service) checkKeyBuckets(sc *Scenario) error {
-	total := 0
+	total, shared := 0, -1
 	for i, c := range sc.Classes {
-		if c.RateLimit == nil || c.Keys == nil {
+		if c.RateLimit == nil {
+			continue
+		}
+		if shared >= 0 && c.RateLimit.Shared != sc.Classes[shared].RateLimit.Shared {
+			return fieldErr(fmt.Sprintf("classes[%d].rate_limit.shared", i), "must be the same for every class (%v in classes[%d]): one KeyStore keeps every class's limits in the middleware", sc.Classes[shared].RateLimit.Shared, shared)
+		}
+		shared = i
+		if c.Keys == nil {
 			continue
 		}
 		if total += c.Keys.Count * (s.Replicas + 1); total > MaxKeyBuckets {

@@ -87,19 +87,16 @@ func (c *TuneCandidate) GoSnippet(sc *Scenario) (string, error) {
 // as the simulator does without Shared.
 func (c *TuneCandidate) rateLimitsSource(sc *Scenario) string {
 	var m strings.Builder
-	oneKey := false
+	oneKey, shared := false, false
 	for i, k := range c.Classes {
 		if l := k.RateLimit; l != nil {
 			burst := l.Burst
 			if burst == 0 {
 				burst = DefaultBurst(l.RPS)
 			}
-			fmt.Fprintf(&m, "\t\t\t%q: {Rate: %s, Burst: %d},", sc.Classes[i].Name, strconv.FormatFloat(l.RPS, 'g', -1, 64), burst)
-			if l.Shared {
-				m.WriteString(" // for the fleet: needs nethttp.Config.KeyStore = a shedredis.Store")
-			}
-			m.WriteByte('\n')
+			fmt.Fprintf(&m, "\t\t\t%q: {Rate: %s, Burst: %d},\n", sc.Classes[i].Name, strconv.FormatFloat(l.RPS, 'g', -1, 64), burst)
 			oneKey = oneKey || sc.Classes[i].Keys == nil || sc.Classes[i].Keys.Count <= 1
+			shared = shared || l.Shared
 		}
 	}
 	if m.Len() == 0 {
@@ -109,6 +106,10 @@ func (c *TuneCandidate) rateLimitsSource(sc *Scenario) string {
 	if oneKey {
 		caveat = "// The simulator saw a class without keys as one key: a class spread over\n" +
 			"// many keys (clients, tenants) needs each key's share of its rate.\n"
+	}
+	if shared {
+		caveat += "// The rates are for the whole fleet: set nethttp.Config.KeyStore to a\n" +
+			"// shedredis.Store, or each replica lets a key through at the full rate.\n"
 	}
 	return "\n// newHTTPOptions returns the middleware's options with the rate limits\n" +
 		"// shedsim tune recommends, per key and class: use it as\n" +

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -175,11 +176,12 @@ func TuneSpace(sc *Scenario, budget int, seed uint64, opt TuneSpaceOptions) ([]T
 // none, and a uniform draw would leave few candidates without any), else
 // a multiple (tuneRateFactors) of the class's peak arrival rate, shared
 // among the replicas since each replica has its own bucket (the whole
-// multiple when the class's limit is Shared: one bucket for the fleet),
+// multiple when the scenario's limits are Shared: one bucket for the fleet),
 // with a burst of tuneBurstSeconds of that rate (at least 1). A
 // closed-loop class keeps its own: its rate follows its latency, so it
 // has no peak to scale. So does a class spread over keys: its limit is a
-// quota per tenant, a promise the objective does not weigh. It
+// quota per tenant, a promise the objective does not weigh. No limit is
+// drawn as none when the scenario takes the shared store away. It
 // draws the same three numbers for every class, whatever it returns, so
 // that a class's draw does not shift the next class's.
 func drawRateLimit(rng *rand.Rand, n *Scenario, i int) *RateLimit {
@@ -189,14 +191,16 @@ func drawRateLimit(rng *rand.Rand, n *Scenario, i int) *RateLimit {
 	if cl.Users > 0 || (cl.Keys != nil && cl.Keys.Count > 1) {
 		return cl.RateLimit.clone()
 	}
-	shared, perBucket := cl.RateLimit != nil && cl.RateLimit.Shared, float64(n.Service.Replicas)
+	// One store keeps every class's limits: the fleet's if any is shared.
+	shared := slices.ContainsFunc(n.Classes, func(c Class) bool { return c.RateLimit != nil && c.RateLimit.Shared })
+	perBucket := float64(n.Service.Replicas)
 	if shared {
 		perBucket = 1
 	}
 	rf, _ := buildRate(cl.Rate, cl.Schedule, "")
 	peak := rf.max()
-	if none || !(peak > 0) {
-		return nil
+	if (none && !(shared && len(n.Service.StoreOutages) > 0)) || !(peak > 0) {
+		return nil // a store with outages keeps a limit to fail
 	}
 	// Three significant digits: a limit to read and paste, not a fit.
 	rps, _ := strconv.ParseFloat(strconv.FormatFloat(f*peak/perBucket, 'g', 3, 64), 64)
