@@ -698,11 +698,11 @@ func (e *engine) rejected(t *task, err error) {
 }
 
 // rateLimited ends service request t, refused by its key's bucket lim of
-// its class's rate limit in replica r, as the middleware answers 429: before the limiter saw it,
-// with a Retry-After of the time the bucket takes to hold a token again,
-// in whole seconds. Its callers treat it as they treat a 503: a rejection
-// that says "overloaded, do not retry" (the middleware sends that header
-// with both). The replica's rate observer sees the event the middleware
+// its class's rate limit in replica r, as the middleware answers 429:
+// before the limiter saw it, with a Retry-After of the time the bucket
+// takes to hold a token again, in whole seconds. Its callers treat it as
+// they treat a 503: a rejection that says "overloaded, do not retry" (the
+// middleware sends that header with both). The replica's rate observer sees the event the middleware
 // sends its Options.Observer.
 func (e *engine) rateLimited(t *task, r *replica, lim *xrate.Limiter) {
 	e.rec.rateLimited(t.class)

@@ -122,7 +122,9 @@ type Class struct {
 // Keys spreads a class's requests over Count keys (tenants): key k, from
 // 0, is drawn with a weight of 1/(k+1)^Zipf, so key 0 is the heaviest
 // tenant. Zipf 0 spreads the traffic evenly; near 1 and above, a few
-// tenants send most of it, as they do in most multi-tenant services.
+// tenants send most of it, as they do in most multi-tenant services. The
+// simulator keeps every key's bucket; the middleware's MemoryStore forgets
+// the least recently used beyond its MaxKeys (65,536 by default).
 type Keys struct {
 	// Count is the number of keys, in [1, MaxKeys].
 	Count int
@@ -170,7 +172,11 @@ type RateLimit struct {
 	// keeps in Redis (its GCRA admits what this token bucket admits).
 	// During Service.StoreOutages each replica falls back, as shedredis
 	// does, to buckets of its own with RPS/Replicas and Burst/Replicas
-	// (rounded up). The store's round trip takes no simulated time.
+	// (rounded up), charged meanwhile with what the store admits. The
+	// store's round trip takes no simulated time, and replicas use it
+	// again as soon as it is back (shedredis's breaker waits up to
+	// BreakerOpen to probe it). The same for every class: one KeyStore
+	// keeps every class's limits.
 	Shared bool
 }
 
