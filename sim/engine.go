@@ -628,7 +628,7 @@ func (e *engine) serviceArrive(t *task) {
 	r.active++
 	e.rec.attempt(e)
 	if e.rates != nil {
-		if b, ok := e.rates.allow(e.nowT, e.now, ri, int(t.class), t.key); !ok {
+		if b, ok := e.rates.allow(e.nowT, ri, int(t.class), t.key); !ok {
 			e.rateLimited(t, r, b)
 			return
 		}

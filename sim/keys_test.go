@@ -49,7 +49,6 @@ func TestKeyDist(t *testing.T) {
 // fleet (shedredis: the limit holds for the fleet), and the shared limit
 // while its store is out (each replica enforces its share).
 func TestKeysRateLimitStores(t *testing.T) {
-	none, _ := ParsePolicy("none")
 	even := &Keys{Count: 4} // 100/s per key, 25/s per key at each replica
 	outage := []Span{{At: 5 * time.Second, For: 35 * time.Second}}
 	tests := []struct {
@@ -69,16 +68,7 @@ func TestKeysRateLimitStores(t *testing.T) {
 			l := tc.limit
 			sc := keyedScenario(400, &l, 4, tc.keys)
 			sc.Service.StoreOutages = tc.outages
-			r, err := Run(sc, none, Options{Seed: 5})
-			if err != nil {
-				t.Fatal(err)
-			}
-			s := r.Summary
-			share := float64(s.RateLimited) / float64(s.Attempts)
-			t.Logf("%d of %d attempts rate limited (%.3f)", s.RateLimited, s.Attempts, share)
-			if share < tc.lo || share > tc.hi {
-				t.Errorf("%d of %d attempts rate limited (%.3f), want a share in [%g, %g]", s.RateLimited, s.Attempts, share, tc.lo, tc.hi)
-			}
+			checkLimitedShare(t, sc, 5, tc.lo, tc.hi)
 		})
 	}
 }
@@ -220,13 +210,11 @@ func TestRateStoreOutage(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := newRateStore(n)
-	at := func(d time.Duration) (time.Time, int64) { return epoch.Add(d), int64(d) }
 	for _, tc := range []struct {
 		when   time.Duration
 		shared bool
 	}{{5 * time.Second, true}, {10 * time.Second, false}, {19 * time.Second, false}, {20 * time.Second, true}} {
-		now, ns := at(tc.when)
-		b, ok := s.allow(now, ns, 2, 0, 1)
+		b, ok := s.allow(epoch.Add(tc.when), 2, 0, 1)
 		if !ok || b == nil {
 			t.Fatalf("at %v: the first request of a key was refused", tc.when)
 		}
@@ -237,8 +225,7 @@ func TestRateStoreOutage(t *testing.T) {
 			t.Errorf("at %v: fallback bucket %v/s burst %d, want replica 2's at 12.5/s burst 3", tc.when, b.Limit(), b.Burst())
 		}
 	}
-	now, ns := at(time.Second)
-	if b, ok := s.allow(now, ns, 0, 1, 0); b != nil || !ok {
+	if b, ok := s.allow(epoch.Add(time.Second), 0, 1, 0); b != nil || !ok {
 		t.Error("a class without a rate limit was limited")
 	}
 	if newRateStore(&Scenario{Classes: []Class{{Name: "a"}}, Service: Service{Replicas: 2}}) != nil {

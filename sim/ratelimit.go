@@ -111,9 +111,9 @@ func newRateStore(sc *Scenario) *rateStore {
 // rate limit always passes (nil bucket). What the fleet's bucket admits
 // is charged to the replica's share too, as shedredis does, so that an
 // outage starts from the replica's recent use rather than a full burst.
-func (s *rateStore) allow(now time.Time, at int64, r, c int, key int32) (*xrate.Limiter, bool) {
+func (s *rateStore) allow(now time.Time, r, c int, key int32) (*xrate.Limiter, bool) {
 	local := &s.local[r][c]
-	if b := &s.shared[c]; b.b != nil && !s.down(at) {
+	if b := &s.shared[c]; b.b != nil && !s.down(now.Sub(epoch)) {
 		l, ok := b.allow(now, key)
 		if ok && local.b != nil {
 			local.allow(now, key)
@@ -126,10 +126,10 @@ func (s *rateStore) allow(now time.Time, at int64, r, c int, key int32) (*xrate.
 	return local.allow(now, key)
 }
 
-// down reports whether the shared store is out at at (ns).
-func (s *rateStore) down(at int64) bool {
+// down reports whether the shared store is out at at, from the start.
+func (s *rateStore) down(at time.Duration) bool {
 	for _, o := range s.outages {
-		if at >= int64(o.At) && at < int64(o.End()) {
+		if at >= o.At && at < o.End() {
 			return true
 		}
 	}

@@ -42,10 +42,6 @@ func seriesTotals(r *Result) (attempts, admitted, limited int64) {
 // full bucket lets through, the bucket of each replica, and nothing
 // without a limit.
 func TestRateLimitEngine(t *testing.T) {
-	none, err := ParsePolicy("none")
-	if err != nil {
-		t.Fatal(err)
-	}
 	tests := []struct {
 		name     string
 		rate     float64
@@ -66,16 +62,7 @@ func TestRateLimitEngine(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			r, err := Run(rateScenario(tc.rate, tc.limit, tc.replicas), none, Options{Seed: 3})
-			if err != nil {
-				t.Fatal(err)
-			}
-			s := r.Summary
-			share := float64(s.RateLimited) / float64(s.Attempts)
-			t.Logf("%d of %d attempts rate limited (%.3f)", s.RateLimited, s.Attempts, share)
-			if share < tc.lo || share > tc.hi {
-				t.Errorf("%d of %d attempts rate limited (%.3f), want a share in [%g, %g]", s.RateLimited, s.Attempts, share, tc.lo, tc.hi)
-			}
+			s, share := checkLimitedShare(t, rateScenario(tc.rate, tc.limit, tc.replicas), 3, tc.lo, tc.hi)
 			if s.Rejected != 0 || s.Classes[0].RateLimited != s.RateLimited || s.Admitted+s.RateLimited != s.Attempts {
 				t.Errorf("rejected %d (want 0: 429s are not sheds), class %d, admitted %d + limited %d != attempts %d",
 					s.Rejected, s.Classes[0].RateLimited, s.Admitted, s.RateLimited, s.Attempts)
@@ -88,6 +75,24 @@ func TestRateLimitEngine(t *testing.T) {
 			}
 		})
 	}
+}
+
+// checkLimitedShare runs sc under "none" with seed and checks that the
+// share of attempts rate limited is within [lo, hi].
+func checkLimitedShare(t *testing.T, sc *Scenario, seed uint64, lo, hi float64) (Summary, float64) {
+	t.Helper()
+	none, _ := ParsePolicy("none")
+	r, err := Run(sc, none, Options{Seed: seed})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := r.Summary
+	share := float64(s.RateLimited) / float64(s.Attempts)
+	t.Logf("%d of %d attempts rate limited (%.3f)", s.RateLimited, s.Attempts, share)
+	if share < lo || share > hi {
+		t.Errorf("%d of %d attempts rate limited (%.3f), want a share in [%g, %g]", s.RateLimited, s.Attempts, share, lo, hi)
+	}
+	return s, share
 }
 
 // TestRateLimitBurst: a class far over its rate limit gets exactly the
