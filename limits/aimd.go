@@ -52,7 +52,10 @@ type AIMDConfig struct {
 	// which the limit was in use, >= 1. Default DefaultIncrease.
 	Increase int
 	// Backoff multiplies the limit after a congested window, in (0, 1).
-	// Default DefaultBackoff.
+	// Default DefaultBackoff. Drops beyond the background cut deeper, in
+	// proportion to their excess share, by half at most: cut by a tenth at a
+	// time, a limit far above the knee stays above it for several windows,
+	// and each drops that share of its work.
 	Backoff float64
 	// Growth multiplies the limit per window in slow start, >= 1; 1 turns
 	// slow start off (Netflix's AIMD). Default DefaultGrowth. Slow start
@@ -104,8 +107,9 @@ type AIMDConfig struct {
 
 // AIMD is a concurrency limit with additive increase while the limit is
 // in use and nothing is congested, and multiplicative decrease on
-// congestion: drops clearly above their background, or latency clearly
-// above its baseline (see LatencyThreshold). It is simpler and more
+// congestion: drops clearly above their background that the limit
+// admitted (read as Gradient reads them), or latency clearly above its
+// baseline (see LatencyThreshold). It is simpler and more
 // predictable than Gradient, and probes slowly (Increase per window). It
 // grows multiplicatively (slow start) until its first congestion, so that
 // a service at 300 in flight is not throttled for minutes after a start
@@ -276,6 +280,9 @@ func (a *AIMD) decide(s *signals) decision {
 	if !s.congested() && !(ep.active && s.binding && s.hasLat) {
 		return a.grow(s)
 	}
+	if a.det.draining(s, lim) {
+		return decision{limit: lim, reason: ReasonDrain, ep: ep}
+	}
 	prev := ep
 	atFloor := lim <= float64(c.MinLimit)
 	if !s.ceilCong && ep.observe(s, atFloor, false) == epHold {
@@ -294,6 +301,9 @@ func (a *AIMD) decide(s *signals) decision {
 		return a.grow(s)
 	}
 	next := lim * c.Backoff
+	if s.dropCong {
+		next = lim * a.det.dropCut(s, c.Backoff)
+	}
 	if !a.congested {
 		a.restore = next
 	}

@@ -59,7 +59,8 @@ func TestAIMDConfigErrors(t *testing.T) {
 }
 
 // Additive increase only while the limit is in use and nothing dropped;
-// multiplicative decrease on drops or a slow window; after a run of
+// multiplicative decrease on drops (deeper for more of them) or a slow
+// window; after a run of
 // congested windows, back to the limit the run's first cut left.
 func TestAIMDRules(t *testing.T) {
 	a, err := NewAIMD(AIMDConfig{InitialLimit: 100, Increase: 5, LatencyThreshold: 50 * time.Millisecond})
@@ -80,9 +81,11 @@ func TestAIMDRules(t *testing.T) {
 		{"not in use", 20, 0, 78, 10 * ms, 105, ReasonUnused},
 		{"in use after slow start", 20, 0, 79, 10 * ms, 110, ReasonGrow},
 		{"slow", 20, 0, 110, 60 * ms, 99, ReasonCutCeiling},
-		{"drops", 10, 10, 99, 10 * ms, 89, ReasonCutDrops},
-		{"drops again", 10, 10, 89, 10 * ms, 80, ReasonCutDrops},
-		{"in use again: back to the first cut", 20, 0, 80, 10 * ms, 99, ReasonRegrow},
+		// Drops cut by their share beyond the background (none yet), by
+		// Backoff at least and by half at most.
+		{"drops, 16%", 21, 4, 99, 10 * ms, 83, ReasonCutDrops},
+		{"drops, 20%", 16, 4, 83, 10 * ms, 66, ReasonCutDrops},
+		{"in use again: back to the first cut", 20, 0, 66, 10 * ms, 99, ReasonRegrow},
 		{"then additive", 20, 0, 99, 10 * ms, 104, ReasonGrow},
 	} {
 		if got := f.window(step.n, step.drops, step.flight, constant(step.lat)); got != step.want || a.State().Reason != step.reason {
@@ -91,22 +94,26 @@ func TestAIMDRules(t *testing.T) {
 	}
 }
 
-// TestAIMDDropTolerance: a background of drops that admitting less does
-// not change (8%, below DefaultDropTolerance) leaves the limit alone;
-// drops above the tolerance cut it (until an episode shows that cutting
-// does not reduce them, when they become the background, as for
-// Gradient); a negative tolerance cuts on any drop, as Netflix's AIMD.
+// TestAIMDDropTolerance: a background of timeouts that admitting less
+// does not change (8%, below DefaultDropTolerance) leaves the limit alone;
+// timeouts above the tolerance cut it (until an episode shows that
+// cutting does not reduce them, when they become the background, as for
+// Gradient); errors as fast as the successes below the limit are the
+// dependency's, and do not cut it; a negative tolerance cuts on any drop,
+// as Netflix's AIMD.
 func TestAIMDDropTolerance(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
 		tolerance float64
 		share     float64
+		slow      float64 // latency of a drop / a success's; 0: as fast
 		cut       bool
 	}{
-		{"background 8%", 0, 0.08, false},
-		{"overload 40%", 0, 0.4, true},
-		{"any drop", -1, 0.08, true},
-		{"tolerance 0.5, 40%", 0.5, 0.4, false},
+		{"background 8%", 0, 0.08, 3, false},
+		{"overload 40%", 0, 0.4, 3, true},
+		{"errors 40%", 0, 0.4, 0, false},
+		{"any drop", -1, 0.08, 0, true},
+		{"tolerance 0.5, 40%", 0.5, 0.4, 3, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			a, err := NewAIMD(AIMDConfig{DropTolerance: tc.tolerance})
@@ -115,7 +122,7 @@ func TestAIMDDropTolerance(t *testing.T) {
 			}
 			m := newModel(healthyRate, healthyLatency)
 			steady := m.settle(t, a, 1000)
-			m.dropRand, m.dropProb = rand.New(rand.NewPCG(1, 2)), tc.share
+			m.dropRand, m.dropProb, m.dropSlow = rand.New(rand.NewPCG(1, 2)), tc.share, tc.slow
 			got := m.run(a, 20)
 			t.Logf("steady %d, with %.0f%% drops: %v", steady, 100*tc.share, got)
 			if low := slices.Min(got); tc.cut != (low < steady) {

@@ -20,7 +20,6 @@ type detector struct {
 	minUtil      float64       // MinUtilization
 	latency      bool          // latency signals at all (AIMD may turn them off)
 	anyDrop      bool          // any drop is congestion (AIMD's Netflix mode)
-	boundDrops   bool          // drops count only when the limit admitted them
 	// queueTeaches: a window in which the limit binds with a latency
 	// that shows a queue may still teach the baseline (Gradient's choice;
 	// see learn).
@@ -126,18 +125,33 @@ func (d *detector) read(w *WindowSummary, limit float64) signals {
 	} else {
 		s.dropCong = d.bg.excess(s.drops, s.n+s.drops, d.significance, d.dropTol)
 	}
-	if d.boundDrops {
-		// Drops are a congestion the limit admitted if the work in flight
-		// reached the limit or queued, or used it and the drops were slow
-		// (timeouts). Drops as fast as the successes below the limit are
-		// the dependency's failures: a cut would only turn away work it
-		// serves.
-		fast := w.DropMean > 0 && float64(w.DropMean) <= fastDrops*s.mean
-		s.dropCong = s.dropCong && (s.latCong || s.binding || (s.used && !fast))
-	}
+	// Drops are a congestion the limit admitted if the work in flight
+	// reached the limit or queued, or used it and the drops were slow
+	// (timeouts). Drops as fast as the successes below the limit are the
+	// dependency's failures: a cut would only turn away work it serves.
+	fast := w.DropMean > 0 && float64(w.DropMean) <= fastDrops*s.mean
+	s.dropCong = s.dropCong && (s.latCong || s.binding || (s.used && !fast))
 	s.dropCong = s.dropCong || (d.anyDrop && s.drops > 0)
 	s.ceilCong = s.hasLat && d.ceiling > 0 && s.lat > float64(d.ceiling)
 	return s
+}
+
+// dropCut is the factor by which drops beyond the background cut a limit:
+// in proportion to their excess share, since the dependency served the
+// rest in time; by backoff at least and, beyond it, by half at most.
+func (d *detector) dropCut(s *signals, backoff float64) float64 {
+	return min(backoff, max(0.5, 1-(s.dropRate()-d.bg.rate())))
+}
+
+// draining reports whether a window's drops are of work admitted under an
+// earlier limit: the work in flight is still above limit, so nothing new
+// was admitted, and the cut that lowered the limit already answered them.
+// With a heavy tail the drain takes many windows, and a cut on each would
+// take the limit far below the knee. Latency still cuts: old work measures
+// the dependency's speed as well as new. While the background is still
+// being learned, the drops may be its own.
+func (d *detector) draining(s *signals, limit float64) bool {
+	return s.dropCong && !s.latCong && s.inFlight > max(math.Floor(limit), 1) && !d.learning()
 }
 
 // learn takes what a window without congestion teaches: the background

@@ -81,18 +81,16 @@
 // twice the latency excess, and teaches nothing: its completions are a
 // biased sample.
 //
-// # Gradient
+// Both limits count drops as congestion only when the limit admitted
+// them: the work in flight reached the limit, or the latency is up as
+// well, or the work in flight used the limit (MinUtilization of it) and
+// the drops were slow (or none was timed). Drops below the limit whose
+// mean latency is within 1.5 times the successes' (an error burst, not
+// timeouts at a deadline) are the dependency's failures, and cutting
+// would only turn away work it serves; so are drops of work far below the
+// limit.
 //
-// Gradient counts drops as congestion only when its limit admitted them:
-// the work in flight reached the limit, or the latency is up as well, or
-// the work in flight used the limit (MinUtilization of it) and the drops
-// were slow (or none was timed). Drops below the limit whose mean latency
-// is within 1.5 times the successes' (an error burst, not timeouts at a
-// deadline) are the dependency's failures, and cutting would only turn
-// away work it serves; so are drops of work far below the limit. AIMD counts every drop beyond
-// its background: its latency tolerance lets a queue double the latency
-// unseen, which leaves drops as its first sign of a congestion that its
-// load below the limit may still be part of.
+// # Gradient
 //
 // Each closed window leads to one decision, with a [Reason] that
 // GradientState reports (and GradientConfig.Trace receives with the
@@ -183,7 +181,8 @@
 //
 // AIMD reads windows the same way and moves the limit as Netflix's AIMD:
 // +Increase per window in use without congestion, x Backoff per congested
-// window. By default it sees latency (LatencyTolerance, 2, times its
+// window; drops cut in proportion to their excess share, and drain holds,
+// as for Gradient. By default it sees latency (LatencyTolerance, 2, times its
 // learned baseline) as well as drops, and, as Gradient, takes a latency or
 // drop rate that cutting does not reduce as the dependency's new normal
 // instead of cutting to the minimum, and goes on cutting while its cuts

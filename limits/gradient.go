@@ -26,9 +26,10 @@ const (
 	// below the real concurrency of services that wait on slow or
 	// widely replicated dependencies (a thousand servers of 1 s each).
 	DefaultMaxLimit = 10000
-	// DefaultBackoff multiplies a limit on a drop (and, for Gradient, on
-	// a latency above LatencyCeiling): 0.9, Netflix AIMD's backoff ratio.
-	// Repeated every window, it halves the limit in 7 windows.
+	// DefaultBackoff multiplies a limit on drops (at least; more drops
+	// cut deeper) and, for Gradient, on a latency above LatencyCeiling:
+	// 0.9, Netflix AIMD's backoff ratio. Repeated every window, it halves
+	// the limit in 7 windows.
 	DefaultBackoff = 0.9
 	// DefaultMinUtilization: a limit grows only in windows whose largest
 	// in-flight count reached half of it, as Netflix's Gradient2 and Vegas
@@ -123,8 +124,10 @@ type GradientConfig struct {
 	// baseline. Use it when a stable but slow dependency is still too slow
 	// (a latency SLO). Zero means no ceiling.
 	LatencyCeiling time.Duration
-	// Backoff multiplies the limit on drops beyond the background or a
-	// latency above LatencyCeiling, in (0, 1). Default DefaultBackoff.
+	// Backoff multiplies the limit on drops beyond the background (at
+	// least: drops cut in proportion to their excess share, by half at
+	// most beyond Backoff) or a latency above LatencyCeiling, in (0, 1).
+	// Default DefaultBackoff.
 	Backoff float64
 	// DropTolerance is a share of a window's work (timed successes plus
 	// drops) that drops may reach without counting as congestion, in
@@ -179,8 +182,8 @@ type GradientState struct {
 // in the family of Netflix's Gradient2. Each window, it compares the
 // latency with a learned baseline and the drop rate with a learned
 // background, each against its usual variation; when either is clearly
-// above, it cuts the limit (in proportion to the excess latency, by
-// Backoff for drops), unless cutting has stopped reducing them, in which
+// above, it cuts the limit (in proportion to the excess latency or drop
+// share), unless cutting has stopped reducing them, in which
 // case it takes them as the dependency's new normal. Otherwise it grows
 // the limit while the limit is in use: multiplicatively in slow start and
 // while it binds with no queue at all, by QueueAllowance otherwise. See
@@ -211,7 +214,7 @@ func NewGradient(cfg GradientConfig) (*Gradient, error) {
 		det: newDetector(cfg.Tolerance, cfg.Significance, cfg.DropTolerance, cfg.LatencyCeiling,
 			cfg.MinUtilization, cfg.BaselineWindows, cfg.Window),
 	}
-	g.st.det.boundDrops, g.st.det.queueTeaches = true, true
+	g.st.det.queueTeaches = true
 	g.limit.Store(int64(cfg.InitialLimit))
 	return g, nil
 }

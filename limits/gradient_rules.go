@@ -37,10 +37,7 @@ func (g *Gradient) decide(s *signals) decision {
 	if !s.congested() && !(ep.active && s.binding && s.hasLat) {
 		return g.grow(s)
 	}
-	if s.dropCong && !s.latCong && s.inFlight > max(math.Floor(lim), 1) && !st.det.learning() {
-		// Nothing new was admitted: the drops are of work admitted under
-		// an earlier limit, which the cut that lowered it already
-		// answered. (Its latency still measures the dependency.)
+	if st.det.draining(s, lim) {
 		return decision{limit: lim, reason: ReasonDrain, ep: ep}
 	}
 	prev := ep // before this window: what the cuts are measured against
@@ -67,14 +64,8 @@ func (g *Gradient) decide(s *signals) decision {
 		grad := max(0.5, s.thresh/s.ratio)
 		next, reason = lim*(1-c.Smoothing*(1-grad)), ReasonCutLatency
 	}
-	if s.dropCong {
-		// Drops beyond the background cut in proportion to their excess
-		// share (the dependency served the rest in time), at least by
-		// Backoff and at most by half.
-		f := max(0.5, min(c.Backoff, 1-(s.dropRate()-st.det.bg.rate())))
-		if lim*f < next {
-			next, reason = lim*f, ReasonCutDrops
-		}
+	if f := st.det.dropCut(s, c.Backoff); s.dropCong && lim*f < next {
+		next, reason = lim*f, ReasonCutDrops
 	}
 	if s.ceilCong && lim*c.Backoff < next {
 		next, reason = lim*c.Backoff, ReasonCutCeiling

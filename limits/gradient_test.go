@@ -308,35 +308,6 @@ func TestGradientHolds(t *testing.T) {
 			t.Fatalf("reasons %v, limit %d: want a relearn above the floor", reasons, g.Limit())
 		}
 	})
-	t.Run("drain: drops of work admitted under an earlier limit hold", func(t *testing.T) {
-		// A quarter of the work is dropped, and the cut leaves 200 in
-		// flight above a limit of 150: the next windows' drops are of
-		// work admitted before the cut. Once the work in flight is within
-		// the limit, drops cut again.
-		g, f := learned(t, GradientConfig{})
-		f.window(150, 50, 1000, constant(10*ms))
-		cut := g.State().Limit
-		feed := func(inFlight int) {
-			for i := range 200 {
-				f.now = f.now.Add(5 * ms)
-				s := shed.Sample{Now: f.now, InFlight: inFlight}
-				if i%4 == 0 {
-					s.Dropped = true
-				} else {
-					s.Timed, s.Latency = true, 10*ms
-				}
-				g.Observe(s)
-			}
-		}
-		feed(int(cut) + 50)
-		if st := g.State(); st.Limit != cut || st.Reason != ReasonDrain {
-			t.Fatalf("limit %.2f -> %.2f (%s), want held by drain", cut, st.Limit, st.Reason)
-		}
-		feed(int(cut))
-		if st := g.State(); st.Limit >= cut || st.Reason != ReasonCutDrops {
-			t.Fatalf("limit %.2f -> %.2f (%s), want cut by drops", cut, st.Limit, st.Reason)
-		}
-	})
 	t.Run("a background of drops is not congestion", func(t *testing.T) {
 		g := newGradient(t, GradientConfig{})
 		f := newFeed(g)

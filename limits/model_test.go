@@ -34,6 +34,10 @@ type model struct {
 	// (a background of failures that admitting less does not change).
 	dropRand *rand.Rand
 	dropProb float64
+	// dropSlow, when above zero, multiplies the latency of those drops:
+	// timeouts, slower than the successes (at 0 they are as fast, as
+	// errors are).
+	dropSlow float64
 	// deadline, when set, drops every sample slower than it.
 	deadline time.Duration
 
@@ -105,8 +109,11 @@ func (m *model) runWindow(src shed.LimitSource) int {
 		if !timed {
 			lat = 0
 		}
-		drop := m.drop || (m.dropRand != nil && m.dropRand.Float64() < m.dropProb) ||
-			(m.deadline > 0 && lat > m.deadline)
+		random := m.dropRand != nil && m.dropRand.Float64() < m.dropProb
+		if random && m.dropSlow > 0 {
+			lat = time.Duration(float64(lat) * m.dropSlow)
+		}
+		drop := m.drop || random || (m.deadline > 0 && lat > m.deadline)
 		src.Observe(shed.Sample{Now: m.now, Latency: lat, Timed: timed, InFlight: n, Dropped: drop})
 	}
 	return src.Limit()

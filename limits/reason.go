@@ -36,7 +36,8 @@ const (
 	// rest is queue too, and the limit goes on shrinking.
 	ReasonCutQueue
 	// ReasonCutDrops: clearly more work was dropped than the background
-	// explains: the limit shrinks by Backoff.
+	// explains: the limit shrinks in proportion to the excess share, by
+	// Backoff at least and, beyond it, by half at most.
 	ReasonCutDrops
 	// ReasonCutCeiling: the latency is above LatencyCeiling: the limit
 	// shrinks by Backoff.
