@@ -24,6 +24,22 @@ func fmtFloat(b []byte, v float64) []byte {
 	return strconv.AppendFloat(b, v, 'g', 6, 64)
 }
 
+// jsonIntField appends ,"name":v.
+func jsonIntField(b []byte, name string, v int64) []byte {
+	b = append(b, ",\""...)
+	b = append(b, name...)
+	b = append(b, "\":"...)
+	return strconv.AppendInt(b, v, 10)
+}
+
+// jsonFloatField appends ,"name":v as jsonFloat writes v.
+func jsonFloatField(b []byte, name string, v float64) []byte {
+	b = append(b, ",\""...)
+	b = append(b, name...)
+	b = append(b, "\":"...)
+	return jsonFloat(b, v)
+}
+
 func jsonFloat(b []byte, v float64) []byte {
 	if math.IsNaN(v) || math.IsInf(v, 0) {
 		return append(b, "null"...)
@@ -287,13 +303,10 @@ func AppendSummaryJSON(b []byte, s *Summary) []byte {
 	b = append(b, ",\"seed\":"...)
 	b = strconv.AppendUint(b, s.Seed, 10)
 	for _, f := range s.fields() {
-		b = append(b, ",\""...)
-		b = append(b, f.name...)
-		b = append(b, "\":"...)
 		if f.isF {
-			b = jsonFloat(b, f.f)
+			b = jsonFloatField(b, f.name, f.f)
 		} else {
-			b = strconv.AppendInt(b, f.i, 10)
+			b = jsonIntField(b, f.name, f.i)
 		}
 	}
 	if !math.IsNaN(s.Recovery) {
@@ -308,33 +321,20 @@ func AppendSummaryJSON(b []byte, s *Summary) []byte {
 		}
 		b = append(b, "{\"name\":"...)
 		b = strconv.AppendQuote(b, c.Name)
-		b = append(b, ",\"offered\":"...)
-		b = strconv.AppendInt(b, c.Offered, 10)
-		b = append(b, ",\"goodput\":"...)
-		b = strconv.AppendInt(b, c.Goodput, 10)
-		b = append(b, ",\"timeouts\":"...)
-		b = strconv.AppendInt(b, c.Timeouts, 10)
-		b = append(b, ",\"failed\":"...)
-		b = strconv.AppendInt(b, c.Failed, 10)
-		b = append(b, ",\"goodput_share\":"...)
-		b = jsonFloat(b, c.GoodputShare)
-		b = append(b, ",\"trigger_goodput_share\":"...)
-		b = jsonFloat(b, c.TriggerGoodputShare)
-		b = append(b, ",\"p50_s\":"...)
-		b = jsonFloat(b, c.P50)
-		b = append(b, ",\"p99_s\":"...)
-		b = jsonFloat(b, c.P99)
+		b = jsonIntField(b, "offered", c.Offered)
+		b = jsonIntField(b, "goodput", c.Goodput)
+		b = jsonIntField(b, "timeouts", c.Timeouts)
+		b = jsonIntField(b, "failed", c.Failed)
+		b = jsonFloatField(b, "goodput_share", c.GoodputShare)
+		b = jsonFloatField(b, "trigger_goodput_share", c.TriggerGoodputShare)
+		b = jsonFloatField(b, "p50_s", c.P50)
+		b = jsonFloatField(b, "p99_s", c.P99)
 		if c.Keys > 1 {
-			b = append(b, ",\"keys\":"...)
-			b = strconv.AppendInt(b, int64(c.Keys), 10)
-			b = append(b, ",\"hot_key_offered\":"...)
-			b = strconv.AppendInt(b, c.HotKeyOffered, 10)
-			b = append(b, ",\"hot_key_goodput\":"...)
-			b = strconv.AppendInt(b, c.HotKeyGoodput, 10)
-			b = append(b, ",\"hot_key_goodput_share\":"...)
-			b = jsonFloat(b, c.HotKeyGoodputShare)
-			b = append(b, ",\"other_keys_goodput_share\":"...)
-			b = jsonFloat(b, c.OtherKeysGoodputShare)
+			b = jsonIntField(b, "keys", int64(c.Keys))
+			b = jsonIntField(b, "hot_key_offered", c.HotKeyOffered)
+			b = jsonIntField(b, "hot_key_goodput", c.HotKeyGoodput)
+			b = jsonFloatField(b, "hot_key_goodput_share", c.HotKeyGoodputShare)
+			b = jsonFloatField(b, "other_keys_goodput_share", c.OtherKeysGoodputShare)
 		}
 		b = append(b, '}')
 	}
