@@ -81,11 +81,13 @@ func TestAIMDRules(t *testing.T) {
 		{"not in use", 20, 0, 78, 10 * ms, 105, ReasonUnused},
 		{"in use after slow start", 20, 0, 79, 10 * ms, 110, ReasonGrow},
 		{"slow", 20, 0, 110, 60 * ms, 99, ReasonCutCeiling},
-		// Drops cut by their share beyond the background (none yet), by
-		// Backoff at least and by half at most.
-		{"drops, 16%", 21, 4, 99, 10 * ms, 83, ReasonCutDrops},
-		{"drops, 20%", 16, 4, 83, 10 * ms, 66, ReasonCutDrops},
-		{"in use again: back to the first cut", 20, 0, 66, 10 * ms, 99, ReasonRegrow},
+		// Drops clearly above the tolerance (while the background is
+		// learned) cut by their share beyond the background (none yet),
+		// by Backoff at least and by half at most.
+		{"drops, 30%", 140, 60, 99, 10 * ms, 69, ReasonCutDrops},
+		{"drops, 40%", 120, 80, 69, 10 * ms, 41, ReasonCutDrops},
+		{"in use again: toward the first cut", 20, 0, 40, 10 * ms, 83, ReasonRegrow},
+		{"back to the first cut", 20, 0, 70, 10 * ms, 99, ReasonRegrow},
 		{"then additive", 20, 0, 99, 10 * ms, 104, ReasonGrow},
 	} {
 		if got := f.window(step.n, step.drops, step.flight, constant(step.lat)); got != step.want || a.State().Reason != step.reason {

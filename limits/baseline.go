@@ -88,11 +88,18 @@ func (d *dropBackground) reset(k, n int) {
 }
 
 // excess reports whether k drops in n units of work are clearly more than
-// the background explains: more than z binomial standard deviations for n
-// above it, plus one drop, and above tolerance. The window-to-window
-// spread of the share is no measure of chance here: on small services it
-// is mostly the queue the limit admits, which the drops must show.
+// the background explains (see clearlyAbove).
 func (d *dropBackground) excess(k, n int, z, tolerance float64) bool {
+	return clearlyAbove(k, n, d.rate(), z, tolerance)
+}
+
+// clearlyAbove reports whether k drops in n units of work are clearly more
+// than a drop share p explains: more than z binomial standard deviations
+// for n above it, plus one drop, and above tolerance. The
+// window-to-window spread of the share is no measure of chance here: on
+// small services it is mostly the queue the limit admits, which the drops
+// must show.
+func clearlyAbove(k, n int, p, z, tolerance float64) bool {
 	if k == 0 || n == 0 {
 		return false
 	}
@@ -100,6 +107,5 @@ func (d *dropBackground) excess(k, n int, z, tolerance float64) bool {
 	if share <= tolerance {
 		return false
 	}
-	p := d.rate()
 	return share > p+z*math.Sqrt(p*(1-p)/float64(n))+1/float64(n)
 }

@@ -115,13 +115,17 @@ func (d *detector) read(w *WindowSummary, limit float64) signals {
 	}
 	if d.learning() {
 		// The background is still being learned: before it is known,
-		// only drops above the tolerance, or above learningDrops when
-		// none is set, are congestion.
+		// drops are congestion only when clearly above the tolerance (or
+		// learningDrops when none is set), by the test they face later.
+		// At the floor of a slow dependency a window holds a handful of
+		// units of work, and two slow ones in five are no evidence: cut
+		// on them, the limit stayed at its floor, its windows too small
+		// to ever learn the background.
 		tol := d.dropTol
 		if tol <= 0 {
 			tol = learningDrops
 		}
-		s.dropCong = s.dropRate() > tol
+		s.dropCong = clearlyAbove(s.drops, s.n+s.drops, tol, d.significance, tol)
 	} else {
 		s.dropCong = d.bg.excess(s.drops, s.n+s.drops, d.significance, d.dropTol)
 	}

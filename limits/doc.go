@@ -74,12 +74,13 @@
 // by Significance binomial standard deviations of the window's work (plus
 // one drop, and DropTolerance): at thousands of samples per window, a few
 // tail timeouts in every window are the background, not a signal. Until
-// the background is known (the first 20 windows with a latency), only
-// drops of more than a fifth of the work (or above a set DropTolerance)
-// count. A window whose work in
-// flight changed by more than a quarter since the last one must show
-// twice the latency excess, and teaches nothing: its completions are a
-// biased sample.
+// the background is known (the first 20 windows with a latency), drops
+// count only when they clearly exceed a fifth of the work (or a set
+// DropTolerance), by the same test: at the floor of a slow dependency a
+// window holds a handful of units of work, and two slow ones in five are
+// no evidence. A window whose work in flight changed by more than a
+// quarter since the last one must show twice the latency excess, and
+// teaches nothing: its completions are a biased sample.
 //
 // Both limits count drops as congestion only when the limit admitted
 // them: the work in flight reached the limit, or the latency is up as

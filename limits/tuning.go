@@ -42,7 +42,8 @@ const (
 	aimdQueueCutKeep = 0.9
 
 	// learningDrops: while the background is unknown (the first
-	// BaselineWindows windows), a drop rate up to it is taken for one.
+	// BaselineWindows windows), a drop rate up to it, or not clearly
+	// above it, is taken for one.
 	// The deadlines that a heavy tail misses on its own stay under it
 	// unless the deadline is within a few medians; above it, a service
 	// that collapses under its first limit must cut.
