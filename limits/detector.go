@@ -73,6 +73,10 @@ type signals struct {
 	// rest of earlier work: their latency is the admission history's, not
 	// the dependency's.
 	steady bool
+	// excused: while the background is learned, the drops exceed the
+	// tolerance without clearly exceeding it: too few units of work to
+	// tell, so neither congestion nor the background.
+	excused bool
 
 	latCong, dropCong, ceilCong bool
 }
@@ -126,6 +130,7 @@ func (d *detector) read(w *WindowSummary, limit float64) signals {
 			tol = learningDrops
 		}
 		s.dropCong = clearlyAbove(s.drops, s.n+s.drops, tol, d.significance, tol)
+		s.excused = !s.dropCong && s.dropRate() > tol
 	} else {
 		s.dropCong = d.bg.excess(s.drops, s.n+s.drops, d.significance, d.dropTol)
 	}
@@ -208,7 +213,11 @@ func (d *detector) learn(s *signals) {
 		d.base = baseline{span: d.base.span}
 		d.seeded, d.censored = false, false
 	}
-	d.bg.add(s.drops, s.n+s.drops)
+	if !s.excused {
+		// Learned, the excused drops of an overload's small windows
+		// became its background, and the overload went on uncut.
+		d.bg.add(s.drops, s.n+s.drops)
+	}
 	x := math.Log(s.lat)
 	switch {
 	case d.base.n < d.base.span:

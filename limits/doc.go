@@ -78,9 +78,10 @@
 // count only when they clearly exceed a fifth of the work (or a set
 // DropTolerance), by the same test: at the floor of a slow dependency a
 // window holds a handful of units of work, and two slow ones in five are
-// no evidence. A window whose work in flight changed by more than a
-// quarter since the last one must show twice the latency excess, and
-// teaches nothing: its completions are a biased sample.
+// no evidence, of congestion or of the background: such a window teaches
+// the background nothing. A window whose work in flight changed by more
+// than a quarter since the last one must show twice the latency excess,
+// and teaches nothing: its completions are a biased sample.
 //
 // Both limits count drops as congestion only when the limit admitted
 // them: the work in flight reached the limit, or the latency is up as

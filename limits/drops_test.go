@@ -86,3 +86,47 @@ func TestDrain(t *testing.T) {
 		})
 	}
 }
+
+// TestLearningDrops: while the background is learned, drops cut either
+// limit only when clearly above the tolerance for the window's work. Four
+// slow drops in ten are not: they neither cut the limit nor teach the
+// background (excused). Forty in a hundred are, and cut.
+func TestLearningDrops(t *testing.T) {
+	ms := time.Millisecond
+	type state func() (float64, float64, Reason)
+	for _, tc := range []struct {
+		name string
+		make func(t *testing.T) (shed.LimitSource, state)
+	}{
+		{"gradient", func(t *testing.T) (shed.LimitSource, state) {
+			g := newGradient(t, GradientConfig{})
+			return g, func() (float64, float64, Reason) { st := g.State(); return st.Limit, st.Background, st.Reason }
+		}},
+		{"aimd", func(t *testing.T) (shed.LimitSource, state) {
+			a, err := NewAIMD(AIMDConfig{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return a, func() (float64, float64, Reason) { st := a.State(); return st.Limit, st.Background, st.Reason }
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			src, state := tc.make(t)
+			f := newFeed(src)
+			f.dropLat = 50 * ms // timeouts, five times the successes
+			for w := range 5 {
+				before, _, _ := state()
+				f.window(6, 4, 12, constant(10*ms))
+				lim, bg, r := state()
+				if lim < before || bg != 0 || r.IsCut() {
+					t.Fatalf("window %d, 4 of 10 dropped: limit %.2f -> %.2f (%s), background %.2f; want no cut and no background", w, before, lim, r, bg)
+				}
+			}
+			before, _, _ := state()
+			f.window(60, 40, 1000, constant(10*ms))
+			if lim, _, r := state(); lim >= before || r != ReasonCutDrops {
+				t.Fatalf("40 of 100 dropped: limit %.2f -> %.2f (%s), want cut by drops", before, lim, r)
+			}
+		})
+	}
+}
