@@ -38,53 +38,34 @@ func TestDropCut(t *testing.T) {
 // cut by the excess share of the drops: a quarter here.
 func TestDrain(t *testing.T) {
 	ms := time.Millisecond
-	type state func() (float64, Reason)
-	for _, tc := range []struct {
-		name string
-		make func(t *testing.T) (shed.LimitSource, state)
-	}{
-		{"gradient", func(t *testing.T) (shed.LimitSource, state) {
-			g := newGradient(t, GradientConfig{})
-			return g, func() (float64, Reason) { st := g.State(); return st.Limit, st.Reason }
-		}},
-		{"aimd", func(t *testing.T) (shed.LimitSource, state) {
-			a, err := NewAIMD(AIMDConfig{})
-			if err != nil {
-				t.Fatal(err)
+	eachLimit(t, func(t *testing.T, src shed.LimitSource, state func() (float64, float64, Reason)) {
+		f := newFeed(src)
+		for range 30 {
+			f.window(200, 0, 100, constant(10*ms))
+		}
+		before, _, _ := state()
+		f.window(150, 50, 1000, constant(10*ms))
+		cut, _, r := state()
+		if r != ReasonCutDrops || math.Abs(cut-0.75*before) > 1e-9 {
+			t.Fatalf("a quarter of the work dropped: limit %.2f -> %.2f (%s), want x0.75 by cut-drops", before, cut, r)
+		}
+		feed := func(inFlight int) {
+			for i := range 200 {
+				f.now = f.now.Add(5 * ms)
+				s := shed.Sample{Now: f.now, InFlight: inFlight, Dropped: i%4 == 0}
+				s.Timed, s.Latency = !s.Dropped, 10*ms
+				src.Observe(s)
 			}
-			return a, func() (float64, Reason) { st := a.State(); return st.Limit, st.Reason }
-		}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			src, state := tc.make(t)
-			f := newFeed(src)
-			for range 30 {
-				f.window(200, 0, 100, constant(10*ms))
-			}
-			before, _ := state()
-			f.window(150, 50, 1000, constant(10*ms))
-			cut, r := state()
-			if r != ReasonCutDrops || math.Abs(cut-0.75*before) > 1e-9 {
-				t.Fatalf("a quarter of the work dropped: limit %.2f -> %.2f (%s), want x0.75 by cut-drops", before, cut, r)
-			}
-			feed := func(inFlight int) {
-				for i := range 200 {
-					f.now = f.now.Add(5 * ms)
-					s := shed.Sample{Now: f.now, InFlight: inFlight, Dropped: i%4 == 0}
-					s.Timed, s.Latency = !s.Dropped, 10*ms
-					src.Observe(s)
-				}
-			}
-			feed(int(cut) + 50)
-			if lim, r := state(); lim != cut || r != ReasonDrain {
-				t.Fatalf("drops above the cut limit: %.2f -> %.2f (%s), want held by drain", cut, lim, r)
-			}
-			feed(int(cut))
-			if lim, r := state(); lim >= cut || r != ReasonCutDrops {
-				t.Fatalf("drops within the limit: %.2f -> %.2f (%s), want cut by drops", cut, lim, r)
-			}
-		})
-	}
+		}
+		feed(int(cut) + 50)
+		if lim, _, r := state(); lim != cut || r != ReasonDrain {
+			t.Fatalf("drops above the cut limit: %.2f -> %.2f (%s), want held by drain", cut, lim, r)
+		}
+		feed(int(cut))
+		if lim, _, r := state(); lim >= cut || r != ReasonCutDrops {
+			t.Fatalf("drops within the limit: %.2f -> %.2f (%s), want cut by drops", cut, lim, r)
+		}
+	})
 }
 
 // TestLearningDrops: while the background is learned, drops cut either
@@ -93,40 +74,37 @@ func TestDrain(t *testing.T) {
 // background (excused). Forty in a hundred are, and cut.
 func TestLearningDrops(t *testing.T) {
 	ms := time.Millisecond
-	type state func() (float64, float64, Reason)
-	for _, tc := range []struct {
-		name string
-		make func(t *testing.T) (shed.LimitSource, state)
-	}{
-		{"gradient", func(t *testing.T) (shed.LimitSource, state) {
-			g := newGradient(t, GradientConfig{})
-			return g, func() (float64, float64, Reason) { st := g.State(); return st.Limit, st.Background, st.Reason }
-		}},
-		{"aimd", func(t *testing.T) (shed.LimitSource, state) {
-			a, err := NewAIMD(AIMDConfig{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			return a, func() (float64, float64, Reason) { st := a.State(); return st.Limit, st.Background, st.Reason }
-		}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			src, state := tc.make(t)
-			f := newFeed(src)
-			f.dropLat = 50 * ms // timeouts, five times the successes
-			for w := range 5 {
-				before, _, _ := state()
-				f.window(6, 4, 12, constant(10*ms))
-				lim, bg, r := state()
-				if lim < before || bg != 0 || r.IsCut() {
-					t.Fatalf("window %d, 4 of 10 dropped: limit %.2f -> %.2f (%s), background %.2f; want no cut and no background", w, before, lim, r, bg)
-				}
-			}
+	eachLimit(t, func(t *testing.T, src shed.LimitSource, state func() (float64, float64, Reason)) {
+		f := newFeed(src)
+		f.dropLat = 50 * ms // timeouts, five times the successes
+		for w := range 5 {
 			before, _, _ := state()
-			f.window(60, 40, 1000, constant(10*ms))
-			if lim, _, r := state(); lim >= before || r != ReasonCutDrops {
-				t.Fatalf("40 of 100 dropped: limit %.2f -> %.2f (%s), want cut by drops", before, lim, r)
+			f.window(6, 4, 12, constant(10*ms))
+			lim, bg, r := state()
+			if lim < before || bg != 0 || r.IsCut() {
+				t.Fatalf("window %d, 4 of 10 dropped: limit %.2f -> %.2f (%s), background %.2f; want no cut and no background", w, before, lim, r, bg)
 			}
-		})
-	}
+		}
+		before, _, _ := state()
+		f.window(60, 40, 1000, constant(10*ms))
+		if lim, _, r := state(); lim >= before || r != ReasonCutDrops {
+			t.Fatalf("40 of 100 dropped: limit %.2f -> %.2f (%s), want cut by drops", before, lim, r)
+		}
+	})
+}
+
+// eachLimit runs f on a Gradient and an AIMD at their defaults, each with
+// a reader of its limit, its background and the reason of its last window.
+func eachLimit(t *testing.T, f func(t *testing.T, src shed.LimitSource, state func() (float64, float64, Reason))) {
+	t.Run("gradient", func(t *testing.T) {
+		g := newGradient(t, GradientConfig{})
+		f(t, g, func() (float64, float64, Reason) { st := g.State(); return st.Limit, st.Background, st.Reason })
+	})
+	t.Run("aimd", func(t *testing.T) {
+		a, err := NewAIMD(AIMDConfig{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		f(t, a, func() (float64, float64, Reason) { st := a.State(); return st.Limit, st.Background, st.Reason })
+	})
 }
