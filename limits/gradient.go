@@ -112,8 +112,7 @@ type GradientConfig struct {
 	Smoothing float64
 	// QueueAllowance returns how much the limit grows in a window without
 	// congestion once slow start is over. It should grow slower than the
-	// limit. Default math.Sqrt, as Envoy's adaptive concurrency (Netflix
-	// uses a constant 4, which ramps up too slowly at high limits).
+	// limit. Default DefaultQueueAllowance.
 	QueueAllowance func(limit float64) float64
 	// Growth multiplies the limit per window in slow start, > 1. Default
 	// DefaultGrowth.
@@ -176,6 +175,17 @@ type GradientState struct {
 	SlowStart bool
 	Windows   uint64 // windows observed
 	Relearned uint64 // times the baseline was re-learned upwards
+}
+
+// DefaultQueueAllowance is Gradient's default QueueAllowance: the square
+// root of the limit, as Envoy's adaptive concurrency (Netflix uses a
+// constant 4, which ramps up too slowly at high limits), but at most a
+// tenth of the limit and at least one. A limit under 100 that grew by its
+// square root (by half at 4) overshot a dependency shared by many
+// replicas before any window could show the queue it made, and every
+// replica cut at once.
+func DefaultQueueAllowance(limit float64) float64 {
+	return min(math.Sqrt(limit), max(1, limit/10))
 }
 
 // Gradient is an adaptive concurrency limit driven by latency and drops,
@@ -250,7 +260,7 @@ func (cfg GradientConfig) withDefaults() (GradientConfig, error) {
 		return cfg, configError("GradientConfig.LatencyCeiling", "must be >= 0, got %v", cfg.LatencyCeiling)
 	}
 	if cfg.QueueAllowance == nil {
-		cfg.QueueAllowance = math.Sqrt
+		cfg.QueueAllowance = DefaultQueueAllowance
 	}
 	if err := defaultInt("GradientConfig.RelearnWindows", &cfg.RelearnWindows, DefaultRelearnWindows); err != nil {
 		return cfg, err

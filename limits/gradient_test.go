@@ -36,8 +36,15 @@ func TestGradientDefaults(t *testing.T) {
 	if !reflect.DeepEqual(c, want) {
 		t.Fatalf("defaults\n got %+v\nwant %+v", c, want)
 	}
-	if q := g.cfg.QueueAllowance(400); q != 20 {
-		t.Fatalf("default queue allowance at 400 = %v, want sqrt = 20", q)
+	for _, tc := range []struct{ limit, want float64 }{
+		{400, 20}, // sqrt
+		{100, 10}, // sqrt = a tenth
+		{25, 2.5}, // a tenth, not sqrt's 5
+		{4, 1},    // at least one
+	} {
+		if q := g.cfg.QueueAllowance(tc.limit); q != tc.want {
+			t.Fatalf("default queue allowance at %v = %v, want %v", tc.limit, q, tc.want)
+		}
 	}
 	if g.Limit() != DefaultInitialLimit {
 		t.Fatalf("initial limit %d", g.Limit())
