@@ -61,8 +61,7 @@ type AIMDConfig struct {
 	// slow start off (Netflix's AIMD). Default DefaultGrowth. Slow start
 	// runs from the start until the first congested window or the first
 	// window in which the limit is not in use, never past the in-flight
-	// peak / MinUtilization unless the limit bound (the peak then says
-	// nothing of the demand); and, with LatencyThreshold set (no
+	// peak / MinUtilization; and, with LatencyThreshold set (no
 	// learned baseline), after a run of congested windows, from the first
 	// window in use without congestion back up to the limit the run's
 	// first cut left (TCP's slow start threshold): a burst of timeouts
@@ -127,7 +126,6 @@ type AIMD struct {
 	mu        sync.Mutex
 	cur       float64
 	slowStart bool
-	ssFrom    float64 // the limit slow start's latest step grew from
 	congested bool    // the latest window with samples was congested
 	restore   float64 // the limit the first cut of the latest run of congested windows left
 	det       detector
@@ -306,12 +304,6 @@ func (a *AIMD) decide(s *signals) decision {
 	if s.dropCong {
 		next = lim * a.det.dropCut(s, c.Backoff)
 	}
-	if a.slowStart && a.ssFrom > 0 {
-		// Slow start's latest step crossed the knee, which lies between
-		// the limit it grew from and this one: back there at most, as TCP
-		// halves its window at slow start's first loss.
-		next = min(next, a.ssFrom)
-	}
 	if !a.congested {
 		a.restore = next
 	}
@@ -353,17 +345,9 @@ func (a *AIMD) grow(s *signals) decision {
 		// slow start, as Gradient does.
 		next, reason = max(next, lim*c.Growth), ReasonRegrow
 	case a.slowStart:
-		// By Growth while the limit binds: the work in flight was cut off
-		// at the limit, so its peak is no measure of the demand.
-		// Otherwise never past the point where the work in flight would
-		// no longer use the limit; a limit it filled may always grow by
-		// one.
-		g := lim * c.Growth
-		if !s.binding {
-			g = min(g, demandCap(s.peak, c.MinUtilization))
-		}
-		next, reason = max(next, g), ReasonSlowStart
-		a.ssFrom = lim
+		// Never past the point where the work in flight would no longer
+		// use the limit; a limit it filled may always grow by one.
+		next, reason = max(next, min(lim*c.Growth, demandCap(s.peak, c.MinUtilization))), ReasonSlowStart
 	case lim < a.restore && !a.det.latency:
 		// Back to where congestion began (TCP's slow start threshold);
 		// the demand cap does not apply, as that limit held before.

@@ -138,10 +138,10 @@ func TestAIMDDropTolerance(t *testing.T) {
 }
 
 // TestAIMDSlowStart: from 20, with 1,000 requests in flight if nothing
-// limits them, AIMD grows by Growth per window until the first congested
-// window (the limit binds, so the in-flight peak is no measure of the
-// demand); after it, never past the first cut again, and once settled by
-// Increase only.
+// limits them, AIMD grows multiplicatively per window until the first
+// congested window, never past in-flight / MinUtilization (x4/3 here, as
+// the limit binds); after it, never past the first cut again, and once
+// settled by Increase only.
 func TestAIMDSlowStart(t *testing.T) {
 	a, err := NewAIMD(AIMDConfig{LatencyThreshold: 15 * time.Millisecond})
 	if err != nil {
@@ -151,8 +151,8 @@ func TestAIMDSlowStart(t *testing.T) {
 	m.latency = knee(healthyLatency, 500) // 15 ms at 750 in flight
 	ramp := m.run(a, 14)
 	t.Logf("ramp: %v", ramp)
-	if ramp[0] != 40 || ramp[1] != 80 {
-		t.Fatalf("slow start %v: want 40, 80, ... (x Growth per window while the limit binds)", ramp)
+	if ramp[0] != 26 || ramp[1] != 34 {
+		t.Fatalf("slow start %v: want 26, 34, ... (in flight / 0.75 per window in use)", ramp)
 	}
 	if i := slices.IndexFunc(ramp, func(l int) bool { return l >= 500 }); i < 0 || i > 11 {
 		t.Fatalf("slow start %v did not reach the knee at 500 within 12 windows", ramp)

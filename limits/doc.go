@@ -190,10 +190,7 @@
 // instead of cutting to the minimum, and goes on cutting while its cuts
 // cost no throughput (cut-queue: the rest is queue; with a looser test than
 // Gradient's, since its episodes begin on a queue as long as the work). It
-// slow-starts at the start (by Growth while the limit binds, since the
-// work in flight then says nothing of the demand; the first congestion
-// sends it back to where the last step began at most, as TCP halves its
-// window) and, as Gradient's regrow, while the work in
+// slow-starts at the start and, as Gradient's regrow, while the work in
 // flight fills the limit with the latency at its baseline; with
 // LatencyThreshold set, which leaves no baseline to recognise a recovered
 // dependency by, also after a run of congested windows, back to the limit

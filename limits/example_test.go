@@ -63,9 +63,9 @@ func ExampleNewAIMD() {
 	}
 	now := time.Unix(0, 0)
 	a.Observe(shed.Sample{Now: now})
-	feedWindow(a, &now, 10*time.Millisecond, 1000) // fast, the limit binds: slow start doubles it
+	feedWindow(a, &now, 10*time.Millisecond, 1000) // in use, fast: slow start, up to in flight / 0.75
 	fmt.Println(a.Limit())
-	feedWindow(a, &now, 80*time.Millisecond, 1000) // too slow: slow start ends where its last step began
+	feedWindow(a, &now, 80*time.Millisecond, 1000) // too slow: x0.9, slow start ends
 	feedWindow(a, &now, 80*time.Millisecond, 1000) // still too slow: x0.9
 	fmt.Println(a.Limit())
 	feedWindow(a, &now, 10*time.Millisecond, 1000) // fast again: back to the first cut
@@ -73,10 +73,10 @@ func ExampleNewAIMD() {
 	feedWindow(a, &now, 10*time.Millisecond, 1000) // then +1 per window
 	fmt.Println(a.Limit())
 	// Output:
-	// 200
-	// 90
-	// 100
-	// 101
+	// 133
+	// 108
+	// 120
+	// 121
 }
 
 func ExampleNewFixed() {
