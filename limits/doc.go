@@ -101,9 +101,11 @@
 //   - slow-start: no congestion yet: the limit doubles (Growth) per
 //     window while the work in flight uses it.
 //   - grow: no congestion: the limit grows by QueueAllowance (sqrt, as
-//     Envoy, but at most a tenth of the limit and at least one) while the work in flight reached MinUtilization (half) of
-//     it, and never past that work / MinUtilization: a limit that is not
-//     used has learned nothing about capacity.
+//     Envoy, but at most a tenth of the limit and at least one: replicas
+//     sharing a dependency must not overshoot it together) while the work
+//     in flight reached MinUtilization (half) of it, and never past that
+//     work / MinUtilization: a limit that is not used has learned nothing
+//     about capacity.
 //   - unused, idle: the limit holds: too little work in flight to use it,
 //     or too few samples to judge. After BaselineWindows unused windows
 //     in a row, it falls to the largest work in flight they saw divided
