@@ -7,7 +7,8 @@
 // # Two ways in
 //
 // The net/http middleware records whole requests: set
-// nethttp.Config.Recorder. Anything that drives a shed.Limiter (the
+// nethttp.Config.Recorder. It records the hash of a sampled request's
+// rate-limit key too (see Record.Key), when it has one. Anything that drives a shed.Limiter (the
 // simulator, other middleware) can record the limiter's decisions instead:
 // the Recorder is a shed.Observer.
 //
@@ -17,7 +18,9 @@
 //	rec.Start()        // the writer goroutine
 //	defer rec.Stop()   // drain, flush, close
 //
-// Use one or the other for a limiter, not both: each counts arrivals.
+// Use one or the other for a limiter, not both: each counts arrivals. A
+// driver that knows which request an event is about (the simulator) can
+// pass its tenant's KeyHash with Recorder.ObserveKeyed.
 //
 // # Cost, and never blocking
 //
@@ -55,7 +58,7 @@
 // Times ("t") are nanoseconds since the header's epoch; durations ("wait",
 // "lat", "tick") are nanoseconds. Then one line per record, "k" its kind:
 //
-//	{"k":"req","t":1250000,"c":0,"d":"admit","cost":1500,"actual":900,"q":true,"wait":3000000,"lat":48000000,"o":"success","st":200,"n":37}
+//	{"k":"req","t":1250000,"c":0,"d":"admit","cost":1500,"actual":900,"q":true,"wait":3000000,"lat":48000000,"o":"success","st":200,"n":37,"key":"85944171f73967e8"}
 //	{"k":"req","t":1400000,"c":1,"d":"reject","r":"limit_exceeded","cost":1,"st":503,"n":80}
 //	{"k":"admit","t":2000000,"c":0,"cost":1,"n":12}
 //	{"k":"reject","t":2100000,"c":1,"r":"queue_timeout","cost":1,"q":true,"wait":100000000,"n":80}
@@ -69,7 +72,9 @@
 // cost, actual the cost at the end, q waited in the queue, wait its queue
 // wait, lat how long admitted work ran (present only when measured), o
 // outcome (success, dropped, ignored), st HTTP status, n the limiter's
-// work in flight. Absent numbers are zero. A req's t is its arrival; an
+// work in flight, key the tenant: [KeyHash] of the request's rate-limit
+// key as 16 hex digits, absent when it has none (only the records of
+// arrivals carry it: req, admit, reject, cancel). Absent numbers are zero. A req's t is its arrival; an
 // admit, reject or cancel's t is the decision (the arrival is t - wait); a
 // release's t is the release (admitted at t - lat). Ticks come every
 // "tick" of record time: limit and n from the watched limiter, and
@@ -79,7 +84,15 @@
 // records' time goes back by more than ten periods (a clock stepped back,
 // a record dated far ahead), the ticks restart from there. Records are
 // roughly, not strictly, in time order. Readers skip lines of kinds they do
-// not know.
+// not know, and fields they do not know.
+//
+// The version changes when a field changes its meaning, so that a reader
+// that does not know the new one refuses the file rather than misreads
+// it. A field added as optional, whose absence means what older files
+// meant, keeps the version: older readers read everything they know as
+// before and ignore the rest. The key is such a field, added to version 1:
+// files written before it read as requests without tenants, and older
+// readers read files with keys as they read those without.
 //
 // [Reader] reads a file, a directory or a stream; malformed lines are
 // errors that name the file and line (ErrFormat).

@@ -105,7 +105,22 @@ func appendEntry(b []byte, e *entry, epoch int64) []byte {
 		b = appendField(b, "st", int64(e.status))
 	}
 	b = appendField(b, "n", int64(e.inflight))
+	if e.key != 0 {
+		b = appendKey(b, e.key)
+	}
 	return append(b, "}\n"...)
+}
+
+// appendKey writes a key hash as 16 hex digits in a string: a JSON number
+// above 2^53 loses its low bits in many readers (JavaScript, jq), and two
+// tenants would merge.
+func appendKey(b []byte, k uint64) []byte {
+	const hex = "0123456789abcdef"
+	b = append(b, `,"key":"`...)
+	for s := 60; s >= 0; s -= 4 {
+		b = append(b, hex[k>>s&15])
+	}
+	return append(b, '"')
 }
 
 func appendCounts(b []byte, name string, v []uint64) []byte {

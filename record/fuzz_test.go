@@ -28,7 +28,8 @@ func sample(tb testing.TB) []byte {
 		rec.Observe(ev)
 	}
 	rec.Add(record.Record{Kind: record.KindRequest, Time: t0, Decision: record.Admitted, Cost: 2, Actual: 1,
-		Timed: true, Latency: time.Millisecond, Status: 200, Reason: shed.ReasonLimit})
+		Timed: true, Latency: time.Millisecond, Status: 200, Reason: shed.ReasonLimit, Key: record.KeyHash("tenant")})
+	rec.ObserveKeyed(shed.Event{Kind: shed.EventAdmitted, Time: t0, Class: 1, Cost: 1}, record.KeyHash("other"))
 	if err := rec.Stop(); err != nil {
 		tb.Fatal(err)
 	}
@@ -43,6 +44,10 @@ func FuzzReader(f *testing.F) {
 	f.Add([]byte(`{"k":"header","format":"shedkit-record","v":1,"epoch":"2025-01-01T00:00:00Z","classes":["a"],"tick":1}` + "\n" +
 		`{"k":"tick","t":-5,"arr":[1,2],"every":0}` + "\n" + `{"k":"future","x":1}` + "\n" + `{"k":"req","t":1,"c":20}`))
 	f.Add([]byte(`{"k":"req","t":1,"c":0}`))
+	// Keys (optional in version 1): well formed, and not.
+	f.Add([]byte(`{"k":"header","format":"shedkit-record","v":1,"epoch":"2025-01-01T00:00:00Z","classes":["a"],"tick":1}` + "\n" +
+		`{"k":"req","t":1,"c":0,"d":"admit","key":"85944171f73967e8"}` + "\n" + `{"k":"tick","t":2,"key":"1"}` + "\n" +
+		`{"k":"reject","t":3,"c":0,"key":"0"}` + "\n" + `{"k":"cancel","t":4,"c":0,"key":"-1"}`))
 	f.Add([]byte("\n\n{}\n[1]\nnot json"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		rd := record.NewReader(bytes.NewReader(data))
@@ -63,7 +68,7 @@ func FuzzReader(f *testing.F) {
 			if rec.Cost < 0 || rec.Actual < 0 || rec.Wait < 0 || rec.Latency < 0 || int(rec.Class) >= shed.MaxClasses || (rec.ClassName == "") != (rec.Kind == record.KindTick) {
 				t.Fatalf("accepted %+v", rec)
 			}
-			if (rec.Kind == record.KindTick) != (rec.Tick != nil) || (rec.Tick != nil && rec.Tick.SampleEvery < 1) {
+			if (rec.Kind == record.KindTick) != (rec.Tick != nil) || (rec.Tick != nil && (rec.Tick.SampleEvery < 1 || rec.Key != 0)) {
 				t.Fatalf("tick %+v", rec)
 			}
 		}

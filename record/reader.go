@@ -207,6 +207,7 @@ type line struct {
 	O       string   `json:"o"`
 	St      int      `json:"st"`
 	N       int      `json:"n"`
+	Key     string   `json:"key"`
 	Limit   int      `json:"limit"`
 	Arr     []uint64 `json:"arr"`
 	Shed    []uint64 `json:"shed"`
@@ -299,6 +300,13 @@ func (r *Reader) record(kind Kind, l *line) (Record, error) {
 	}
 	if l.Lat != nil {
 		rec.Latency, rec.Timed = time.Duration(*l.Lat), true
+	}
+	if l.Key != "" && kind != KindTick {
+		k, err := strconv.ParseUint(l.Key, 16, 64)
+		if err != nil || k == 0 || len(l.Key) > 16 {
+			return Record{}, r.errf("%s: key %q: want 1 to 16 hex digits, not all zero", kind, l.Key)
+		}
+		rec.Key = k
 	}
 	if err := r.names(&rec, l); err != nil {
 		return Record{}, err

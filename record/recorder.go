@@ -15,6 +15,7 @@ import (
 // handing it over copies a few words and allocates nothing.
 type entry struct {
 	t, cost, actual, wait, lat int64 // t: Unix ns
+	key                        uint64
 	inflight                   int32
 	status                     int16
 	kind                       Kind
@@ -132,7 +133,14 @@ func (r *Recorder) Watch(l *shed.Limiter) {
 // takes the latest time seen. An event the format cannot hold (negative
 // cost or durations, an unknown reason or outcome) is counted, not
 // recorded.
-func (r *Recorder) Observe(ev shed.Event) {
+func (r *Recorder) Observe(ev shed.Event) { r.ObserveKeyed(ev, 0) }
+
+// ObserveKeyed is Observe for the event of a request whose tenant key has
+// the hash key (see KeyHash; 0 for none), for drivers that know which
+// request an event is about (the simulator). The key is written on the
+// records of arrivals (admissions, rejections, cancellations), not on
+// releases.
+func (r *Recorder) ObserveKeyed(ev shed.Event, key uint64) {
 	if int(ev.Class) >= shed.MaxClasses {
 		return
 	}
@@ -164,7 +172,7 @@ func (r *Recorder) Observe(ev shed.Event) {
 			e.lat, e.flags = int64(ev.Latency), flagTimed
 		}
 	default:
-		e.cost, e.wait = ev.Cost, int64(ev.Wait)
+		e.cost, e.wait, e.key = ev.Cost, int64(ev.Wait), key
 		if ev.Queued {
 			e.flags = flagQueued
 		}
@@ -249,6 +257,9 @@ func (r *Recorder) Add(rec Record) {
 	r.stamp(end, rec.InFlight)
 	e := entry{kind: rec.Kind, t: t, class: uint8(rec.Class), reason: uint8(rec.Reason), cost: rec.Cost, actual: rec.Actual,
 		wait: int64(rec.Wait), outcome: uint8(rec.Outcome), decision: uint8(rec.Decision), inflight: int32(rec.InFlight), status: int16(rec.Status)}
+	if rec.Kind != KindReleased {
+		e.key = rec.Key // the records of arrivals carry it (see Record.Key)
+	}
 	if rec.Queued {
 		e.flags |= flagQueued
 	}
