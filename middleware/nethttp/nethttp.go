@@ -35,7 +35,9 @@ type Config struct {
 	Reject shedhttp.RejectFunc
 
 	// Recorder, when set, records a sample of the requests (class, cost,
-	// decision, queue wait, latency, outcome) and the limiter's limit over
+	// decision, queue wait, latency, outcome, and the hash of the
+	// rate-limit key when there is one, record.KeyHash, never the key
+	// itself) and the limiter's limit over
 	// time, for shedsim fit; New makes it watch Limiter. Only sampled
 	// requests read the clock; the others cost a few atomic adds. Start
 	// and Stop it yourself (see package record). Off (nil) by default.

@@ -11,15 +11,18 @@ import (
 )
 
 // recording is one request's part in Config.Recorder: its class and
-// estimated cost, and for a sampled request its arrival time.
+// estimated cost, and for a sampled request its arrival time and the hash
+// of its rate-limit key.
 type recording struct {
 	start time.Time // zero: not recorded (no recorder, or not sampled)
 	class shed.Class
 	cost  int64
+	key   uint64
 }
 
 // recBegin counts a request that reaches admission and, when the
-// recorder samples it, reads the clock: only sampled requests pay for it.
+// recorder samples it, reads the clock and hashes its key: only sampled
+// requests pay for them.
 func (h *handler) recBegin(cl shedhttp.Classification) recording {
 	if h.rec == nil {
 		return recording{}
@@ -27,6 +30,7 @@ func (h *handler) recBegin(cl shedhttp.Classification) recording {
 	rq := recording{class: cl.Class, cost: max(cl.Cost, 1)}
 	if h.rec.Arrive(cl.Class) {
 		rq.start = h.clock()
+		rq.key = record.KeyHash(cl.Key) // 0 when there is none
 	}
 	return rq
 }
@@ -45,7 +49,7 @@ func (h *handler) recRejected(rq *recording, rej shedhttp.Rejection) {
 		d = record.Cancelled // its context ended while it waited
 	}
 	h.rec.Add(record.Record{Kind: record.KindRequest, Time: rq.start, Class: rq.class, Decision: d, Reason: rej.Reason,
-		Cost: rq.cost, Status: rej.Status, InFlight: h.lim.InFlight()})
+		Cost: rq.cost, Status: rej.Status, InFlight: h.lim.InFlight(), Key: rq.key})
 }
 
 // recDone records admitted work that ended with outcome o and the given
@@ -64,7 +68,7 @@ func (h *handler) recDone(rq *recording, st *core.State, actual int64, o shed.Ou
 	lat := max(h.clock().Sub(rq.start)-wait, 0)
 	h.rec.Add(record.Record{Kind: record.KindRequest, Time: rq.start, Class: rq.class, Decision: record.Admitted,
 		Reason: st.Permit.DryRun(), Cost: rq.cost, Actual: actual, Queued: wait > 0, Wait: wait, Latency: lat, Timed: true,
-		Outcome: o, Status: status, InFlight: h.lim.InFlight()})
+		Outcome: o, Status: status, InFlight: h.lim.InFlight(), Key: rq.key})
 }
 
 // sentStatus is the status net/http sent: 200 when the handler wrote none.
