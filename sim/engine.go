@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"strconv"
 	"time"
 
 	xrate "golang.org/x/time/rate"
 
 	"github.com/shedkit/shedkit/middleware/shedhttp"
+	"github.com/shedkit/shedkit/record"
 	"github.com/shedkit/shedkit/retrybudget"
 	"github.com/shedkit/shedkit/shed"
 )
@@ -119,6 +121,9 @@ type replica struct {
 	// rateObs, when set, is told about the 429s of the rate limits, as the
 	// middleware tells shedhttp.Options.Observer (see RecordPolicy).
 	rateObs shed.Observer
+	// keys, when set (the recorded replica), is told the tenant key of
+	// each request its limiter decides about (see RecordPolicy).
+	keys *recordKeys
 }
 
 // classRT is the runtime state of a class.
@@ -308,8 +313,11 @@ func (e *engine) initReplicas(p Policy, shedClasses []shed.ClassConfig, seed uin
 		if !sc.Upstream.Shared {
 			r.up = e.ups[i]
 		}
-		if ro, ok := p.(rateObserving); ok && e.rates != nil {
-			r.rateObs = ro.rateObserver(i)
+		if ro, ok := p.(rateObserving); ok {
+			if e.rates != nil {
+				r.rateObs = ro.rateObserver(i)
+			}
+			r.keys = ro.keysOf(i)
 		}
 	}
 	return nil
@@ -627,6 +635,9 @@ func (e *engine) serviceArrive(t *task) {
 	t.replica = int32(ri)
 	r.active++
 	e.rec.attempt(e)
+	if r.keys != nil {
+		r.keys.cur = e.recordedKey(t) // its own decisions, made at once, below
+	}
 	if e.rates != nil {
 		if b, ok := e.rates.allow(e.nowT, ri, int(t.class), t.key); !ok {
 			e.rateLimited(t, r, b)
@@ -643,6 +654,9 @@ func (e *engine) serviceArrive(t *task) {
 	} else {
 		if t.waiter == nil {
 			t.waiter = shed.NewWaiter(func(*shed.Waiter) {
+				if k := e.replicas[t.replica].keys; k != nil {
+					k.waiterKey(e.recordedKey(t))
+				}
 				// Called from inside the limiter: defer the work to an
 				// event at the same instant, in a deterministic order.
 				e.scheduleLane(e.nowLane, e.now, evGranted, t)
@@ -659,6 +673,16 @@ func (e *engine) serviceArrive(t *task) {
 	default:
 		e.admit(t, p)
 	}
+}
+
+// recordedKey returns what a recording holds for t's tenant key: the
+// record.KeyHash of its number, 0 when its class has no Keys.
+func (e *engine) recordedKey(t *task) uint64 {
+	if e.classes[t.class].cfg.Keys == nil {
+		return 0
+	}
+	var b [12]byte
+	return record.KeyHash(string(strconv.AppendInt(b[:0], int64(t.key), 10)))
 }
 
 // serviceRequest is what a replica asks its limiter for service request t:

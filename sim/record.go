@@ -19,14 +19,19 @@ import (
 // MaxRecordsPerSecond -1 to record every decision. Flush errors surface
 // in rec.Stats and rec.Stop. The 429s reach rec only when the returned
 // policy is the one Run gets, not wrapped in another.
+//
+// The records of arrivals carry the request's tenant key (Class.Keys), as
+// record.KeyHash of the key's number in decimal, so that a fit can infer
+// the class's Keys.
 func RecordPolicy(p Policy, rec *record.Recorder, replica int) Policy {
-	return recordPolicy{p: p, rec: rec, replica: replica}
+	return recordPolicy{p: p, rec: rec, replica: replica, keys: &recordKeys{}}
 }
 
 type recordPolicy struct {
 	p       Policy
 	rec     *record.Recorder
 	replica int
+	keys    *recordKeys // shared by the replica's observers and the engine
 }
 
 func (rp recordPolicy) Name() string { return rp.p.Name() }
@@ -35,7 +40,7 @@ func (rp recordPolicy) NewLimiter(env PolicyEnv) (*shed.Limiter, shed.LimitSourc
 	if env.Replica != rp.replica || rp.rec == nil {
 		return rp.p.NewLimiter(env)
 	}
-	env.Config.Observer = &recordingObserver{rec: rp.rec, next: env.Config.Observer}
+	env.Config.Observer = &recordingObserver{rec: rp.rec, next: env.Config.Observer, keys: rp.keys}
 	lim, src, err := rp.p.NewLimiter(env)
 	if err == nil && lim != nil {
 		rp.rec.Watch(lim)
@@ -49,26 +54,85 @@ func (rp recordPolicy) rateObserver(i int) shed.Observer {
 	if i != rp.replica || rp.rec == nil {
 		return nil
 	}
-	return &recordingObserver{rec: rp.rec}
+	return &recordingObserver{rec: rp.rec, keys: rp.keys}
+}
+
+// keysOf returns the keys of the requests of replica i: nil but for the
+// recorded replica.
+func (rp recordPolicy) keysOf(i int) *recordKeys {
+	if i != rp.replica || rp.rec == nil {
+		return nil
+	}
+	return rp.keys
 }
 
 // rateObserving is a policy that wants to see the 429s of the replicas'
-// rate limits, which reach no limiter (see RecordPolicy).
+// rate limits, which reach no limiter, and to be told the tenant key of
+// the requests its limiter decides about, which shed.Event does not carry
+// (see RecordPolicy).
 type rateObserving interface {
 	rateObserver(replica int) shed.Observer
+	keysOf(replica int) *recordKeys
+}
+
+// recordKeys carries the tenant key (its record.KeyHash) of the request a
+// recorded limiter decides about, from the engine to the observer. A
+// decision made at once is the calling request's: the engine sets cur
+// before the call. A queued request's decision comes from another
+// request's call (a release grants it, an expiry rejects it), and the
+// limiter reports it just before it calls the waiter's notify function
+// (shed.Limiter's deliver): the observer holds the event in pending until
+// the engine's notify function, which knows the waiter's request, hands
+// over its key (waiterKey).
+type recordKeys struct {
+	cur     uint64
+	pending []shed.Event
+	obs     *recordingObserver // the limiter's, which holds pending
+}
+
+// waiterKey records the held decisions of the waiter whose notify
+// function runs, with its request's key.
+func (k *recordKeys) waiterKey(key uint64) {
+	if o := k.obs; o != nil {
+		o.flushPending(key)
+	}
 }
 
 type recordingObserver struct {
 	rec  *record.Recorder
 	next shed.Observer
+	keys *recordKeys
 }
 
 func (o *recordingObserver) Observe(ev shed.Event) {
-	o.rec.Observe(ev)
-	if o.rec.Pending() >= o.rec.Capacity()/2 {
-		o.rec.Flush()
+	switch {
+	case o.keys == nil:
+		o.record(ev, 0)
+	case ev.Queued && ev.Kind != shed.EventQueued && ev.Kind != shed.EventReleased:
+		// A queued request's decision: its key comes with its waiter's
+		// notify, next (see recordKeys).
+		o.keys.obs = o
+		o.keys.pending = append(o.keys.pending, ev)
+	default:
+		o.flushPending(0) // none held (a cancellation has no notify)
+		o.record(ev, o.keys.cur)
 	}
 	if o.next != nil {
 		o.next.Observe(ev)
+	}
+}
+
+// flushPending records the held decisions with key.
+func (o *recordingObserver) flushPending(key uint64) {
+	for _, ev := range o.keys.pending {
+		o.record(ev, key)
+	}
+	o.keys.pending = o.keys.pending[:0]
+}
+
+func (o *recordingObserver) record(ev shed.Event, key uint64) {
+	o.rec.ObserveKeyed(ev, key)
+	if o.rec.Pending() >= o.rec.Capacity()/2 {
+		o.rec.Flush()
 	}
 }

@@ -40,6 +40,14 @@ func (tp tracePolicy) rateObserver(i int) shed.Observer {
 	return nil
 }
 
+// keysOf keeps the keys of a recorded policy underneath.
+func (tp tracePolicy) keysOf(i int) *recordKeys {
+	if ro, ok := tp.p.(rateObserving); ok {
+		return ro.keysOf(i)
+	}
+	return nil
+}
+
 // TraceCSV writes window traces as CSV, one row per window, with times in
 // seconds since the start of the run (Epoch).
 type TraceCSV struct {
