@@ -45,7 +45,8 @@ const (
 // bounded samples, so a recording of any length fits in little memory.
 //
 // It infers each class's arrival rate over time, 429s included (a request
-// a rate limit refused was offered all the same), its costs, the
+// a rate limit refused was offered all the same), its tenants (KeysFit,
+// when the records carry keys), its costs, the
 // upstream's service time and capacity, and, for a class whose records
 // show at least FitMinRateLimited 429s, its rate limit (see
 // RateLimitFit): without it the fitted scenario would send the limiter
@@ -78,6 +79,11 @@ type Fitter struct {
 	// What the records tell about rate limits (see fit_ratelimit.go).
 	rlRecords [shed.MaxClasses]int
 	bursts    [shed.MaxClasses]*burstRing
+
+	// The key hashes of the records of arrivals (see fit_keys.go).
+	keys          [shed.MaxClasses]map[uint64]int
+	unkeyed       [shed.MaxClasses]int
+	keysTruncated [shed.MaxClasses]bool
 }
 
 // fitCells are the per-interval totals, one slice element per cell.
@@ -230,6 +236,7 @@ func (f *Fitter) Add(r record.Record) {
 		f.shedBy[r.Reason]++
 	}
 	f.rateRecord(&r)
+	f.keyRecord(&r)
 	admitted := r.Kind == record.KindReleased || (r.Kind == record.KindRequest && r.Decision == record.Admitted)
 	if !admitted || !r.Timed || r.Outcome == shed.Ignored {
 		return

@@ -132,6 +132,7 @@ func (f *Fitter) scenario(fit *Fit) *Scenario {
 		if timeout > DefaultTimeout {
 			cl.Timeout = timeout
 		}
+		cl.Keys = fittedKeys(&cf, fit)
 		sc.Classes = append(sc.Classes, cl)
 	}
 	sc.Upstream = Upstream{Capacity: max(int(math.Round(fit.Capacity.Servers)), 1), ServiceTime: fit.ServiceTime.Dist, Discipline: f.opt.Discipline}

@@ -115,7 +115,13 @@ func (f *Fitter) fitRateLimits(fit *Fit) {
 		inferred = inferred || fit.Classes[c].RateLimit.Limit != nil
 	}
 	if inferred {
-		fit.Notes = append(fit.Notes, "rate limits: the recording has no keys, so a class's limit is fitted to its whole traffic as one key; the middleware keeps a bucket per key, and a class spread over many keys needs each key's share")
+		why := "the recording has no keys, so"
+		for c := range fit.Classes {
+			if fit.Classes[c].RateLimit.Limit != nil && len(f.keys[c]) > 0 {
+				why = "per-key limits are not fitted yet:"
+			}
+		}
+		fit.Notes = append(fit.Notes, "rate limits: "+why+" a class's limit is fitted to its whole traffic as one key; the middleware keeps a bucket per key, and a class spread over many keys needs each key's share")
 		if fit.SampleEvery > 1 {
 			fit.Notes = append(fit.Notes, "the 429 counts are estimates: ticks count a class's rejections exactly but not their reasons, so each interval's are split by the reasons of its sampled records")
 		}

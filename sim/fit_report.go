@@ -29,6 +29,7 @@ func WriteFitReport(w io.Writer, fit *Fit) {
 		fitDur(st.Median), fitDur(st.Mean), fitDur(st.P99))
 	writeCapacity(w, fit)
 	writeRateLimits(w, fit)
+	writeKeys(w, fit)
 	fmt.Fprintln(w, "costs:")
 	for _, c := range fit.Classes {
 		cost, actual := "1 (none recorded)", "the estimate"
@@ -130,4 +131,33 @@ func distString(d Dist, isTime bool) string {
 		return fmt.Sprintf("uniform %s to %s", v(d.Min), v(d.Max))
 	}
 	return d.Kind.String()
+}
+
+// writeKeys prints the classes' tenants, inferred from the records' keys.
+func writeKeys(w io.Writer, fit *Fit) {
+	keyed := false
+	for _, c := range fit.Classes {
+		keyed = keyed || c.Keys.Keys != nil
+	}
+	if !keyed {
+		fmt.Fprintln(w, "keys: no tenant keys recorded (the scenario has one key per class)")
+		return
+	}
+	fmt.Fprintln(w, "keys (tenants, from the hashes of the rate-limit keys on the records of arrivals; the count seen is a lower bound, tenants the recorder never kept are missing):")
+	for _, c := range fit.Classes {
+		k := c.Keys
+		if k.Keys == nil {
+			fmt.Fprintf(w, "  %-14s none recorded\n", c.Name)
+			continue
+		}
+		trunc := ""
+		if k.Truncated {
+			trunc = fmt.Sprintf(" (more than %d: only the first were kept)", MaxKeys)
+		}
+		fmt.Fprintf(w, "  %-14s %d seen%s (Chao1 estimate of all: %.0f), zipf %.2f (standard error %.2f; maximum likelihood on %d keyed requests)\n",
+			c.Name, k.Seen, trunc, k.Estimate, k.Keys.Zipf, k.ZipfSE, k.Requests)
+	}
+	if fit.SampleEvery > 1 {
+		fmt.Fprintln(w, "  sampling keeps every 2^k-th request whatever its key: the shares are unbiased, but a rare tenant is likelier unseen")
+	}
 }

@@ -52,6 +52,8 @@ type ClassFit struct {
 	Cost, Actual DistFit
 	// RateLimit is the class's rate limit, inferred from its 429s.
 	RateLimit RateLimitFit
+	// Keys is the class's tenants, inferred from its records' keys.
+	Keys KeysFit
 }
 
 // CapacityFit is the upstream's capacity, in servers (requests served at
@@ -91,6 +93,7 @@ func (f *Fitter) Fit() (*Fit, error) {
 	}
 	f.fitClasses(fit)
 	f.fitRateLimits(fit)
+	f.fitKeys(fit)
 	lm, err := f.latencyModel()
 	if err != nil {
 		return nil, err

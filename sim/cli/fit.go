@@ -55,6 +55,14 @@ What it infers, and how:
                 when those records are complete (else the default, rps/10,
                 and it says "burst not observed"); per replica, the class's
                 traffic as one key
+  keys          per class, from the key hashes on the records of arrivals
+                (nethttp records a sampled request's rate-limit key hashed;
+                the simulator its tenant): count = distinct keys seen, a
+                lower bound (the report adds Chao1's estimate of the unseen
+                ones); zipf by maximum likelihood on the ranked key counts,
+                with its standard error. Sampling keeps every 2^k-th request
+                whatever its key, so the shares stay unbiased. A class with
+                a fitted rate limit keeps one key (the limit is the class's)
 The report (stderr) says what was inferred, from how much, how well it
 fits, and what was assumed (client deadlines, retries, one replica); the
 scenario (stdout or -o) repeats the notes as comments. Exit codes: 0, 1 when
