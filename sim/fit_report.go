@@ -154,7 +154,7 @@ func writeKeys(w io.Writer, fit *Fit) {
 		if k.Truncated {
 			trunc = fmt.Sprintf(" (more than %d: only the first were kept)", MaxKeys)
 		}
-		fmt.Fprintf(w, "  %-14s %d seen%s (Chao1 estimate of all: %.0f), zipf %.2f (standard error %.2f; maximum likelihood on %d keyed requests)\n",
+		fmt.Fprintf(w, "  %-14s %d seen%s (Chao1 estimate of all: %.0f), zipf %.2f (standard error %.2g; maximum likelihood on %d keyed requests)\n",
 			c.Name, k.Seen, trunc, k.Estimate, k.Keys.Zipf, k.ZipfSE, k.Requests)
 	}
 	if fit.SampleEvery > 1 {
