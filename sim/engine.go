@@ -256,7 +256,7 @@ func (e *engine) initClasses(seed uint64) ([]shed.ClassConfig, error) {
 		cl := &sc.Classes[i]
 		rt := &e.classes[i]
 		rt.cfg = cl
-		rt.rate, _ = buildRate(cl.Rate, cl.Schedule, "")
+		rt.rate, _ = classRate(cl)
 		rt.arr = arrivals{f: &rt.rate}
 		rt.arrRng = newStream(seed, "arrivals/"+cl.Name)
 		rt.costRng = newStream(seed, "cost/"+cl.Name)
@@ -484,7 +484,7 @@ func (e *engine) arrive(c int, user int32) {
 	t := e.newTask(layerClient)
 	t.class = uint8(c)
 	t.user = user
-	t.key = rt.keys.next()
+	t.key = rt.keys.next(e.now)
 	t.arrival = e.now
 	t.deadline = e.now + int64(rt.cfg.Timeout)
 	t.cost = max(int64(math.Round(rt.cfg.Cost.sample(rt.costRng))), 1)

@@ -23,7 +23,7 @@ func TestKeyDist(t *testing.T) {
 		const n = 200_000
 		counts := make([]int, k.Count)
 		for range n {
-			counts[d.next()]++
+			counts[d.next(0)]++
 		}
 		total := 0.0
 		for i := range k.Count {
@@ -38,7 +38,7 @@ func TestKeyDist(t *testing.T) {
 		}
 	}
 	one, none := newKeyDist(&Keys{Count: 1}, nil), newKeyDist(nil, nil)
-	if one.next() != 0 || none.next() != 0 {
+	if one.next(0) != 0 || none.next(0) != 0 {
 		t.Error("a class of one key drew another")
 	}
 }
@@ -333,5 +333,71 @@ func TestKeysNormalizeCopies(t *testing.T) {
 	sc.Service.StoreOutages[0].At = 3 * time.Second
 	if n.Classes[0].Keys.Count != 3 || n.Service.StoreOutages[0].At != time.Second {
 		t.Errorf("normalized scenario shares the caller's keys or outages: %+v, %v", n.Classes[0].Keys, n.Service.StoreOutages)
+	}
+}
+
+// TestKeySurge: during a surge, key 0 sends Factor times its share and
+// the other keys send as before; the class's rate grows by key 0's extra
+// alone, and the surge is checked.
+func TestKeySurge(t *testing.T) {
+	none, _ := ParsePolicy("none")
+	// 10 keys, Zipf 1: key 0 sends 1/H(10) = 0.341 of 200/s, 68.3/s.
+	keys := &Keys{Count: 10, Zipf: 1}
+	base := keyedScenario(200, nil, 1, keys)
+	base.Duration = 30 * time.Second
+	surge := keyedScenario(200, nil, 1, &Keys{Count: 10, Zipf: 1, Surge: &KeySurge{At: 10 * time.Second, For: 10 * time.Second, Factor: 5}})
+	surge.Duration = base.Duration
+	p0 := keys.hotShare()
+	if math.Abs(p0-0.3414) > 1e-3 {
+		t.Fatalf("hot share %.4f, want 1/H(10) = 0.3414", p0)
+	}
+	measured := (base.Duration - base.Warmup).Seconds()
+	tests := []struct {
+		sc            *Scenario
+		hot, hotExtra float64 // expected requests of key 0 after the warm-up
+		others        float64
+		name          string
+	}{
+		{base, 200 * p0 * measured, 0, 200 * (1 - p0) * measured, "no surge"},
+		{surge, 200 * p0 * measured, 4 * 200 * p0 * 10, 200 * (1 - p0) * measured, "surge x5 for 10s"},
+	}
+	for _, tc := range tests {
+		r, err := Run(tc.sc, none, Options{Seed: 4})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := r.Summary.Classes[0]
+		hot, others := float64(c.HotKeyOffered), float64(c.Offered-c.HotKeyOffered)
+		want := tc.hot + tc.hotExtra
+		t.Logf("%s: key 0 %v (want %.0f), others %v (want %.0f)", tc.name, hot, want, others, tc.others)
+		if math.Abs(hot-want) > 4*math.Sqrt(want) || math.Abs(others-tc.others) > 4*math.Sqrt(tc.others) {
+			t.Errorf("%s: key 0 sent %v, want %.0f; the others %v, want %.0f", tc.name, hot, want, others, tc.others)
+		}
+	}
+	bad := []struct {
+		edit func(cl *Class)
+		want string
+	}{
+		{func(cl *Class) { cl.Keys.Surge.Factor = 1 }, "classes[0].keys.surge.factor: must be in (1, 1000], got 1"},
+		{func(cl *Class) { cl.Keys.Surge.Factor = math.NaN() }, "classes[0].keys.surge.factor"},
+		{func(cl *Class) { cl.Keys.Surge.For = 0 }, "classes[0].keys.surge: must start at or after 0s"},
+		{func(cl *Class) { cl.Keys.Surge.At = 25 * time.Second }, "end by the duration (30s); got at 25s for 10s"},
+		{func(cl *Class) { cl.Keys.Count = 1 }, "classes[0].keys.surge: needs keys.count >= 2"},
+		{func(cl *Class) { cl.Rate, cl.Users = 0, 10 }, "classes[0].keys.surge: needs an open-loop class"},
+	}
+	for _, b := range bad {
+		sc := cloneScenario(surge, "", Span{})
+		b.edit(&sc.Classes[0])
+		if err := sc.Validate(); err == nil || !errors.Is(err, ErrInvalidScenario) || !strings.Contains(err.Error(), b.want) {
+			t.Errorf("error %v, want one containing %q and ErrInvalidScenario", err, b.want)
+		}
+	}
+	if surge.Classes[0].Keys.Surge.Factor != 5 {
+		t.Error("cloneScenario shares the surge")
+	}
+	y := "name: s\nduration: 30s\nclasses: [{name: a, rate: 10, keys: {count: 3, zipf: 1, surge: {at: 10s, for: 5s, factor: 8}}}]\nupstream: {capacity: 1, service_time: 1ms}\n"
+	sc, err := ParseScenario("s.yaml", []byte(y))
+	if err != nil || *sc.Classes[0].Keys.Surge != (KeySurge{At: 10 * time.Second, For: 5 * time.Second, Factor: 8}) {
+		t.Errorf("parsed surge: %v, %+v", err, sc)
 	}
 }

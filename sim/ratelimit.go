@@ -13,6 +13,11 @@ import (
 type keyDist struct {
 	cum []float64 // cumulative weights of keys 0..n-1; nil: one key
 	rng *rand.Rand
+	// During a surge of key 0 (from, to in ns from the start), a request
+	// is key 0's extra traffic with probability extra, else drawn as
+	// usual (see KeySurge).
+	from, to int64
+	extra    float64
 }
 
 func newKeyDist(k *Keys, rng *rand.Rand) keyDist {
@@ -25,12 +30,37 @@ func newKeyDist(k *Keys, rng *rand.Rand) keyDist {
 		sum += math.Pow(float64(i+1), -k.Zipf)
 		cum[i] = sum
 	}
-	return keyDist{cum: cum, rng: rng}
+	d := keyDist{cum: cum, rng: rng}
+	if s := k.Surge; s != nil {
+		// Of the rate (1 + (F-1)p) during the surge, (F-1)p is key 0's
+		// extra: key 0 then gets (F-1)p + p of it, F times its share.
+		p := 1 / sum
+		d.from, d.to = int64(s.At), int64(s.At+s.For)
+		d.extra = (s.Factor - 1) * p / (1 + (s.Factor-1)*p)
+	}
+	return d
 }
 
-// next returns the key of the next request.
-func (d *keyDist) next() int32 {
+// hotShare returns the share of the class's requests that key 0 sends
+// outside a surge: 1 / sum over keys of 1/(k+1)^Zipf.
+func (k *Keys) hotShare() float64 {
+	if k == nil || k.Count <= 1 {
+		return 1
+	}
+	sum := 0.0
+	for i := range k.Count {
+		sum += math.Pow(float64(i+1), -k.Zipf)
+	}
+	return 1 / sum
+}
+
+// next returns the key of the next request, arriving at now (ns from the
+// start).
+func (d *keyDist) next(now int64) int32 {
 	if d.cum == nil {
+		return 0
+	}
+	if d.extra > 0 && now >= d.from && now < d.to && d.rng.Float64() < d.extra {
 		return 0
 	}
 	u := d.rng.Float64() * d.cum[len(d.cum)-1]

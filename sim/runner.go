@@ -101,7 +101,7 @@ func jobWeight(sc *Scenario) float64 {
 			w += float64(c.Users) * sc.Duration.Seconds() / max(think, 0.01)
 			continue
 		}
-		if f, err := buildRate(c.Rate, c.Schedule, ""); err == nil {
+		if f, err := classRate(c); err == nil {
 			w += f.integral(0, sc.Duration.Seconds())
 		}
 	}

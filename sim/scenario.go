@@ -130,7 +130,30 @@ type Keys struct {
 	Count int
 	// Zipf is the skew of the traffic over the keys, in [0, MaxZipf].
 	Zipf float64
+	// Surge, when set, multiplies the heaviest key's traffic for a while:
+	// one tenant floods while the others send as before. Default nil.
+	Surge *KeySurge
 }
+
+// KeySurge multiplies the traffic of a class's heaviest key (key 0) by
+// Factor from At for For, on top of the class's schedule: the class's
+// rate grows by key 0's extra traffic alone, and key 0 is drawn that much
+// more often, so that the other keys' rates stay as they were. It needs
+// an open-loop class of two keys or more: a closed-loop user sends when
+// its last request ends, and a class of one key is a spike of the class,
+// which a schedule expresses. It is what a tenant that floods looks like
+// (shedsim tune's "flood" variant), and what per-key rate limits exist for.
+type KeySurge struct {
+	At, For time.Duration
+	// Factor multiplies key 0's traffic, in (1, MaxSurgeFactor].
+	Factor float64
+}
+
+// MaxSurgeFactor bounds KeySurge.Factor.
+const MaxSurgeFactor = 1000
+
+// span returns the surge's time span.
+func (s *KeySurge) span() Span { return Span{At: s.At, For: s.For} }
 
 // MaxKeys bounds Keys.Count, MaxZipf Keys.Zipf.
 const (
@@ -144,6 +167,10 @@ func (k *Keys) clone() *Keys {
 		return nil
 	}
 	c := *k
+	if k.Surge != nil {
+		s := *k.Surge
+		c.Surge = &s
+	}
 	return &c
 }
 
@@ -153,6 +180,26 @@ func (k *Keys) validate(p string) error {
 	}
 	if !(k.Zipf >= 0 && k.Zipf <= MaxZipf) {
 		return fieldErr(p+".zipf", "must be in [0, %d], got %v", MaxZipf, k.Zipf)
+	}
+	return nil
+}
+
+// checkSurge checks the surge of the class's keys, if any, against the
+// class and the run's duration d.
+func (cl *Class) checkSurge(p string, d time.Duration) error {
+	if cl.Keys == nil || cl.Keys.Surge == nil {
+		return nil
+	}
+	s, p := cl.Keys.Surge, p+".keys.surge"
+	switch {
+	case cl.Keys.Count < 2:
+		return fieldErr(p, "needs keys.count >= 2 (the surge of a class of one key is a schedule change), got %d", cl.Keys.Count)
+	case cl.Users > 0:
+		return fieldErr(p, "needs an open-loop class (rate), not closed-loop users")
+	case !(s.Factor > 1 && s.Factor <= MaxSurgeFactor):
+		return fieldErr(p+".factor", "must be in (1, %d], got %v", MaxSurgeFactor, s.Factor)
+	case s.At < 0 || s.For <= 0 || addDur(s.At, s.For) > d:
+		return fieldErr(p, "must start at or after 0s, last > 0 and end by the duration (%v); got at %v for %v", d, s.At, s.For)
 	}
 	return nil
 }
@@ -561,7 +608,11 @@ func (s *Scenario) normalizeClasses() error {
 	names := map[string]bool{}
 	share := 0.0
 	for i := range s.Classes {
-		if err := s.Classes[i].normalize(fmt.Sprintf("classes[%d]", i), names); err != nil {
+		p := fmt.Sprintf("classes[%d]", i)
+		if err := s.Classes[i].normalize(p, names); err != nil {
+			return err
+		}
+		if err := s.Classes[i].checkSurge(p, s.Duration); err != nil {
 			return err
 		}
 		share += s.Classes[i].Protected
@@ -652,7 +703,7 @@ func (s *Scenario) checkWork() error {
 	for i := range s.Classes {
 		cl := &s.Classes[i]
 		if cl.Users == 0 {
-			f, _ := buildRate(cl.Rate, cl.Schedule, "")
+			f, _ := classRate(cl)
 			total += f.integral(0, s.Duration.Seconds())
 		}
 	}

@@ -80,6 +80,19 @@ func buildRate(base float64, changes []RateChange, path string) (rateFunc, error
 	return f, nil
 }
 
+// classRate returns the arrival rate of the open-loop class cl: its
+// schedule, and during a surge of its heaviest key (Keys.Surge) key 0's
+// extra traffic on top: key 0 sends a share p of the class's requests,
+// so the class's rate is multiplied by 1 + (Factor-1)p.
+func classRate(cl *Class) (rateFunc, error) {
+	f, err := buildRate(cl.Rate, cl.Schedule, "")
+	if err != nil || cl.Keys == nil || cl.Keys.Surge == nil {
+		return f, err
+	}
+	s := cl.Keys.Surge
+	return f.scaled(s.span(), 1+(s.Factor-1)*cl.Keys.hotShare()), nil
+}
+
 // at returns the rate at t seconds.
 func (f *rateFunc) at(t float64) float64 {
 	k := f.seg(t, 0)

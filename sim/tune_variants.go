@@ -159,15 +159,21 @@ func scaleSchedule(rate float64, changes []RateChange, win Span, factor float64)
 	if err != nil {
 		return 0, nil, err
 	}
+	return segsToSchedule(f.scaled(win, factor).segs)
+}
+
+// scaled returns f with the rate multiplied by factor during win, cut at
+// the window's ends; f is left as it was.
+func (f rateFunc) scaled(win Span, factor float64) rateFunc {
 	a, b := win.At.Seconds(), win.End().Seconds()
-	segs := splitSegs(splitSegs(f.segs, a, &f), b, &f)
+	segs := splitSegs(splitSegs(slices.Clone(f.segs), a, &f), b, &f)
 	for i := range segs {
 		if segs[i].start >= a && segs[i].start < b {
 			segs[i].rate0 *= factor
 			segs[i].slope *= factor
 		}
 	}
-	return segsToSchedule(segs)
+	return rateFunc{segs: segs}
 }
 
 // splitSegs returns segs with a segment starting at t (continuing the one

@@ -524,7 +524,12 @@ func (d *decoder) class(c *Class) fieldFunc {
 			},
 			"keys": func(n *yaml.Node, p string) error {
 				c.Keys = &Keys{}
-				return d.mapping(n, p, map[string]fieldFunc{"count": d.integer(&c.Keys.Count), "zipf": d.float(&c.Keys.Zipf)})
+				return d.mapping(n, p, map[string]fieldFunc{"count": d.integer(&c.Keys.Count), "zipf": d.float(&c.Keys.Zipf),
+					"surge": func(n *yaml.Node, p string) error {
+						s := &KeySurge{}
+						c.Keys.Surge = s
+						return d.mapping(n, p, map[string]fieldFunc{"at": d.duration(&s.At), "for": d.duration(&s.For), "factor": d.float(&s.Factor)})
+					}})
 			},
 		})
 	}

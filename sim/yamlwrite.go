@@ -190,6 +190,11 @@ func classNode(c *Class) *yaml.Node {
 		km := newMap(true)
 		km.integer("count", int64(k.Count))
 		km.num("zipf", k.Zipf)
+		if su := k.Surge; su != nil {
+			sm := ynode{spanNode(su.span())}
+			sm.num("factor", su.Factor)
+			km.node("surge", sm.n)
+		}
 		m.node("keys", km.n)
 	}
 	return m.n

@@ -71,7 +71,7 @@ func TestMarshalScenarioYAMLEveryField(t *testing.T) {
 				Retry: Retry{MaxAttempts: 3, Backoff: 20 * time.Millisecond, MaxBackoff: time.Second, HonorNoRetry: true, HonorRetryAfter: true,
 					Budget: &Budget{}, Throttle: &Throttle{K: 2, Window: time.Minute}},
 				Protected: 0.5, Queue: 10, MaxWait: 100 * time.Millisecond, LIFO: true,
-				RateLimit: &RateLimit{RPS: 50, Burst: 7, Shared: true}, Keys: &Keys{Count: 20, Zipf: 1.1}},
+				RateLimit: &RateLimit{RPS: 50, Burst: 7, Shared: true}, Keys: &Keys{Count: 20, Zipf: 1.1, Surge: &KeySurge{At: 30 * time.Second, For: 15 * time.Second, Factor: 7.5}}},
 			{Name: "closed", Users: 50, Think: Dist{Kind: Exponential, Mean: 1e9, ClampMax: 5e9}, Cost: Par(10, 1.5),
 				Retry: Retry{Budget: &Budget{Ratio: -1, MinPerSecond: 5, TTL: time.Second}}},
 			{Name: "c", Rate: 1e15, Cost: Bimod(100, 0.5, 10, 0.1)},
