@@ -235,9 +235,10 @@ func TestRateStoreOutage(t *testing.T) {
 
 // TestKeysTune: tune draws a Shared limit for the fleet (the multiple of
 // the peak, not its share per replica) and keeps it shared; a class
-// spread over keys keeps its own quota per tenant; the snippet says
-// which limits need a shared KeyStore, and drops the one-key caveat when
-// every limited class has keys.
+// spread over keys draws a quota per tenant for the fleet, or keeps its
+// own with KeepRateLimits; the snippet says which limits need a shared
+// KeyStore, and drops the one-key caveat when every limited class has
+// keys.
 func TestKeysTune(t *testing.T) {
 	sc := tinyTune()
 	sc.Service.Replicas = 2
@@ -259,10 +260,17 @@ func TestKeysTune(t *testing.T) {
 		t.Error("no shared rate limit drawn")
 	}
 	sc.Classes[1].Keys = &Keys{Count: 50, Zipf: 1}
-	kept, _ := TuneSpace(sc, 20, 1, TuneSpaceOptions{})
-	for _, c := range kept {
+	quotas, _ := TuneSpace(sc, 20, 1, TuneSpaceOptions{})
+	hot := 150 * sc.Classes[1].Keys.hotShare() // the heaviest key's rate, for the fleet
+	for _, c := range quotas[1:] {
+		if l := c.Classes[1].RateLimit; l != nil && (!l.Shared || l.RPS < 0.49*hot || l.RPS > 4.01*hot) {
+			t.Errorf("candidate %s: quota %+v, want shared at 0.5 to 4 x the heaviest key's %.3g/s", c.String(), *l, hot)
+		}
+	}
+	kept, _ := TuneSpace(sc, 20, 1, TuneSpaceOptions{KeepRateLimits: true})
+	for _, c := range append(kept, quotas[0]) {
 		if l := c.Classes[1].RateLimit; l == nil || *l != (RateLimit{RPS: 1, Burst: 1, Shared: true}) {
-			t.Fatalf("candidate %s: a class with keys keeps its quota per tenant", c.String())
+			t.Fatalf("candidate %s: the baseline, or a class with keys under KeepRateLimits, keeps its quota per tenant", c.String())
 		}
 	}
 	src, err := kept[0].GoSnippet(sc)

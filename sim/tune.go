@@ -31,7 +31,7 @@ type TuneOptions struct {
 }
 
 // DefaultTuneBudget is the default number of candidates: with the four
-// variants, a few hundred runs.
+// or five variants, several hundred runs.
 const DefaultTuneBudget = 120
 
 // TuneHealthyShare is the do-no-harm constraint: a candidate must keep at
@@ -50,6 +50,12 @@ type TuneFigures struct {
 	Interactive, InteractiveP99 float64
 	// Others is the mean goodput share of the other classes (NaN with
 	// one class).
+	//
+	// In a run where a class's heaviest key surges (the "flood" variant),
+	// Interactive and Others count that class's other keys only
+	// (class.NAME.other_keys_goodput): the flooding tenant's excess is not
+	// demand the service owes an answer, and a quota that refuses it must
+	// not rank lower for it.
 	Others float64
 }
 
@@ -63,6 +69,11 @@ type TuneRanked struct {
 	// Feasible reports whether the candidate meets the do-no-harm
 	// constraint (see TuneHealthyShare).
 	Feasible bool
+	// Tenants is what the other tenants get when one floods: the lowest,
+	// over the variants and the classes whose heaviest key surges in them
+	// (the "flood" variant), of the other keys' goodput share (means over
+	// the seeds); NaN when no key surges.
+	Tenants float64
 }
 
 // TuneResult is the outcome of [Tune]: the ranking, best first.
@@ -86,8 +97,16 @@ type TuneResult struct {
 // the mean, because a configuration is chosen for the incident one has
 // not seen yet: first the interactive (first) class's goodput share (in
 // steps of half a percent, so that noise does not override the next keys),
-// then its p99 latency (in steps of 5%), then the other classes' goodput
-// share. Candidates that break the do-no-harm constraint rank after all
+// then, when a tenant floods (see TuneRanked.Tenants), the other
+// tenants' goodput share (in the same steps), then the interactive p99
+// latency (in steps of 5%), then the other classes' goodput share.
+// Without keys the second key is NaN for every candidate, and the order
+// is as it was before keys. Fairness comes second rather than within the
+// worst case alone: another variant (a slowdown) is often the worst for
+// every candidate alike, and would hide what a quota does for the other
+// tenants; it comes after the first class's goodput so that a quota that
+// costs interactive users their answers elsewhere does not win for it.
+// Candidates that break the do-no-harm constraint rank after all
 // others. Ties keep the order of the candidates (the baseline first).
 func Tune(sc *Scenario, opt TuneOptions) (*TuneResult, error) {
 	opt = opt.withDefaults()
@@ -109,9 +128,13 @@ func Tune(sc *Scenario, opt TuneOptions) (*TuneResult, error) {
 	res := &TuneResult{Variants: names}
 	per := len(names) * opt.Seeds
 	for i, c := range cands {
-		r := TuneRanked{Candidate: c}
+		r := TuneRanked{Candidate: c, Tenants: math.NaN()}
 		for v := range names {
-			r.Variants = append(r.Variants, tuneFigures(results[i*per+v*opt.Seeds:i*per+(v+1)*opt.Seeds]))
+			f, tenants := tuneFigures(results[i*per+v*opt.Seeds : i*per+(v+1)*opt.Seeds])
+			r.Variants = append(r.Variants, f)
+			if !math.IsNaN(tenants) {
+				r.Tenants = math.Min(nanHigh(r.Tenants), tenants)
+			}
 		}
 		r.Worst = worstFigures(r.Variants)
 		res.BestHealthy = math.Max(res.BestHealthy, r.Variants[0].Goodput)
@@ -167,26 +190,38 @@ func tuneJobs(sc *Scenario, cands []TuneCandidate, opt TuneOptions) ([]Job, []st
 	return jobs, names, nil
 }
 
-// tuneFigures returns the mean figures of one variant's runs.
-func tuneFigures(rs []*Result) TuneFigures {
+// tuneFigures returns the mean figures of one variant's runs, and the
+// mean of the lowest other keys' goodput share of a class whose heaviest
+// key surges (NaN when none does).
+func tuneFigures(rs []*Result) (TuneFigures, float64) {
 	var f TuneFigures
+	var tenants float64
 	for _, r := range rs {
 		s := &r.Summary
 		f.Goodput += s.GoodputRatio
-		c := s.Classes
-		f.Interactive += c[0].GoodputShare
-		f.InteractiveP99 += c[0].P99
+		share := make([]float64, len(s.Classes))
+		low := math.NaN()
+		for i, c := range s.Classes {
+			share[i] = c.GoodputShare
+			if k := r.Scenario.Classes[i].Keys; k != nil && k.Surge != nil {
+				share[i] = c.OtherKeysGoodputShare
+				low = math.Min(nanHigh(low), c.OtherKeysGoodputShare)
+			}
+		}
+		f.Interactive += share[0]
+		f.InteractiveP99 += s.Classes[0].P99
 		others := math.NaN()
-		if len(c) > 1 {
+		if len(share) > 1 {
 			others = 0
-			for _, o := range c[1:] {
-				others += o.GoodputShare / float64(len(c)-1)
+			for _, o := range share[1:] {
+				others += o / float64(len(share)-1)
 			}
 		}
 		f.Others += others
+		tenants += low
 	}
 	n := float64(len(rs))
-	return TuneFigures{f.Goodput / n, f.Interactive / n, f.InteractiveP99 / n, f.Others / n}
+	return TuneFigures{f.Goodput / n, f.Interactive / n, f.InteractiveP99 / n, f.Others / n}, tenants / n
 }
 
 // worstFigures returns the worst of each figure over the variants.
@@ -212,6 +247,9 @@ func compareTuned(a, b TuneRanked) int {
 	if c := cmp.Compare(step(b.Worst.Interactive, 0.005), step(a.Worst.Interactive, 0.005)); c != 0 {
 		return c
 	}
+	if c := cmp.Compare(step(b.Tenants, 0.005), step(a.Tenants, 0.005)); c != 0 {
+		return c
+	}
 	if c := cmp.Compare(logStep(a.Worst.InteractiveP99, 1.05), logStep(b.Worst.InteractiveP99, 1.05)); c != 0 {
 		return c
 	}
@@ -227,6 +265,14 @@ func logStep(v, r float64) float64 {
 		return math.Inf(1)
 	}
 	return math.Floor(math.Log(math.Max(v, 1e-9)) / math.Log(r))
+}
+
+// nanHigh is v, or +Inf for NaN: the neutral value of a minimum.
+func nanHigh(v float64) float64 {
+	if math.IsNaN(v) {
+		return math.Inf(1)
+	}
+	return v
 }
 
 func nanLow(v float64) float64 {

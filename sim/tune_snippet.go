@@ -88,6 +88,7 @@ func (c *TuneCandidate) GoSnippet(sc *Scenario) (string, error) {
 func (c *TuneCandidate) rateLimitsSource(sc *Scenario) string {
 	var m strings.Builder
 	oneKey, shared := false, false
+	var tenants []string
 	for i, k := range c.Classes {
 		if l := k.RateLimit; l != nil {
 			burst := l.Burst
@@ -96,6 +97,9 @@ func (c *TuneCandidate) rateLimitsSource(sc *Scenario) string {
 			}
 			fmt.Fprintf(&m, "\t\t\t%q: {Rate: %s, Burst: %d},\n", sc.Classes[i].Name, strconv.FormatFloat(l.RPS, 'g', -1, 64), burst)
 			oneKey = oneKey || sc.Classes[i].Keys == nil || sc.Classes[i].Keys.Count <= 1
+			if k := sc.Classes[i].Keys; k != nil && k.Count > 1 {
+				tenants = append(tenants, strconv.Quote(sc.Classes[i].Name))
+			}
 			shared = shared || l.Shared
 		}
 	}
@@ -106,6 +110,11 @@ func (c *TuneCandidate) rateLimitsSource(sc *Scenario) string {
 	if oneKey {
 		caveat = "// The simulator saw a class without keys as one key: a class spread over\n" +
 			"// many keys (clients, tenants) needs each key's share of its rate.\n"
+	}
+	if len(tenants) > 0 {
+		caveat += "// The limits of " + strings.Join(tenants, ", ") + " are quotas per tenant, tried on the scenario's keys:\n" +
+			"// the rate-limit key must be the tenant (Options.KeyHeader naming a\n" +
+			"// trusted tenant header, or Classify's Key), as it was when recorded.\n"
 	}
 	if shared {
 		caveat += "// The rates are for the whole fleet: set nethttp.Config.KeyStore to a\n" +

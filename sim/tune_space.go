@@ -33,8 +33,9 @@ type TuneClass struct {
 	Protected float64
 	Queue     int
 	MaxWait   time.Duration
-	// RateLimit is the class's per-replica rate limit (429 before
-	// admission); nil for none.
+	// RateLimit is the class's rate limit per key (429 before
+	// admission): a quota per tenant for a class spread over Keys, the
+	// whole class's otherwise; per replica unless Shared. Nil for none.
 	RateLimit *RateLimit
 }
 
@@ -117,6 +118,20 @@ var tuneRateFactors = []float64{0.5, 1, 1.5, 2}
 // 0.1 s), to one that lets a second of a spike pass before the first 429.
 var tuneBurstSeconds = []float64{0.05, 0.1, 0.2, 1}
 
+// tuneKeyRateFactors are the per-key rate limits [TuneSpace] draws for a
+// class spread over keys, as multiples of its heaviest key's expected
+// rate at the class's peak, and never below the mean key's rate at the
+// peak (a quota under it holds the typical tenant, and is a class limit
+// in disguise). The heaviest key is the anchor because a quota is for
+// whoever sends most: at 2x and 4x it leaves every tenant's ordinary
+// traffic alone, its Poisson bursts and a 3x spike included at 4x, and
+// cuts a flood to a few times what the heaviest tenant ordinarily sends;
+// at 1x it holds the heaviest at its ordinary rate, at 0.5x below it,
+// which the do-no-harm constraint and the first class's goodput weigh.
+// It has as many entries as tuneRateFactors: both are indexed by the same
+// draw.
+var tuneKeyRateFactors = []float64{0.5, 1, 2, 4}
+
 // TuneSpaceOptions narrows the space [TuneSpace] draws from. The zero
 // value sweeps all of it.
 type TuneSpaceOptions struct {
@@ -135,7 +150,8 @@ type TuneSpaceOptions struct {
 // protected share (all zero with one class, where it has no effect; the
 // shares' sum at most 1), a queue depth with a max wait of a share
 // (tuneWaitShares) of the class's deadline and, unless
-// opt.KeepRateLimits, a rate limit with its burst (see drawRateLimit); and
+// opt.KeepRateLimits, a rate limit with its burst (see drawRateLimit: a
+// per-key quota for a class spread over keys); and
 // a retry budget's ratio and floor when some layer of sc retries. Draws
 // stop early when the space is exhausted.
 func TuneSpace(sc *Scenario, budget int, seed uint64, opt TuneSpaceOptions) ([]TuneCandidate, error) {
@@ -155,12 +171,16 @@ func TuneSpace(sc *Scenario, budget int, seed uint64, opt TuneSpaceOptions) ([]T
 	// off leaves the draws of everything else as they were.
 	rateRng := rand.New(rand.NewPCG(seed, 0x7261_7465)) // "rate"
 	retries := scenarioRetries(n)
+	hot := make([]float64, len(n.Classes))
+	for i := range n.Classes {
+		hot[i] = n.Classes[i].Keys.hotShare()
+	}
 	for tries := 0; len(out) < budget && tries < 50*budget; tries++ {
 		c := drawCandidate(rng, n, retries)
 		for i := range c.Classes {
 			c.Classes[i].RateLimit = n.Classes[i].RateLimit.clone()
 			if !opt.KeepRateLimits {
-				c.Classes[i].RateLimit = drawRateLimit(rateRng, n, i)
+				c.Classes[i].RateLimit = drawRateLimit(rateRng, n, i, hot[i])
 			}
 		}
 		if k := c.String(); !seen[k] {
@@ -174,21 +194,23 @@ func TuneSpace(sc *Scenario, budget int, seed uint64, opt TuneSpaceOptions) ([]T
 // drawRateLimit draws the rate limit of class i of the normalized
 // scenario n: none half of the time (most classes of most services want
 // none, and a uniform draw would leave few candidates without any), else
-// a multiple (tuneRateFactors) of the class's peak arrival rate, shared
-// among the replicas since each replica has its own bucket (the whole
-// multiple when the scenario's limits are Shared: one bucket for the fleet),
-// with a burst of tuneBurstSeconds of that rate (at least 1). A
-// closed-loop class keeps its own: its rate follows its latency, so it
-// has no peak to scale. So does a class spread over keys: its limit is a
-// quota per tenant, a promise the objective does not weigh. No limit is
-// drawn as none when the scenario takes the shared store away. It
-// draws the same three numbers for every class, whatever it returns, so
-// that a class's draw does not shift the next class's.
-func drawRateLimit(rng *rand.Rand, n *Scenario, i int) *RateLimit {
-	none, f := rng.IntN(2) == 0, tuneRateFactors[rng.IntN(len(tuneRateFactors))]
+// a multiple (tuneRateFactors) of the class's peak arrival rate or, for a
+// class spread over keys, a per-key quota (see keyRate), shared among the
+// replicas since each replica has its own bucket (the whole rate when
+// the scenario's limits are Shared: one bucket for the fleet), with a
+// burst of tuneBurstSeconds of that rate (at least 1). The rates come
+// from the class's schedule, not from a surge of its keys: a quota is
+// set for ordinary traffic. A closed-loop class keeps its own: its rate
+// follows its latency, so it has no peak to scale. No limit is drawn as
+// none when the scenario takes the shared store away. It draws the same
+// three numbers for every class, whatever it returns, so that a class's
+// draw does not shift the next class's; hot is the class's key 0's share
+// of its traffic (Keys.hotShare, computed once per tune).
+func drawRateLimit(rng *rand.Rand, n *Scenario, i int, hot float64) *RateLimit {
+	none, f := rng.IntN(2) == 0, rng.IntN(len(tuneRateFactors))
 	burst := tuneBurstSeconds[rng.IntN(len(tuneBurstSeconds))]
 	cl := &n.Classes[i]
-	if cl.Users > 0 || (cl.Keys != nil && cl.Keys.Count > 1) {
+	if cl.Users > 0 {
 		return cl.RateLimit.clone()
 	}
 	// One store keeps every class's limits: the fleet's if any is shared.
@@ -202,10 +224,21 @@ func drawRateLimit(rng *rand.Rand, n *Scenario, i int) *RateLimit {
 	if (none && !(shared && len(n.Service.StoreOutages) > 0)) || !(peak > 0) {
 		return nil // a store with outages keeps a limit to fail
 	}
+	rate := tuneRateFactors[f] * peak
+	if cl.Keys != nil && cl.Keys.Count > 1 {
+		rate = keyRate(peak, cl.Keys.Count, hot, tuneKeyRateFactors[f])
+	}
 	// Three significant digits: a limit to read and paste, not a fit.
-	rps, _ := strconv.ParseFloat(strconv.FormatFloat(f*peak/perBucket, 'g', 3, 64), 64)
+	rps, _ := strconv.ParseFloat(strconv.FormatFloat(rate/perBucket, 'g', 3, 64), 64)
 	rps = math.Min(math.Max(rps, 1e-3), MaxRateLimitRPS)
 	return &RateLimit{RPS: rps, Burst: int(math.Min(math.Max(math.Round(burst*rps), 1), math.MaxInt32)), Shared: shared}
+}
+
+// keyRate is the per-key quota of a class of count keys at peak rate
+// whose heaviest key sends the share hot: factor times the heaviest
+// key's rate, at least the mean key's (see tuneKeyRateFactors).
+func keyRate(peak float64, count int, hot, factor float64) float64 {
+	return math.Max(factor*hot*peak, peak/float64(count))
 }
 
 // drawCandidate draws one candidate for the normalized scenario n.

@@ -18,10 +18,17 @@ const (
 	// TuneStormAttempts is the least number of attempts per logical
 	// request the clients make in the "retry-storm" variant.
 	TuneStormAttempts = 3
+	// TuneFlood multiplies the heaviest tenant's traffic (KeySurge) of
+	// every open-loop class spread over keys in the "flood" variant: a
+	// tenant whose client loops or whose batch job starts at once, well
+	// past what a per-key quota with room (up to 4x its ordinary rate,
+	// see tuneKeyRateFactors) lets through.
+	TuneFlood = 8.0
 )
 
 // StressVariants returns the scenario itself ("healthy", first) and three
-// stressed copies of it, each named after the scenario with a suffix:
+// stressed copies of it (four when a class is spread over keys), each
+// named after the scenario with a suffix:
 //
 //   - "slowdown": every job the upstream starts during the stress window
 //     takes TuneSlowdown times longer (an UpstreamEvent added to the
@@ -31,7 +38,12 @@ const (
 //   - "retry-storm": the clients make at least TuneStormAttempts attempts
 //     of a third of their deadline each, retry rejections regardless of
 //     "do not retry", and a TuneSlowdown slowdown lasting half the window
-//     makes attempts time out, as in the built-in retry-storm scenario.
+//     makes attempts time out, as in the built-in retry-storm scenario;
+//   - "flood", only when an open-loop class has Keys of two or more: the
+//     heaviest key of every such class sends TuneFlood times its share
+//     during the stress window (a KeySurge, replacing the class's own),
+//     the other keys as before. What the other tenants then get is what
+//     a per-key rate limit is for (see [Tune]).
 //
 // The stress window is placed relative to the scenario's own duration, so
 // that a fitted scenario of any length gets one: it starts at a third of
@@ -71,12 +83,34 @@ func StressVariants(sc *Scenario) ([]*Scenario, error) {
 		stormRetry(&storm.Classes[i], &n.Classes[i])
 	}
 	out := []*Scenario{cloneScenario(sc, "", Span{}), slow, spike, storm}
+	if flood := floodVariant(sc, win); flood != nil {
+		out = append(out, flood)
+	}
 	for _, v := range out {
 		if err := v.Validate(); err != nil {
 			return nil, fmt.Errorf("variant %s: %w", v.Name, err)
 		}
 	}
 	return out, nil
+}
+
+// floodVariant returns the "flood" variant of sc (see StressVariants), or
+// nil when no open-loop class of sc is spread over keys.
+func floodVariant(sc *Scenario, win Span) *Scenario {
+	flood := cloneScenario(sc, "flood", win)
+	flooded := false
+	for i := range flood.Classes {
+		cl := &flood.Classes[i]
+		if cl.Users > 0 || cl.Keys == nil || cl.Keys.Count < 2 {
+			continue
+		}
+		cl.Keys.Surge = &KeySurge{At: win.At, For: win.For, Factor: TuneFlood}
+		flooded = true
+	}
+	if !flooded {
+		return nil
+	}
+	return flood
 }
 
 // stressWindow places the stress window in the normalized scenario n.

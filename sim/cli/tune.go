@@ -30,7 +30,9 @@ stressed copies, in a window from a third of the duration lasting a third
 of it: slowdown (the upstream 5x slower), spike (every open-loop class at
 3x its rate) and retry-storm (clients make at least 3 attempts of a third
 of their deadline and ignore "do not retry"; a 5x slowdown for half the
-window makes attempts time out).
+window makes attempts time out); and, when an open-loop class is spread
+over keys (tenants), flood (its heaviest key sends 8x its share, the
+other keys as before).
 
 Search space (random draws, the same for a -seed; the first candidate is
 the scenario's own settings under shedkit-gradient's defaults): the limit
@@ -38,20 +40,27 @@ the scenario's own settings under shedkit-gradient's defaults): the limit
 defaults), per class a protected share (with two classes or more; shares
 sum to at most 1), a queue (depth 0, 8, 32, 128; max wait 5% or 20% of
 the class's deadline) and a rate limit (429 before admission: none, or
-0.5, 1, 1.5 or 2x the class's peak arrival rate, shared among the
-replicas, with a burst of 0.05, 0.1, 0.2 or 1 s of that rate, at least 1;
+0.5, 1, 1.5 or 2x the class's peak arrival rate or, for a class spread
+over keys, a quota per key of 0.5, 1, 2 or 4x its heaviest key's rate at
+the peak (at least the mean key's), shared among the replicas, with a
+burst of 0.05, 0.1, 0.2 or 1 s of that rate, at least 1;
 -rate-limits=false keeps the scenario's own), and the retry
 budget's ratio and floor when a layer of the scenario retries. Not
 expressed by scenarios, so not tuned: the limits' window and bounds,
 Retry-After.
 
-Objective: over the four variants, the worst case of the first class's
-goodput share (steps of 0.5%), then of its p99 (steps of 5%), then of the
-other classes' goodput share. Do no harm: a candidate whose healthy goodput
-is below 98% of the best candidate's ranks after all others.
+Objective: over the variants, the worst case of the first class's
+goodput share (steps of 0.5%), then, with a flood, of the other tenants'
+goodput share (class.NAME.other_keys_goodput of the flooded classes;
+steps of 0.5%), then of the first class's p99 (steps of 5%), then of the
+other classes' goodput share. Under the flood a flooded class's goodput
+share is its other tenants': the flooding tenant's excess is not demand
+to serve. Do no harm: a candidate whose healthy goodput is below 98% of
+the best candidate's ranks after all others.
 
 Output (stdout): the ranking with each variant's figures
-(interactive goodput / its p99 / other classes' goodput), the winner as Go
+(interactive goodput / its p99 / other classes' goodput; with a flood,
+the other tenants' goodput under it), the winner as Go
 code (with the rate limits as shedhttp.Options.RateLimits) and the
 scenario's YAML with the winner's settings (or -o FILE).
 Exit codes: 0, 1 when a run fails, 2 bad flags or scenario.
@@ -100,24 +109,26 @@ func runTune(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "shedsim tune:", err)
 		return ExitUsage
 	}
-	if _, err := sim.StressVariants(sc[0]); err != nil {
+	vars, err := sim.StressVariants(sc[0])
+	if err != nil {
 		fmt.Fprintln(stderr, "shedsim tune:", err)
 		return ExitUsage
 	}
-	return tune(ctx, o, sc[0], stdout, stderr)
+	return tune(ctx, o, sc[0], len(vars), stdout, stderr)
 }
 
-// tune runs the search on sc and prints the ranking and the winner.
-func tune(ctx context.Context, o tuneOptions, sc *sim.Scenario, stdout, stderr io.Writer) int {
+// tune runs the search on sc, which has nv variants, and prints the
+// ranking and the winner.
+func tune(ctx context.Context, o tuneOptions, sc *sim.Scenario, nv int, stdout, stderr io.Writer) int {
 	cands, err := sim.TuneSpace(sc, o.budget, o.seed, sim.TuneSpaceOptions{KeepRateLimits: !o.rateLimits})
 	if err != nil {
 		fmt.Fprintln(stderr, "shedsim tune:", err)
 		return ExitUsage
 	}
 	if !o.quiet {
-		fmt.Fprintf(stderr, "shedsim tune: %d candidates x 4 variants x %d seed(s) = %d runs\n", len(cands), o.seeds, len(cands)*4*o.seeds)
+		fmt.Fprintf(stderr, "shedsim tune: %d candidates x %d variants x %d seed(s) = %d runs\n", len(cands), nv, o.seeds, len(cands)*nv*o.seeds)
 	}
-	bar := newProgress(stderr, o.quiet, len(cands)*4*o.seeds)
+	bar := newProgress(stderr, o.quiet, len(cands)*nv*o.seeds)
 	res, err := sim.Tune(sc, sim.TuneOptions{Seed: o.seed, Seeds: o.seeds, Candidates: cands,
 		Workers: o.workers, Context: ctx, Progress: bar.update})
 	bar.done()
@@ -138,10 +149,21 @@ func tune(ctx context.Context, o tuneOptions, sc *sim.Scenario, stdout, stderr i
 // writeTuneRanking prints the top candidates with their figures per
 // variant and their worst case.
 func writeTuneRanking(w io.Writer, res *sim.TuneResult, top int) {
-	fmt.Fprintf(w, "\nobjective: worst case over the variants of interactive goodput, then its p99, then the other classes' goodput;\n")
+	flood := !math.IsNaN(res.Ranked[0].Tenants)
+	if flood {
+		fmt.Fprintf(w, "\nobjective: worst case over the variants of interactive goodput, then the other tenants' goodput under the flood,\nthen interactive p99, then the other classes' goodput;\n")
+	} else {
+		fmt.Fprintf(w, "\nobjective: worst case over the variants of interactive goodput, then its p99, then the other classes' goodput;\n")
+	}
 	fmt.Fprintf(w, "do no harm: healthy goodput >= %.0f%% of the best candidate's (%.4f)\n", 100*sim.TuneHealthyShare, res.BestHealthy)
-	fmt.Fprintf(w, "figures: interactive goodput / interactive p99 / other classes' goodput\n\n")
-	fmt.Fprintf(w, "%4s  %-22s", "rank", "worst")
+	fmt.Fprintf(w, "figures: interactive goodput / interactive p99 / other classes' goodput\n")
+	if flood {
+		fmt.Fprintf(w, "fairness: the other tenants' goodput under the flood (the flooded class's goodput counts them alone)\n")
+	}
+	fmt.Fprintf(w, "\n%4s  %-22s", "rank", "worst")
+	if flood {
+		fmt.Fprintf(w, "  %-8s", "fairness")
+	}
 	for _, v := range res.Variants {
 		fmt.Fprintf(w, "  %-22s", shorten(v, 22))
 	}
@@ -152,6 +174,9 @@ func writeTuneRanking(w io.Writer, res *sim.TuneResult, top int) {
 			mark = " (harms healthy goodput)"
 		}
 		fmt.Fprintf(w, "%4d  %-22s", i+1, tuneCell(r.Worst))
+		if flood {
+			fmt.Fprintf(w, "  %-8s", fmt.Sprintf("%.1f%%", 100*r.Tenants))
+		}
 		for _, f := range r.Variants {
 			fmt.Fprintf(w, "  %-22s", tuneCell(f))
 		}

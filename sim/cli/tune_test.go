@@ -32,11 +32,35 @@ upstream:
   degradation: 0.5
 `
 
+// tenantsTune is one class of 10 tenants, the heaviest sending half of
+// its 100/s, with room for a 3x spike but not for the heaviest tenant's
+// flood.
+const tenantsTune = `name: tenants
+duration: 30s
+warmup: 5s
+classes:
+  - name: api
+    rate: 100
+    timeout: 1s
+    keys: {count: 10, zipf: 1.5}
+upstream:
+  capacity: 10
+  service_time: {dist: lognormal, median: 20ms, sigma: 0.5}
+  degradation: 0.5
+`
+
 // runTuneCLI runs shedsim tune on tinyTune with args and returns stdout.
 func runTuneCLI(t *testing.T, args ...string) string {
 	t.Helper()
+	return runTuneOn(t, tinyTune, args...)
+}
+
+// runTuneOn runs shedsim tune on the scenario src with args and returns
+// stdout.
+func runTuneOn(t *testing.T, src string, args ...string) string {
+	t.Helper()
 	path := filepath.Join(t.TempDir(), "tiny.yaml")
-	if err := os.WriteFile(path, []byte(tinyTune), 0o644); err != nil {
+	if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	var out, errb bytes.Buffer
@@ -86,7 +110,8 @@ func TestTuneUsage(t *testing.T) {
 // AIMD candidate with queues and a budget, into a throwaway module that
 // replaces github.com/shedkit/shedkit with this repository, and vets it:
 // the recommendation always compiles, its rate limits too (the AIMD
-// candidate has one, set in the middleware's options).
+// candidate has one, set in the middleware's options), and a per-key
+// quota of a class spread over keys.
 func TestTuneSnippetCompiles(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds a module with the go command")
@@ -110,6 +135,18 @@ func TestTuneSnippetCompiles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	keyed, err := sim.ParseScenario("tenants.yaml", []byte(tenantsTune))
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := sim.TuneCandidate{Policy: "shedkit-gradient", Classes: []sim.TuneClass{{RateLimit: &sim.RateLimit{RPS: 100, Burst: 10}}}}
+	quota, err := k.GoSnippet(keyed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(quota, `"api": {Rate: 100, Burst: 10},`) || !strings.Contains(quota, "quotas per tenant") {
+		t.Errorf("the per-key quota's snippet lacks the limit or says nothing of the key:\n%s", quota)
+	}
 	root, err := filepath.Abs(filepath.Join("..", ".."))
 	if err != nil {
 		t.Fatal(err)
@@ -118,10 +155,11 @@ func TestTuneSnippetCompiles(t *testing.T) {
 	gomod := "module tunecheck\n\ngo 1.26\n\nrequire github.com/shedkit/shedkit v0.0.0\n\nreplace github.com/shedkit/shedkit => " + root + "\n"
 	sum, _ := os.ReadFile(filepath.Join(root, "go.sum"))
 	files := map[string]string{
-		"go.mod":    gomod,
-		"go.sum":    string(sum),
-		"main.go":   "package main\n\n" + snippet + "\nfunc main() { _, _, _ = newAdmission() }\n",
-		"b/aimd.go": "package b\n\n" + aimd + "\nvar New, Options = newAdmission, newHTTPOptions\n",
+		"go.mod":     gomod,
+		"go.sum":     string(sum),
+		"main.go":    "package main\n\n" + snippet + "\nfunc main() { _, _, _ = newAdmission() }\n",
+		"b/aimd.go":  "package b\n\n" + aimd + "\nvar New, Options = newAdmission, newHTTPOptions\n",
+		"c/quota.go": "package c\n\n" + quota + "\nvar New, Options = newAdmission, newHTTPOptions\n",
 	}
 	for name, text := range files {
 		p := filepath.Join(dir, name)
@@ -141,7 +179,7 @@ func TestTuneSnippetCompiles(t *testing.T) {
 			t.Skipf("the library's dependencies are not in the module cache (go mod download in the repository root):\n%s", b)
 		}
 		if err != nil {
-			t.Fatalf("go %v: %v\n%s\nmain.go:\n%s\nb/aimd.go:\n%s", args, err, b, files["main.go"], aimd)
+			t.Fatalf("go %v: %v\n%s\nmain.go:\n%s\nb/aimd.go:\n%s\nc/quota.go:\n%s", args, err, b, files["main.go"], aimd, quota)
 		}
 	}
 }
@@ -157,5 +195,25 @@ func TestTuneRateLimitsFlag(t *testing.T) {
 	}
 	if strings.Contains(off, " rl=") || strings.Contains(off, "rate_limit:") || !strings.Contains(off, "-budget 6 -rate-limits=false\n") {
 		t.Errorf("-rate-limits=false: a rate limit was drawn, or the header lacks the flag:\n%s", off)
+	}
+}
+
+// TestTuneKeysOutput: on a class spread over keys, tune runs the flood
+// variant, ranks by the other tenants' goodput under it and shows it, and
+// draws per-key quotas; the printed scenario keeps the keys.
+func TestTuneKeysOutput(t *testing.T) {
+	out := runTuneOn(t, tenantsTune, "-budget", "6", "-top", "6")
+	for _, want := range []string{"tenants-flood", "then the other tenants' goodput under the flood", "worst                   fairness  ", " rl=", "keys: {count: 10, zipf: 1.5}"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	// Rank 1's second column is the other tenants' goodput (fairness).
+	_, rank1, _ := strings.Cut(out, "\n   1  ")
+	if f := strings.Fields(rank1); len(f) < 2 || !strings.HasSuffix(f[1], "%") || strings.Contains(f[1], "/") {
+		t.Errorf("no tenants' figure after the worst case of rank 1:\n%s", out)
+	}
+	if plain := runTuneCLI(t, "-budget", "2"); strings.Contains(plain, "flood") {
+		t.Errorf("a flood without keys:\n%s", plain)
 	}
 }
