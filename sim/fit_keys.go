@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strconv"
 
 	"github.com/shedkit/shedkit/record"
 )
@@ -186,14 +187,17 @@ func zipfMoments(lnr []float64, s float64) moments {
 // none, and for a class with a fitted rate limit, which is the class's
 // whole traffic as one key (see fitRateLimits): the scenario keeps a
 // bucket per key, and spreading the traffic over keys would give each
-// of them the whole class's rate.
+// of them the whole class's rate. The note then says which keys to write
+// instead, for shedsim tune to size a quota per tenant.
 func fittedKeys(cf *ClassFit, fit *Fit) *Keys {
 	k := cf.Keys.Keys
 	switch {
 	case k == nil || k.Count < 2:
 		return nil
 	case cf.RateLimit.Limit != nil:
-		fit.Notes = append(fit.Notes, fmt.Sprintf("class %s: %d keys seen, but its rate limit is fitted as one key's: the scenario keeps one key, so that the limit binds as it did", cf.Name, cf.Keys.Seen))
+		fit.Notes = append(fit.Notes, fmt.Sprintf("class %s: %d keys seen, but its rate limit is fitted as one key's: the scenario keeps one key, so that the limit binds as it did; "+
+			"to tune a quota per tenant instead (shedsim tune), replace its rate_limit with keys: {count: %d, zipf: %s}",
+			cf.Name, cf.Keys.Seen, k.Count, strconv.FormatFloat(k.Zipf, 'g', -1, 64)))
 		return nil
 	}
 	return k.clone()

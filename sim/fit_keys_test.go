@@ -129,7 +129,8 @@ func TestZipfMLEAndChao1(t *testing.T) {
 }
 
 // TestFitKeysReport: the report says when no keys were recorded; a class
-// with a fitted rate limit keeps one key in the scenario, and says why.
+// with a fitted rate limit keeps one key in the scenario, says why, and
+// which keys to write to tune a quota per tenant instead.
 func TestFitKeysReport(t *testing.T) {
 	fit := &Fit{Classes: []ClassFit{{Name: "api"}}}
 	var out strings.Builder
@@ -142,7 +143,8 @@ func TestFitKeysReport(t *testing.T) {
 		t.Errorf("keys %+v, want the fitted ones", k)
 	}
 	cf.RateLimit.Limit = &RateLimit{RPS: 10, Burst: 1}
-	if k := fittedKeys(&cf, fit); k != nil || len(fit.Notes) != 1 || !strings.Contains(fit.Notes[0], "rate limit") {
-		t.Errorf("keys %+v, notes %q: want none, and a note on the rate limit", k, fit.Notes)
+	if k := fittedKeys(&cf, fit); k != nil || len(fit.Notes) != 1 || !strings.Contains(fit.Notes[0], "rate limit") ||
+		!strings.Contains(fit.Notes[0], "replace its rate_limit with keys: {count: 30, zipf: 1}") {
+		t.Errorf("keys %+v, notes %q: want none, and a note on the rate limit that says which keys to write instead", k, fit.Notes)
 	}
 }
