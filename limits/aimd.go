@@ -285,7 +285,7 @@ func (a *AIMD) decide(s *signals) decision {
 	}
 	prev := ep
 	atFloor := lim <= float64(c.MinLimit)
-	if !s.ceilCong && ep.observe(s, atFloor, false) == epHold {
+	if !s.ceilCong && ep.observe(s, atFloor, epRules{}) == epHold {
 		// Cutting stopped helping: the latency (or drops) are the
 		// dependency's, as Gradient finds them.
 		if ep.held > DefaultRelearnWindows {

@@ -293,9 +293,26 @@ type episode struct {
 	holdLat   float64 // latency when the hold began
 	// Drops and work of the held windows: the background on re-learning.
 	holdDrops, holdN int
+	// The latency (0: none) and work in flight of the last window.
+	lastLat, lastInFlight float64
 }
 
 type epVerdict uint8
+
+// epRules are the choices a limit makes in its episodes.
+type epRules struct {
+	// blind: a window with too few successes for a latency served next
+	// to nothing, and its throughput counts as none, so errors that the
+	// cuts did not reduce still end in a hold, not at the floor (Gradient).
+	// Without it (AIMD), such a window teaches nothing.
+	blind bool
+	// noQueueCut: a cut that lowered the work in flight while the latency
+	// stayed congested and no lower than its noise allows removed no
+	// queue, and may end the cutting at once (Gradient). AIMD does
+	// without it: on the scenario families it cost AIMD more than it
+	// gained.
+	noQueueCut bool
+}
 
 const (
 	epCut epVerdict = iota
@@ -303,15 +320,9 @@ const (
 )
 
 // observe takes one window of the episode and says whether to go on
-// cutting or to hold.
-//
-// With blind (Gradient's choice), a window of the episode with too few
-// successes for a latency served next to nothing, and its throughput
-// counts as none: errors that the cuts did not reduce then still end in a
-// hold, not at the floor. Without it (AIMD's), such a window teaches
-// nothing.
-func (e *episode) observe(s *signals, atFloor, blind bool) epVerdict {
-	if !s.hasLat && (!blind || !e.active) {
+// cutting or to hold, by rules r.
+func (e *episode) observe(s *signals, atFloor bool, r epRules) epVerdict {
+	if !s.hasLat && (!r.blind || !e.active) {
 		return epCut
 	}
 	x, lat := 0.0, e.kneeLat
@@ -322,7 +333,8 @@ func (e *episode) observe(s *signals, atFloor, blind bool) epVerdict {
 		// The first window mixes fast completions of earlier work with
 		// slow ones of new work, and Little's law does not hold across
 		// such a change: its throughput is no reference.
-		*e = episode{active: true, inFlight: s.inFlight, knee: s.inFlight, kneeLat: s.lat}
+		*e = episode{active: true, inFlight: s.inFlight, knee: s.inFlight, kneeLat: s.lat,
+			lastLat: s.lat, lastInFlight: s.inFlight}
 		return epCut
 	}
 	e.inFlight = max(e.inFlight, s.inFlight)
@@ -338,7 +350,8 @@ func (e *episode) observe(s *signals, atFloor, blind bool) epVerdict {
 	if e.held > 0 {
 		if s.hasLat && s.lat > s.thresh*e.holdLat {
 			// Worse again: new congestion on top of the old.
-			*e = episode{active: true, inFlight: s.inFlight, xBest: x, knee: s.inFlight, kneeLat: s.lat}
+			*e = episode{active: true, inFlight: s.inFlight, xBest: x, knee: s.inFlight, kneeLat: s.lat,
+				lastLat: s.lat, lastInFlight: s.inFlight}
 			return epCut
 		}
 		e.held++
@@ -350,7 +363,14 @@ func (e *episode) observe(s *signals, atFloor, blind bool) epVerdict {
 	// latency back within its threshold are the dependency's (or a retry
 	// storm's late attempts), so it holds however high the throughput.
 	dropsAtFloor := atFloor && s.hasLat && !s.latCong
-	if dropsAtFloor || ((s.inFlight <= (1-relearnCut)*e.inFlight || atFloor) && x < holdThroughput*e.xBest) {
+	noQueueCut := r.noQueueCut && s.latCong && e.lastLat > 0 &&
+		s.inFlight < e.lastInFlight && s.lat*math.Sqrt(s.thresh) >= e.lastLat
+	e.lastLat, e.lastInFlight = 0, s.inFlight
+	if s.hasLat {
+		e.lastLat = s.lat
+	}
+	cutDeep := s.inFlight <= (1-relearnCut)*e.inFlight || atFloor || noQueueCut
+	if dropsAtFloor || (cutDeep && x < holdThroughput*e.xBest) {
 		e.held, e.holdLat, e.holdDrops, e.holdN = 1, lat, s.drops, s.n+s.drops
 		return epHold
 	}

@@ -164,9 +164,11 @@
 //     At the floor the episode ends instead: a cut there removes nothing,
 //     and a throughput above the episode's best is the dependency's
 //     recovery, which only growth can use.
-//   - hold, relearn: once the work in flight fell by 40% in the episode
-//     and the throughput fell below 85% of its best while the latency (or
-//     the drop rate) stayed, they are the dependency's, not ours: the
+//   - hold, relearn: once the work in flight fell by 40% in the episode,
+//     or a cut lowered it while the latency stayed congested and no lower
+//     than its noise allows (it removed no queue; Gradient only), and the
+//     throughput fell below 85% of its best while the latency (or the drop
+//     rate) stayed, they are the dependency's, not ours: the
 //     limit holds RelearnWindows window, then takes them as the new
 //     baseline and background and returns at once to the knee (the least
 //     work in flight that had the episode's best throughput), whatever

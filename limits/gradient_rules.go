@@ -42,7 +42,7 @@ func (g *Gradient) decide(s *signals) decision {
 	}
 	prev := ep // before this window: what the cuts are measured against
 	atFloor := lim <= float64(c.MinLimit)
-	if !s.ceilCong && ep.observe(s, atFloor, true) == epHold {
+	if !s.ceilCong && ep.observe(s, atFloor, epRules{blind: true, noQueueCut: true}) == epHold {
 		if ep.held > c.RelearnWindows {
 			return decision{limit: max(lim, ep.knee), reason: ReasonRelearn,
 				relearnLat: ep.heldLat(s), relearnDrops: ep.holdDrops, relearnN: ep.holdN}

@@ -255,6 +255,23 @@ func TestGradientCutRules(t *testing.T) {
 	})
 }
 
+// TestGradientHoldsOnACutThatRemovedNoQueue: a dependency twice as slow
+// whatever the work in flight. The first cut is x0.8; after the second the
+// work in flight fell by a fifth, the latency not at all and the
+// throughput with the work: the cut removed no queue, and the episode
+// holds, where it used to cut on until the work in flight fell by 40%.
+func TestGradientHoldsOnACutThatRemovedNoQueue(t *testing.T) {
+	g, f := learned(t, GradientConfig{})
+	var reasons []Reason
+	for range 3 {
+		f.window(200, 0, 1000, constant(20*time.Millisecond))
+		reasons = append(reasons, g.State().Reason)
+	}
+	if want := []Reason{ReasonCutLatency, ReasonCutLatency, ReasonHold}; !slices.Equal(reasons, want) {
+		t.Fatalf("reasons %v, want %v", reasons, want)
+	}
+}
+
 // Gradient cuts on drops only when its limit admitted them: an error
 // burst below the limit, whose failures are as fast as its successes,
 // leaves it alone.

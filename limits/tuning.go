@@ -14,11 +14,12 @@ const (
 
 	// relearnCut and holdThroughput: once the work in flight fell by
 	// relearnCut since a congestion episode began (or the limit reached
-	// its floor) and the throughput fell below holdThroughput of the
-	// episode's best, admitting less has cut into useful work rather than
-	// into a queue: the latency (or drops) are the dependency's. 40% is
-	// far beyond the noise of a window's throughput; 85% is where the
-	// loss is more than that noise.
+	// its floor, or Gradient's last cut lowered it without lowering a
+	// congested latency: it removed no queue) and the throughput fell below
+	// holdThroughput of the episode's best, admitting less has cut into
+	// useful work rather than into a queue: the latency (or drops) are
+	// the dependency's. 40% is far beyond the noise of a window's
+	// throughput; 85% is where the loss is more than that noise.
 	relearnCut     = 0.4
 	holdThroughput = 0.85
 
