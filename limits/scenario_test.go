@@ -76,10 +76,9 @@ func TestSlowdownCutsAndRecovery(t *testing.T) {
 			m.latency = flat(slowLatency)
 			slow := m.run(src, 10)
 			t.Logf("20 ms: %v", slow)
-			// The limit falls to 60% within 10 windows. Gradient falls by
-			// a third: its second cut (x0.8 each) lowers the work in
-			// flight and not the latency, so it removed no queue; Gradient
-			// holds, and grows back once it has re-learned 20 ms as the
+			// The limit falls to 60% within 10 windows; Gradient's to
+			// 0.8 x 0.8 of it: its second cut lowers the work in flight
+			// and not the latency, so it removed no queue; Gradient holds, and grows back once it has re-learned 20 ms as the
 			// new normal: in this model the dependency slowed but has no
 			// knee.
 			want := 0.6
