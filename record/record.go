@@ -292,7 +292,9 @@ func (c Config) validate() (Config, error) {
 // so that a fit can count distinct tenants across a recording's files,
 // and it allocates nothing. It pseudonymizes, it does not anonymize: a
 // key drawn from a small space (an IPv4 address) is found again by
-// hashing every candidate, so treat a recording as the logs it is.
+// hashing every candidate, so treat a recording as the logs it is, or
+// salt it: a KeyHasher hashes keys with a secret salt instead, and
+// without it a key is not found again.
 func KeyHash(key string) uint64 {
 	if key == "" {
 		return 0
