@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/shedkit/shedkit/record"
+	"github.com/shedkit/shedkit/shed"
 )
 
 var (
@@ -125,6 +126,14 @@ func TestKeySaltValidation(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := record.NewKeyHasher(c.salt)
 			check(t, err, c.ok, "salt")
+			if c.salt == nil {
+				return // nil KeySalt means unsalted
+			}
+			rec, err := record.New(record.Config{Writer: &bytes.Buffer{}, KeySalt: c.salt})
+			check(t, err, c.ok, "KeySalt")
+			if err == nil {
+				_ = rec.Stop()
+			}
 		})
 	}
 }
@@ -136,5 +145,28 @@ func check(t *testing.T, err error, ok bool, field string) {
 		t.Fatalf("unexpected error: %v", err)
 	case !ok && (!errors.Is(err, record.ErrInvalidConfig) || !strings.Contains(err.Error(), field+":")):
 		t.Fatalf("got %v, want an ErrInvalidConfig naming %s", err, field)
+	}
+}
+
+// TestRecorderKeySalt: a recorder with KeySalt hashes through it, one
+// without as KeyHash, and the recording carries the salted hash.
+func TestRecorderKeySalt(t *testing.T) {
+	plain := newRec(t, record.Config{Writer: &bytes.Buffer{}})
+	defer plain.Stop()
+	if got, want := plain.KeyHash("foobar"), record.KeyHash("foobar"); got != want {
+		t.Errorf("unsalted Recorder.KeyHash = %#x, want %#x", got, want)
+	}
+	var buf bytes.Buffer
+	rec := newRec(t, record.Config{Writer: &buf, MaxRecordsPerSecond: -1, Classes: []string{"a"}, KeySalt: salt1})
+	k := rec.KeyHash("foobar")
+	if want := mustHasher(t, salt1).Hash("foobar"); k != want {
+		t.Fatalf("salted Recorder.KeyHash = %#x, want %#x", k, want)
+	}
+	rec.Add(record.Record{Kind: record.KindRequest, Time: t0, Decision: record.Rejected, Reason: shed.ReasonRateLimited, Status: 429, Key: k})
+	if err := rec.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(buf.String(), fmt.Sprintf(`"key":"%016x"`, k)) {
+		t.Errorf("the salted key is not in the recording:\n%s", buf.String())
 	}
 }

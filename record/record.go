@@ -104,8 +104,8 @@ type Record struct {
 	// InFlight is the limiter's work in flight after the decision or
 	// release, when known.
 	InFlight int
-	// Key is the KeyHash of the request's tenant (rate-limit) key, 0 for
-	// none. Recorders write it on the records of arrivals (KindRequest,
+	// Key is the hash of the request's tenant (rate-limit) key, 0 for
+	// none: KeyHash, or salted with Config.KeySalt (Recorder.KeyHash). Recorders write it on the records of arrivals (KindRequest,
 	// KindAdmitted, KindRejected, KindCancelled), so that a fit can count
 	// the tenants and their shares of the traffic; never the key itself.
 	Key uint64
@@ -209,6 +209,15 @@ type Config struct {
 	// Recorder.Watch): distinct, non-empty, valid UTF-8 names of at most
 	// MaxClassNameBytes.
 	Classes []string
+	// KeySalt, when set, salts the hashes of tenant keys (see KeyHasher):
+	// Recorder.KeyHash, which the net/http middleware uses, then returns
+	// HMAC-SHA256(KeySalt, key) truncated to 64 bits, so that a recording
+	// shipped off the host cannot be reversed without the salt. At least
+	// MinKeySaltBytes; a non-nil shorter one (an empty secret) is an
+	// error. Keep it secret and the same for as long as a recording is
+	// fitted as one: a new salt counts every tenant anew. Default nil:
+	// unsalted, KeyHash.
+	KeySalt []byte
 }
 
 // MaxClassNameBytes bounds a class name in a header, so that a header of
@@ -283,6 +292,11 @@ func (c Config) validate() (Config, error) {
 		}
 	}
 	c.Classes = append([]string(nil), c.Classes...)
+	if c.KeySalt != nil {
+		if err := checkSalt("KeySalt", c.KeySalt); err != nil {
+			return c, err
+		}
+	}
 	return c, nil
 }
 
@@ -293,8 +307,8 @@ func (c Config) validate() (Config, error) {
 // and it allocates nothing. It pseudonymizes, it does not anonymize: a
 // key drawn from a small space (an IPv4 address) is found again by
 // hashing every candidate, so treat a recording as the logs it is, or
-// salt it: a KeyHasher hashes keys with a secret salt instead, and
-// without it a key is not found again.
+// salt it: Config.KeySalt (or a KeyHasher) hashes keys with a secret
+// salt instead, and without it a key is not found again.
 func KeyHash(key string) uint64 {
 	if key == "" {
 		return 0

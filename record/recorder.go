@@ -69,6 +69,7 @@ type Recorder struct {
 	ended    atomic.Bool // Stop was called: push drops and counts
 	counts   [shed.MaxClasses]classCount
 	watch    atomic.Pointer[watched]
+	keys     *KeyHasher // nil: unsalted
 
 	tickMu  sync.Mutex
 	ticks   []tickEntry
@@ -94,11 +95,24 @@ func New(cfg Config) (*Recorder, error) {
 		return nil, err
 	}
 	r := &Recorder{cfg: cfg, ch: make(chan entry, cfg.Buffer)}
+	if cfg.KeySalt != nil {
+		if r.keys, err = NewKeyHasher(cfg.KeySalt); err != nil {
+			return nil, err
+		}
+		r.cfg.KeySalt = nil // the hasher holds its own copy
+	}
 	if err := r.out.init(&r.cfg); err != nil {
 		return nil, err
 	}
 	return r, nil
 }
+
+// KeyHash returns what the recording stores for the tenant key key: the
+// salted hash when Config.KeySalt is set (see KeyHasher), else
+// KeyHash(key). Use it for the keys given to Add and ObserveKeyed, so
+// that every driver of one recorder hashes a tenant the same. It
+// allocates nothing.
+func (r *Recorder) KeyHash(key string) uint64 { return r.keys.Hash(key) }
 
 // Watch makes the ticks sample l's limit and in-flight work, and names
 // the classes after l's (unless one of them is not valid UTF-8 or is
@@ -136,7 +150,7 @@ func (r *Recorder) Watch(l *shed.Limiter) {
 func (r *Recorder) Observe(ev shed.Event) { r.ObserveKeyed(ev, 0) }
 
 // ObserveKeyed is Observe for the event of a request whose tenant key has
-// the hash key (see KeyHash; 0 for none), for drivers that know which
+// the hash key (r.KeyHash of it, 0 for none), for drivers that know which
 // request an event is about (the simulator). The key is written on the
 // records of arrivals (admissions, rejections, cancellations), not on
 // releases.
