@@ -36,8 +36,9 @@ type Config struct {
 
 	// Recorder, when set, records a sample of the requests (class, cost,
 	// decision, queue wait, latency, outcome, and the hash of the
-	// rate-limit key when there is one, record.KeyHash, never the key
-	// itself) and the limiter's limit over
+	// rate-limit key when there is one, Recorder.KeyHash: salted when
+	// record.Config.KeySalt is set, never the key itself) and the
+	// limiter's limit over
 	// time, for shedsim fit; New makes it watch Limiter. Only sampled
 	// requests read the clock; the others cost a few atomic adds. Start
 	// and Stop it yourself (see package record). Off (nil) by default.

@@ -30,7 +30,7 @@ func (h *handler) recBegin(cl shedhttp.Classification) recording {
 	rq := recording{class: cl.Class, cost: max(cl.Cost, 1)}
 	if h.rec.Arrive(cl.Class) {
 		rq.start = h.clock()
-		rq.key = record.KeyHash(cl.Key) // 0 when there is none
+		rq.key = h.rec.KeyHash(cl.Key) // salted when the recorder is; 0 when there is none
 	}
 	return rq
 }
