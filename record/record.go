@@ -105,7 +105,8 @@ type Record struct {
 	// release, when known.
 	InFlight int
 	// Key is the hash of the request's tenant (rate-limit) key, 0 for
-	// none: KeyHash, or salted with Config.KeySalt (Recorder.KeyHash). Recorders write it on the records of arrivals (KindRequest,
+	// none: KeyHash, or salted with Config.KeySalt (Recorder.KeyHash).
+	// Recorders write it on the records of arrivals (KindRequest,
 	// KindAdmitted, KindRejected, KindCancelled), so that a fit can count
 	// the tenants and their shares of the traffic; never the key itself.
 	Key uint64
