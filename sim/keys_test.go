@@ -109,6 +109,9 @@ func TestKeysHotTenant(t *testing.T) {
 	if m, ok := r.Summary.Metric("class.a.other_keys_goodput"); !ok || m != c.OtherKeysGoodputShare {
 		t.Errorf("metric class.a.other_keys_goodput %v (%v)", m, ok)
 	}
+	if m, ok := r.Summary.Metric("class.a.trigger_other_keys_goodput"); !ok || !math.IsNaN(m) {
+		t.Errorf("metric class.a.trigger_other_keys_goodput %v (%v) without a trigger, want NaN", m, ok)
+	}
 	again, _ := Run(shared, none, Options{Seed: 6})
 	if string(AppendSummaryJSON(nil, &again.Summary)) != string(AppendSummaryJSON(nil, &r.Summary)) {
 		t.Error("the same seed gave another summary")

@@ -453,10 +453,17 @@ type ClassSummary struct {
 	Keys                                      int
 	HotKeyOffered, HotKeyGoodput              int64
 	HotKeyGoodputShare, OtherKeysGoodputShare float64
+	// TriggerOtherKeysGoodputShare is OtherKeysGoodputShare during the
+	// trigger (NaN without one, zero with one key): what the other
+	// tenants get while the incident lasts, which a whole-run share
+	// dilutes when the incident is a heavy key's surge. As
+	// TriggerGoodputShare, it counts the answers given in the window
+	// against the requests sent in it, so it can exceed 1 by a little.
+	TriggerOtherKeysGoodputShare float64
 }
 
 // metricHelp lists the metric names for errors and -h.
-const metricHelp = "goodput, trigger_goodput, throughput, healthy_throughput, recovery, p50, p99, admitted_p50, admitted_p99, healthy_p99, trigger_p99, p99_ratio, amplification, upstream_amplification, wasted, rejected, rate_limited, mean_limit, mean_in_flight, class.NAME.goodput, class.NAME.trigger_goodput, class.NAME.p50, class.NAME.p99, class.NAME.hot_key_goodput, class.NAME.other_keys_goodput"
+const metricHelp = "goodput, trigger_goodput, throughput, healthy_throughput, recovery, p50, p99, admitted_p50, admitted_p99, healthy_p99, trigger_p99, p99_ratio, amplification, upstream_amplification, wasted, rejected, rate_limited, mean_limit, mean_in_flight, class.NAME.goodput, class.NAME.trigger_goodput, class.NAME.p50, class.NAME.p99, class.NAME.hot_key_goodput, class.NAME.other_keys_goodput, class.NAME.trigger_other_keys_goodput"
 
 // MetricNames returns the names accepted by Summary.Metric (class
 // metrics as class.NAME.goodput, class.NAME.trigger_goodput,
@@ -473,7 +480,7 @@ func knownMetric(name string, sc *Scenario) bool {
 		for _, c := range sc.Classes {
 			if c.Name == cl {
 				keyed := c.Keys != nil && c.Keys.Count > 1 // the hot key and the rest need keys
-				return m == "goodput" || m == "trigger_goodput" || m == "p50" || m == "p99" || (keyed && (m == "hot_key_goodput" || m == "other_keys_goodput"))
+				return m == "goodput" || m == "trigger_goodput" || m == "p50" || m == "p99" || (keyed && (m == "hot_key_goodput" || m == "other_keys_goodput" || m == "trigger_other_keys_goodput"))
 			}
 		}
 		return false
@@ -547,14 +554,17 @@ func (s *Summary) Metric(name string) (float64, bool) {
 				return c.P50, true
 			case "p99":
 				return c.P99, true
-			case "hot_key_goodput", "other_keys_goodput":
+			case "hot_key_goodput", "other_keys_goodput", "trigger_other_keys_goodput":
 				if c.Keys <= 1 {
 					return math.NaN(), true // one key: neither the hot one nor the rest
 				}
-				if m == "hot_key_goodput" {
+				switch m {
+				case "hot_key_goodput":
 					return c.HotKeyGoodputShare, true
+				case "other_keys_goodput":
+					return c.OtherKeysGoodputShare, true
 				}
-				return c.OtherKeysGoodputShare, true
+				return c.TriggerOtherKeysGoodputShare, true
 			}
 		}
 	}

@@ -335,6 +335,7 @@ func AppendSummaryJSON(b []byte, s *Summary) []byte {
 			b = jsonIntField(b, "hot_key_goodput", c.HotKeyGoodput)
 			b = jsonFloatField(b, "hot_key_goodput_share", c.HotKeyGoodputShare)
 			b = jsonFloatField(b, "other_keys_goodput_share", c.OtherKeysGoodputShare)
+			b = jsonFloatField(b, "trigger_other_keys_goodput_share", c.TriggerOtherKeysGoodputShare)
 		}
 		b = append(b, '}')
 	}

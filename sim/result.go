@@ -127,6 +127,8 @@ func (e *engine) result(policy string, seed uint64) *Result {
 			cs.Keys, cs.HotKeyOffered, cs.HotKeyGoodput = k.Count, m.hotOffered[c], m.hotGoodput[c]
 			cs.HotKeyGoodputShare = ratio(float64(m.hotGoodput[c]), float64(m.hotOffered[c]))
 			cs.OtherKeysGoodputShare = ratio(float64(m.goodput[c]-m.hotGoodput[c]), float64(m.offered[c]-m.hotOffered[c]))
+			t := r.trigger
+			cs.TriggerOtherKeysGoodputShare = ratio(float64(t.goodput[c]-t.hotGoodput[c]), float64(t.offered[c]-t.hotOffered[c]))
 		}
 	}
 	s.Attempts, s.Admitted = m.attempts, m.admitted
