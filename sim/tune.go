@@ -80,7 +80,10 @@ type TuneRanked struct {
 type TuneResult struct {
 	// Variants are the names of the variants (of the baseline).
 	Variants []string
-	Ranked   []TuneRanked
+	// Flooded is the class whose heaviest tenant floods in the "flood"
+	// variant (see [StressVariants]); "" without one.
+	Flooded string
+	Ranked  []TuneRanked
 	// BestHealthy is the best healthy goodput of any candidate, the
 	// reference of the do-no-harm constraint.
 	BestHealthy float64
@@ -126,6 +129,11 @@ func Tune(sc *Scenario, opt TuneOptions) (*TuneResult, error) {
 		return nil, err
 	}
 	res := &TuneResult{Variants: names}
+	for _, r := range results[:len(names)*opt.Seeds] {
+		if i := floodedClass(r.Scenario); i >= 0 {
+			res.Flooded = r.Scenario.Classes[i].Name
+		}
+	}
 	per := len(names) * opt.Seeds
 	for i, c := range cands {
 		r := TuneRanked{Candidate: c, Tenants: math.NaN()}

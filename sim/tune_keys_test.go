@@ -86,8 +86,8 @@ func TestTuneKeyQuota(t *testing.T) {
 }
 
 // TestStressVariantsFlood: the flood variant surges the heaviest key of
-// every open-loop class spread over keys during the stress window, and
-// is absent when no such class exists.
+// the open-loop class spread over keys during the stress window, and is
+// absent when no such class exists.
 func TestStressVariantsFlood(t *testing.T) {
 	sc := tinyTune()
 	sc.Classes[1].Keys = &Keys{Count: 50, Zipf: 1, Surge: &KeySurge{At: time.Second, For: time.Second, Factor: 2}}

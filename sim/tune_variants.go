@@ -19,10 +19,10 @@ const (
 	// request the clients make in the "retry-storm" variant.
 	TuneStormAttempts = 3
 	// TuneFlood multiplies the heaviest tenant's traffic (KeySurge) of
-	// every open-loop class spread over keys in the "flood" variant: a
-	// tenant whose client loops or whose batch job starts at once, well
-	// past what a per-key quota with room (up to 4x its ordinary rate,
-	// see tuneKeyRateFactors) lets through.
+	// the busiest open-loop class spread over keys in the "flood"
+	// variant: a tenant whose client loops or whose batch job starts at
+	// once, well past what a per-key quota with room (up to 4x its
+	// ordinary rate, see tuneKeyRateFactors) lets through.
 	TuneFlood = 8.0
 )
 
@@ -40,10 +40,14 @@ const (
 //     "do not retry", and a TuneSlowdown slowdown lasting half the window
 //     makes attempts time out, as in the built-in retry-storm scenario;
 //   - "flood", only when an open-loop class has Keys of two or more: the
-//     heaviest key of every such class sends TuneFlood times its share
-//     during the stress window (a KeySurge, replacing the class's own),
-//     the other keys as before. What the other tenants then get is what
-//     a per-key rate limit is for (see [Tune]).
+//     heaviest key of one such class, the one with the most requests
+//     scheduled in the stress window (the first on a tie), sends
+//     TuneFlood times its share during the window (a KeySurge, replacing
+//     the class's own), its other keys and the other classes as before.
+//     One tenant of one class flooding is the incident a per-key rate
+//     limit is for; floods of several classes at once would mix their
+//     quotas in one figure. What the other tenants get during the flood
+//     is what [Tune] ranks on.
 //
 // The stress window is placed relative to the scenario's own duration, so
 // that a fitted scenario of any length gets one: it starts at a third of
@@ -97,20 +101,48 @@ func StressVariants(sc *Scenario) ([]*Scenario, error) {
 // floodVariant returns the "flood" variant of sc (see StressVariants), or
 // nil when no open-loop class of sc is spread over keys.
 func floodVariant(sc *Scenario, win Span) *Scenario {
+	i := busiestKeyed(sc, win)
+	if i < 0 {
+		return nil
+	}
 	flood := cloneScenario(sc, "flood", win)
-	flooded := false
-	for i := range flood.Classes {
-		cl := &flood.Classes[i]
+	flood.Classes[i].Keys.Surge = &KeySurge{At: win.At, For: win.For, Factor: TuneFlood}
+	return flood
+}
+
+// busiestKeyed returns the open-loop class of two keys or more with the
+// most requests scheduled in win (the first on a tie), or -1 for none.
+func busiestKeyed(sc *Scenario, win Span) int {
+	best, most := -1, 0.0
+	for i := range sc.Classes {
+		cl := &sc.Classes[i]
 		if cl.Users > 0 || cl.Keys == nil || cl.Keys.Count < 2 {
 			continue
 		}
-		cl.Keys.Surge = &KeySurge{At: win.At, For: win.For, Factor: TuneFlood}
-		flooded = true
+		f, err := buildRate(cl.Rate, cl.Schedule, "")
+		if err != nil {
+			continue // the scenario was validated: not reached
+		}
+		if n := f.integral(win.At.Seconds(), win.End().Seconds()); best < 0 || n > most {
+			best, most = i, n
+		}
 	}
-	if !flooded {
-		return nil
+	return best
+}
+
+// floodedClass returns the class whose heaviest key surges exactly
+// during sc's trigger, as in the flood variant (the first if several
+// do), or -1 for none: its other tenants are measured in that window.
+func floodedClass(sc *Scenario) int {
+	if sc.Trigger == nil {
+		return -1
 	}
-	return flood
+	for i, cl := range sc.Classes {
+		if cl.Keys != nil && cl.Keys.Surge != nil && cl.Keys.Surge.span() == *sc.Trigger {
+			return i
+		}
+	}
+	return -1
 }
 
 // stressWindow places the stress window in the normalized scenario n.

@@ -31,8 +31,10 @@ of it: slowdown (the upstream 5x slower), spike (every open-loop class at
 3x its rate) and retry-storm (clients make at least 3 attempts of a third
 of their deadline and ignore "do not retry"; a 5x slowdown for half the
 window makes attempts time out); and, when an open-loop class is spread
-over keys (tenants), flood (its heaviest key sends 8x its share, the
-other keys as before).
+over keys (tenants), flood: the heaviest key of one such class, the one
+with the most requests scheduled in the window, sends 8x its share, its
+other keys and the other classes as before (one tenant of one class is
+the incident a per-key quota is for).
 
 Search space (random draws, the same for a -seed; the first candidate is
 the scenario's own settings under shedkit-gradient's defaults): the limit
@@ -51,7 +53,7 @@ Retry-After.
 
 Objective: over the variants, the worst case of the first class's
 goodput share (steps of 0.5%), then, with a flood, of the other tenants'
-goodput share (class.NAME.other_keys_goodput of the flooded classes;
+goodput share (class.NAME.other_keys_goodput of the flooded class;
 steps of 0.5%), then of the first class's p99 (steps of 5%), then of the
 other classes' goodput share. Under the flood a flooded class's goodput
 share is its other tenants': the flooding tenant's excess is not demand
@@ -158,7 +160,7 @@ func writeTuneRanking(w io.Writer, res *sim.TuneResult, top int) {
 	fmt.Fprintf(w, "do no harm: healthy goodput >= %.0f%% of the best candidate's (%.4f)\n", 100*sim.TuneHealthyShare, res.BestHealthy)
 	fmt.Fprintf(w, "figures: interactive goodput / interactive p99 / other classes' goodput\n")
 	if flood {
-		fmt.Fprintf(w, "fairness: the other tenants' goodput under the flood (the flooded class's goodput counts them alone)\n")
+		fmt.Fprintf(w, "fairness: the other tenants' goodput of class %s while its heaviest tenant floods (the class's goodput\nunder the flood counts them alone)\n", res.Flooded)
 	}
 	fmt.Fprintf(w, "\n%4s  %-22s", "rank", "worst")
 	if flood {
