@@ -53,9 +53,10 @@ type TuneFigures struct {
 	//
 	// In a run where a class's heaviest key surges (the "flood" variant),
 	// Interactive and Others count that class's other keys only
-	// (class.NAME.other_keys_goodput): the flooding tenant's excess is not
-	// demand the service owes an answer, and a quota that refuses it must
-	// not rank lower for it.
+	// (class.NAME.other_keys_goodput, over the whole run as every other
+	// figure here): the flooding tenant's excess is not demand the
+	// service owes an answer, and a quota that refuses it must not rank
+	// lower for it.
 	Others float64
 }
 
@@ -70,9 +71,13 @@ type TuneRanked struct {
 	// constraint (see TuneHealthyShare).
 	Feasible bool
 	// Tenants is what the other tenants get when one floods: the lowest,
-	// over the variants and the classes whose heaviest key surges in them
-	// (the "flood" variant), of the other keys' goodput share (means over
-	// the seeds); NaN when no key surges.
+	// over the variants and the classes whose heaviest key surges in them,
+	// of the other keys' goodput share (means over the seeds); NaN when
+	// no key surges. For the class the "flood" variant floods it is the
+	// share during the flood (class.NAME.trigger_other_keys_goodput), not
+	// over the whole run, which the flood fills a third of: a quota's
+	// protection would be diluted there. A surge of the scenario's own
+	// counts over the whole run.
 	Tenants float64
 }
 
@@ -101,10 +106,10 @@ type TuneResult struct {
 // not seen yet: first the interactive (first) class's goodput share (in
 // steps of half a percent, so that noise does not override the next keys),
 // then, when a tenant floods (see TuneRanked.Tenants), the other
-// tenants' goodput share (in the same steps), then the interactive p99
-// latency (in steps of 5%), then the other classes' goodput share.
-// Without keys the second key is NaN for every candidate, and the order
-// is as it was before keys. Fairness comes second rather than within the
+// tenants' goodput share during the flood (in the same steps), then the
+// interactive p99 latency (in steps of 5%), then the other classes'
+// goodput share. Without keys the second key is NaN for every
+// candidate, and the order is as it was before keys. Fairness comes second rather than within the
 // worst case alone: another variant (a slowdown) is often the worst for
 // every candidate alike, and would hide what a quota does for the other
 // tenants; it comes after the first class's goodput so that a quota that
@@ -200,7 +205,8 @@ func tuneJobs(sc *Scenario, cands []TuneCandidate, opt TuneOptions) ([]Job, []st
 
 // tuneFigures returns the mean figures of one variant's runs, and the
 // mean of the lowest other keys' goodput share of a class whose heaviest
-// key surges (NaN when none does).
+// key surges (NaN when none does; during the trigger for the class the
+// flood variant floods, see TuneRanked.Tenants).
 func tuneFigures(rs []*Result) (TuneFigures, float64) {
 	var f TuneFigures
 	var tenants float64
@@ -209,11 +215,16 @@ func tuneFigures(rs []*Result) (TuneFigures, float64) {
 		f.Goodput += s.GoodputRatio
 		share := make([]float64, len(s.Classes))
 		low := math.NaN()
+		flooded := floodedClass(r.Scenario)
 		for i, c := range s.Classes {
 			share[i] = c.GoodputShare
 			if k := r.Scenario.Classes[i].Keys; k != nil && k.Surge != nil {
 				share[i] = c.OtherKeysGoodputShare
-				low = math.Min(nanHigh(low), c.OtherKeysGoodputShare)
+				other := c.OtherKeysGoodputShare
+				if i == flooded {
+					other = c.TriggerOtherKeysGoodputShare
+				}
+				low = math.Min(nanHigh(low), other)
 			}
 		}
 		f.Interactive += share[0]

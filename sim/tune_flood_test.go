@@ -2,6 +2,8 @@ package sim
 
 import (
 	"fmt"
+	"math"
+	"slices"
 	"testing"
 	"time"
 )
@@ -51,6 +53,66 @@ func TestStressVariantsFloodBusiest(t *testing.T) {
 				t.Errorf("floodedClass = %d, want %d", got, tt.want)
 			}
 		})
+	}
+}
+
+// TestTuneFloodWindow: a per-key quota keeps the other tenants served
+// while one floods, and tune's fairness figure (Tenants), taken during
+// the flood, shows it by a margin that the same share over the whole run
+// (the flooded class's goodput in the flood variant) does not, diluted by
+// the two thirds of the run without a flood.
+func TestTuneFloodWindow(t *testing.T) {
+	for _, tt := range []struct {
+		quota int // index in keyQuotaCandidates: 0.5, 1, 2 or 4x the heaviest key's rate
+		seed  uint64
+	}{{2, 1}, {3, 1}, {4, 1}, {2, 2}, {3, 2}, {4, 2}} {
+		sc := tenantsTune()
+		all := keyQuotaCandidates(sc)
+		res, err := Tune(sc, TuneOptions{Seed: tt.seed, Candidates: []TuneCandidate{all[0], all[tt.quota]}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		fi := slices.Index(res.Variants, "tenants-flood")
+		if fi < 0 || res.Flooded != "api" {
+			t.Fatalf("variants %v, flooded %q", res.Variants, res.Flooded)
+		}
+		base, quota := res.Ranked[0], res.Ranked[1]
+		if base.Candidate.Classes[0].RateLimit != nil {
+			base, quota = quota, base
+		}
+		window := quota.Tenants - base.Tenants
+		whole := quota.Variants[fi].Interactive - base.Variants[fi].Interactive
+		t.Logf("%s seed %d: other tenants during the flood %.4f (none %.4f), over the run %.4f (none %.4f)",
+			quota.Candidate.String(), tt.seed, quota.Tenants, base.Tenants, quota.Variants[fi].Interactive, base.Variants[fi].Interactive)
+		if window < 0.12 || whole > 0.1 || window < 2*whole {
+			t.Errorf("%s seed %d: the quota gains the other tenants %.3f during the flood and %.3f over the run, want >= 0.12, <= 0.1 and half",
+				quota.Candidate.String(), tt.seed, window, whole)
+		}
+	}
+}
+
+// TestTuneFloodFigures: tune's figures of the flood variant are the
+// run's: the flooded class's goodput is its other tenants' over the whole
+// run, the fairness figure theirs during the flood (the trigger).
+func TestTuneFloodFigures(t *testing.T) {
+	sc := tenantsTune()
+	c := keyQuotaCandidates(sc)[0]
+	res, err := Tune(sc, TuneOptions{Seed: 3, Candidates: []TuneCandidate{c}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, _ := ParsePolicy(c.Policy)
+	r, err := Run(variant(t, c.Apply(sc), "-flood"), p, Options{Seed: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, got := r.Summary.Classes[0], res.Ranked[0]
+	if got.Variants[4].Interactive != cs.OtherKeysGoodputShare || got.Tenants != cs.TriggerOtherKeysGoodputShare {
+		t.Errorf("flood figures %.4f and %.4f, want the run's other keys' %.4f over the run and %.4f during the flood",
+			got.Variants[4].Interactive, got.Tenants, cs.OtherKeysGoodputShare, cs.TriggerOtherKeysGoodputShare)
+	}
+	if m, ok := r.Summary.Metric("class.api.trigger_other_keys_goodput"); !ok || m != cs.TriggerOtherKeysGoodputShare || math.IsNaN(m) {
+		t.Errorf("metric class.api.trigger_other_keys_goodput %v (%v)", m, ok)
 	}
 }
 

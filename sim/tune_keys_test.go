@@ -66,10 +66,6 @@ func TestTuneKeyQuota(t *testing.T) {
 		t.Errorf("the winner's other tenants got %.3f under the flood (baseline %.3f), its worst goodput %.3f (baseline %.3f)",
 			w.Tenants, base.Tenants, w.Worst.Interactive, base.Worst.Interactive)
 	}
-	// The flooded class's goodput under the flood is its other tenants'.
-	if w.Variants[4].Interactive != w.Tenants {
-		t.Errorf("the flood's class goodput %.4f is not the other tenants' %.4f", w.Variants[4].Interactive, w.Tenants)
-	}
 
 	plain := tenantsTune()
 	plain.Classes[0].Keys = nil

@@ -52,17 +52,19 @@ expressed by scenarios, so not tuned: the limits' window and bounds,
 Retry-After.
 
 Objective: over the variants, the worst case of the first class's
-goodput share (steps of 0.5%), then, with a flood, of the other tenants'
-goodput share (class.NAME.other_keys_goodput of the flooded class;
-steps of 0.5%), then of the first class's p99 (steps of 5%), then of the
-other classes' goodput share. Under the flood a flooded class's goodput
-share is its other tenants': the flooding tenant's excess is not demand
-to serve. Do no harm: a candidate whose healthy goodput is below 98% of
-the best candidate's ranks after all others.
+goodput share (steps of 0.5%), then, with a flood, the other tenants'
+goodput share during it (class.NAME.trigger_other_keys_goodput of the
+flooded class: over the whole run, two thirds without a flood would
+dilute what a quota does for them; steps of 0.5%), then the worst case
+of the first class's p99 (steps of 5%), then of the other classes'
+goodput share. Under the flood the flooded class's goodput share is its
+other tenants' (over the whole run): the flooding tenant's excess is not
+demand to serve. Do no harm: a candidate whose healthy goodput is below
+98% of the best candidate's ranks after all others.
 
 Output (stdout): the ranking with each variant's figures
 (interactive goodput / its p99 / other classes' goodput; with a flood,
-the other tenants' goodput under it), the winner as Go
+the other tenants' goodput during it), the winner as Go
 code (with the rate limits as shedhttp.Options.RateLimits) and the
 scenario's YAML with the winner's settings (or -o FILE).
 Exit codes: 0, 1 when a run fails, 2 bad flags or scenario.
@@ -153,14 +155,14 @@ func tune(ctx context.Context, o tuneOptions, sc *sim.Scenario, nv int, stdout, 
 func writeTuneRanking(w io.Writer, res *sim.TuneResult, top int) {
 	flood := !math.IsNaN(res.Ranked[0].Tenants)
 	if flood {
-		fmt.Fprintf(w, "\nobjective: worst case over the variants of interactive goodput, then the other tenants' goodput under the flood,\nthen interactive p99, then the other classes' goodput;\n")
+		fmt.Fprintf(w, "\nobjective: worst case over the variants of interactive goodput, then the other tenants' goodput during the flood,\nthen interactive p99, then the other classes' goodput;\n")
 	} else {
 		fmt.Fprintf(w, "\nobjective: worst case over the variants of interactive goodput, then its p99, then the other classes' goodput;\n")
 	}
 	fmt.Fprintf(w, "do no harm: healthy goodput >= %.0f%% of the best candidate's (%.4f)\n", 100*sim.TuneHealthyShare, res.BestHealthy)
 	fmt.Fprintf(w, "figures: interactive goodput / interactive p99 / other classes' goodput\n")
 	if flood {
-		fmt.Fprintf(w, "fairness: the other tenants' goodput of class %s while its heaviest tenant floods (the class's goodput\nunder the flood counts them alone)\n", res.Flooded)
+		fmt.Fprintf(w, "fairness: the other tenants' goodput of class %s while its heaviest tenant floods (the stress window alone;\nthe class's goodput under the flood counts them alone, over the whole run)\n", res.Flooded)
 	}
 	fmt.Fprintf(w, "\n%4s  %-22s", "rank", "worst")
 	if flood {

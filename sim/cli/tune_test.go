@@ -199,12 +199,12 @@ func TestTuneRateLimitsFlag(t *testing.T) {
 }
 
 // TestTuneKeysOutput: on a class spread over keys, tune runs the flood
-// variant of that class, ranks by the other tenants' goodput under it,
+// variant of that class, ranks by the other tenants' goodput during it,
 // shows it and names the class, and draws per-key quotas; the printed
 // scenario keeps the keys.
 func TestTuneKeysOutput(t *testing.T) {
 	out := runTuneOn(t, tenantsTune, "-budget", "6", "-top", "6")
-	for _, want := range []string{"tenants-flood", "then the other tenants' goodput under the flood", "goodput of class api while its heaviest tenant floods", "worst                   fairness  ", " rl=", "keys: {count: 10, zipf: 1.5}"} {
+	for _, want := range []string{"tenants-flood", "then the other tenants' goodput during the flood", "goodput of class api while its heaviest tenant floods", "worst                   fairness  ", " rl=", "keys: {count: 10, zipf: 1.5}"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
