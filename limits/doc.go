@@ -50,9 +50,9 @@
 //     first window lasted less than ten times its median, the slow part of
 //     its latencies had not completed yet, and until it is replaced no
 //     latency reads as congestion, and only one past the threshold as a
-//     queue that ends slow start (a service whose requests take seconds
-//     would otherwise be cut at every start, or grow to its demand by square
-//     roots). After that it learns from windows without congestion, and only
+//     queue, which holds the limit without ending slow start (a service
+//     whose requests take seconds would otherwise be cut at every start, or
+//     grow to its demand by tenths). After that it learns from windows without congestion, and only
 //     downwards while the limit binds: part of the latency may then be a
 //     queue the limit admitted, and a baseline that learned it would creep
 //     up with the limit, as Netflix's Gradient2 does. A window clearly
@@ -115,7 +115,8 @@
 //     queue at once.
 //   - queue: the latency is above the baseline by more than the square
 //     root of the threshold (its noise), by less than congestion: a queue
-//     may be forming, so the limit holds and slow start ends.
+//     may be forming, so the limit holds and slow start ends (unless the
+//     baseline is still a censored seed, see above).
 //   - regrow: the limit binds while the latency is at or below the
 //     baseline: no queue at all, the dependency got back servers it had
 //     lost, and the limit grows by half. Not on a baseline that

@@ -134,6 +134,11 @@ func (g *Gradient) allowance(lim float64) float64 {
 // congestion, both anew on re-learning.
 func (g *Gradient) apply(s *signals, d *decision) {
 	st, c := &g.st, &g.cfg
+	// A queue read against a censored seed holds the limit but leaves
+	// slow start on: the seed is too fast by the slow part of the work,
+	// so the reading says as much about the seed as about a queue.
+	// Learning below may replace the seed, hence read first.
+	queueSeen := d.reason == ReasonQueue && !st.det.censored
 	st.windows++
 	st.reason = d.reason
 	st.decisions[d.reason]++
@@ -146,7 +151,7 @@ func (g *Gradient) apply(s *signals, d *decision) {
 	} else {
 		st.det.learn(s)
 	}
-	if s.congested() || d.reason == ReasonQueue {
+	if s.congested() || queueSeen {
 		st.slowStart = false
 	}
 	st.limit = min(max(d.limit, float64(c.MinLimit)), float64(c.MaxLimit))

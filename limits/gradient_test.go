@@ -420,6 +420,34 @@ func TestGradientSlowStartsPastACensoredSeed(t *testing.T) {
 	}
 }
 
+// TestGradientSlowStartOutlivesACensoredSeed: a service whose requests
+// take over a second, with a first window whose median (the fast part of
+// its work) is far below the latency of every later window. Against such
+// a seed the next windows read as a queue, which holds the limit; it must
+// not end slow start, or the limit reaches the 1,390 in flight the
+// service needs by regrowth only while no queue at all shows, and then by
+// a tenth per window: about 930 after 30 s here.
+func TestGradientSlowStartOutlivesACensoredSeed(t *testing.T) {
+	g := newGradient(t, GradientConfig{})
+	m := newModel(1000, 500*time.Millisecond)
+	m.window = 3 * time.Second
+	m.runWindow(g)
+	// 2.6 x the seed, a little slower with more in flight (1,390 at
+	// 1,000 requests a second).
+	m.latency = func(n int) time.Duration {
+		return time.Duration(float64(1300*time.Millisecond) * (1 + float64(n)/20000))
+	}
+	var reasons []Reason
+	for range 10 {
+		m.runWindow(g)
+		reasons = append(reasons, g.State().Reason)
+	}
+	if g.Limit() < 1390 || !slices.Contains(reasons, ReasonQueue) {
+		t.Fatalf("limit %d after 30 s, reasons %v: want a queue read against the seed, then slow start to the 1,390 in flight needed",
+			g.Limit(), reasons)
+	}
+}
+
 // TestGradientRegrows: a limit that binds while the latency is at its
 // baseline (no queue at all: the dependency got back the servers it had
 // lost, or the demand rose) grows by half per window, once the episode
