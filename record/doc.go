@@ -33,7 +33,9 @@
 // hashes the same under the same salt, so a fit counts tenants across the
 // files of a recording; keep the salt for as long as a recording is
 // fitted as one (across restarts too), since a new salt counts every
-// tenant anew. The file does not say whether its keys are salted.
+// tenant anew. Each file's header says how its keys are hashed ("keys",
+// Header.KeyHashing), so that a fit does not count one tenant twice
+// across files hashed differently.
 //
 // # Cost, and never blocking
 //
@@ -68,10 +70,16 @@
 // Config.MaxFileBytes, the oldest deleted beyond Config.MaxFiles. Every
 // file (and every stream) starts with a header:
 //
-//	{"k":"header","format":"shedkit-record","v":1,"epoch":"2025-01-01T00:00:00Z","classes":["interactive","batch"],"tick":1000000000}
+//	{"k":"header","format":"shedkit-record","v":1,"epoch":"2025-01-01T00:00:00Z","classes":["interactive","batch"],"tick":1000000000,"keys":"fnv1a"}
 //
 // Times ("t") are nanoseconds since the header's epoch; durations ("wait",
-// "lat", "tick") are nanoseconds. Then one line per record, "k" its kind:
+// "lat", "tick") are nanoseconds. "keys" says how the records' keys are
+// hashed: "fnv1a" unsalted ([KeyHash]), "hmac-sha256:" and 16 hex digits
+// salted ([KeyHasher]), the digits a fingerprint of the salt: the first 8
+// bytes of HMAC-SHA256(salt, "shedkit-record key salt fingerprint v1"). It
+// reveals nothing about the salt beyond whether two files share it. Files
+// written before it have no "keys": how their keys are hashed is unknown.
+// Then one line per record, "k" its kind:
 //
 //	{"k":"req","t":1250000,"c":0,"d":"admit","cost":1500,"actual":900,"q":true,"wait":3000000,"lat":48000000,"o":"success","st":200,"n":37,"key":"85944171f73967e8"}
 //	{"k":"req","t":1400000,"c":1,"d":"reject","r":"limit_exceeded","cost":1,"st":503,"n":80}
@@ -107,7 +115,9 @@
 // meant, keeps the version: older readers read everything they know as
 // before and ignore the rest. The key is such a field, added to version 1:
 // files written before it read as requests without tenants, and older
-// readers read files with keys as they read those without.
+// readers read files with keys as they read those without. So is the
+// header's "keys": readers take any value (up to 128 bytes) as a name to
+// compare, so that a hashing added later stays readable.
 //
 // [Reader] reads a file, a directory or a stream; malformed lines are
 // errors that name the file and line (ErrFormat).

@@ -11,7 +11,7 @@ import (
 // The encoders append JSON by hand: the writer goroutine encodes every
 // record, and reflection would cost it several times more.
 
-func appendHeader(b []byte, epoch int64, classes []string, tick time.Duration) []byte {
+func appendHeader(b []byte, epoch int64, classes []string, tick time.Duration, keys string) []byte {
 	b = append(b, `{"k":"header","format":"`+FormatName+`","v":`...)
 	b = strconv.AppendInt(b, FormatVersion, 10)
 	b = append(b, `,"epoch":`...)
@@ -25,6 +25,10 @@ func appendHeader(b []byte, epoch int64, classes []string, tick time.Duration) [
 	}
 	b = append(b, `],"tick":`...)
 	b = strconv.AppendInt(b, int64(tick), 10)
+	if keys != "" {
+		b = append(b, `,"keys":`...)
+		b = appendJSONString(b, keys)
+	}
 	return append(b, "}\n"...)
 }
 

@@ -48,6 +48,13 @@ func FuzzReader(f *testing.F) {
 	f.Add([]byte(`{"k":"header","format":"shedkit-record","v":1,"epoch":"2025-01-01T00:00:00Z","classes":["a"],"tick":1}` + "\n" +
 		`{"k":"req","t":1,"c":0,"d":"admit","key":"85944171f73967e8"}` + "\n" + `{"k":"tick","t":2,"key":"1"}` + "\n" +
 		`{"k":"reject","t":3,"c":0,"key":"0"}` + "\n" + `{"k":"cancel","t":4,"c":0,"key":"-1"}`))
+	// The header's key hashing (optional in version 1), per file of a
+	// stream: salted, unsalted, unknown, malformed.
+	f.Add([]byte(`{"k":"header","format":"shedkit-record","v":1,"epoch":"2025-01-01T00:00:00Z","classes":["a"],"tick":1,"keys":"hmac-sha256:f15086f611419a12"}` + "\n" +
+		`{"k":"req","t":1,"c":0,"d":"admit","key":"85944171f73967e8"}` + "\n" +
+		`{"k":"header","format":"shedkit-record","v":1,"epoch":"2025-01-01T00:00:00Z","classes":["a"],"tick":1,"keys":"fnv1a"}` + "\n" +
+		`{"k":"admit","t":2,"c":0,"key":"1"}` + "\n" +
+		`{"k":"header","format":"shedkit-record","v":1,"epoch":"2025-01-01T00:00:00Z","classes":["a"],"tick":1,"keys":7}`))
 	f.Add([]byte("\n\n{}\n[1]\nnot json"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		rd := record.NewReader(bytes.NewReader(data))
@@ -67,6 +74,9 @@ func FuzzReader(f *testing.F) {
 			}
 			if rec.Cost < 0 || rec.Actual < 0 || rec.Wait < 0 || rec.Latency < 0 || int(rec.Class) >= shed.MaxClasses || (rec.ClassName == "") != (rec.Kind == record.KindTick) {
 				t.Fatalf("accepted %+v", rec)
+			}
+			if h, ok := rd.Header(); !ok || len(h.KeyHashing) > 128 {
+				t.Fatalf("record %+v under header %+v (read: %v)", rec, h, ok)
 			}
 			if (rec.Kind == record.KindTick) != (rec.Tick != nil) || (rec.Tick != nil && (rec.Tick.SampleEvery < 1 || rec.Key != 0)) {
 				t.Fatalf("tick %+v", rec)

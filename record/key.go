@@ -4,6 +4,7 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/binary"
+	"encoding/hex"
 	"hash"
 	"sync"
 )
@@ -25,8 +26,21 @@ const MinKeySaltBytes = 16
 // can make their own. The zero KeyHasher, and a nil one, hash as KeyHash
 // (unsalted). It is safe for concurrent use.
 type KeyHasher struct {
-	pool sync.Pool // of *keyMAC: an HMAC is not safe for concurrent use
+	pool    sync.Pool // of *keyMAC: an HMAC is not safe for concurrent use
+	hashing string    // Header.KeyHashing of its hashes
 }
+
+// Header.KeyHashing values: how a recording's keys are hashed.
+const (
+	// KeyHashingFNV1a: unsalted, KeyHash.
+	KeyHashingFNV1a = "fnv1a"
+	// KeyHashingHMACPrefix is followed by 16 hex digits, the salt's
+	// fingerprint: salted, KeyHasher.
+	KeyHashingHMACPrefix = "hmac-sha256:"
+)
+
+// fingerprintLabel is what a salt's fingerprint is the HMAC of.
+const fingerprintLabel = "shedkit-record key salt fingerprint v1"
 
 // keyMAC is one HMAC with the buffers it writes and sums into, pooled
 // together so that Hash allocates nothing.
@@ -53,7 +67,32 @@ func NewKeyHasher(salt []byte) (*KeyHasher, error) {
 	// nor seedable from bytes. Truncation to 64 bits (the format's key)
 	// keeps it a PRF; collisions merge two tenants, 1 in 2^64 a pair.
 	k.pool.New = func() any { return &keyMAC{mac: hmac.New(sha256.New, salt)} }
+	k.hashing = KeyHashingHMACPrefix + hex.EncodeToString(saltFingerprint(salt))
 	return k, nil
+}
+
+// saltFingerprint identifies salt in a header: the first 8 bytes of
+// HMAC-SHA256(salt, fingerprintLabel). HMAC under the salt is a PRF, so
+// it tells only whether two salts are equal (1 in 2^64 that two differ
+// yet match); checking a guessed salt against it costs a search of the
+// salt's 2^128 or more. The fixed label keeps it apart from the key
+// hashes: only a tenant key spelled as the label would hash to it.
+func saltFingerprint(salt []byte) []byte {
+	m := hmac.New(sha256.New, salt)
+	m.Write([]byte(fingerprintLabel))
+	return m.Sum(nil)[:8]
+}
+
+// Hashing returns how k hashes keys, as a recording's header says it
+// (Header.KeyHashing): KeyHashingFNV1a for the zero or a nil KeyHasher,
+// else KeyHashingHMACPrefix and the fingerprint of the salt, which tells
+// recordings made under one salt from those made under another and
+// reveals nothing else about it.
+func (k *KeyHasher) Hashing() string {
+	if k == nil || k.hashing == "" {
+		return KeyHashingFNV1a
+	}
+	return k.hashing
 }
 
 func checkSalt(field string, salt []byte) error {

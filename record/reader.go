@@ -44,6 +44,10 @@ func (e *FormatError) Is(target error) bool { return target == ErrFormat }
 // MaxLineBytes bounds one line of a recording; longer lines are errors.
 const MaxLineBytes = 64 << 10
 
+// maxKeyHashingBytes bounds a header's key hashing, which fits and their
+// reports repeat.
+const maxKeyHashingBytes = 128
+
 // Reader reads a recording: one stream (NewReader), or a file or a
 // recording's directory (Open), whose files it reads oldest first (a file
 // deleted since Open, as a live writer deletes the oldest, is skipped). Each
@@ -219,6 +223,7 @@ type line struct {
 	Epoch   string   `json:"epoch"`
 	Classes []string `json:"classes"`
 	Tick    int64    `json:"tick"`
+	Keys    string   `json:"keys"`
 }
 
 // parse decodes one line: a record (ok), a header or an unknown kind
@@ -269,7 +274,12 @@ func (r *Reader) parseHeader(l *line) error {
 	if l.Tick < 0 {
 		return r.errf("header: negative tick %d", l.Tick)
 	}
-	r.header = Header{Version: l.V, Epoch: epoch, Classes: l.Classes, TickEvery: time.Duration(l.Tick)}
+	if len(l.Keys) > maxKeyHashingBytes {
+		return r.errf("header: keys %.20q...: longer than %d bytes", l.Keys, maxKeyHashingBytes)
+	}
+	// Any other hashing is kept as it is, unknown: compared, never
+	// interpreted, so that a newer writer's scheme stays readable.
+	r.header = Header{Version: l.V, Epoch: epoch, Classes: l.Classes, TickEvery: time.Duration(l.Tick), KeyHashing: l.Keys}
 	r.has = true
 	return nil
 }

@@ -144,6 +144,14 @@ type Header struct {
 	Classes []string
 	// TickEvery is the period of the tick records.
 	TickEvery time.Duration
+	// KeyHashing is how the keys of the records (Record.Key) are hashed:
+	// KeyHashingFNV1a (KeyHash), KeyHashingHMACPrefix and the salt's
+	// fingerprint (KeyHasher), "" when the file does not say (written
+	// before it could). Keys are comparable across files only when
+	// their KeyHashing is the same. A Recorder writes its own
+	// (Recorder.KeyHash's); keys passed to it hashed otherwise make it
+	// wrong.
+	KeyHashing string
 }
 
 // FormatName identifies a recording in its header line.
