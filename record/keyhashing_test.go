@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -180,5 +181,24 @@ func checkHidden(t *testing.T, salt []byte, k *record.KeyHasher) {
 		if fmt.Sprintf("%016x", k.Hash(key)) == fp {
 			t.Fatalf("fingerprint %s is the hash of key %q", fp, key)
 		}
+	}
+}
+
+// TestOpenNamesFile: Reader.File names the file whose header it read.
+func TestOpenNamesFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "record-000001.jsonl")
+	if err := os.WriteFile(path, []byte(v1Header+`{"k":"admit","t":1,"c":0}`+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rd, err := record.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rd.Close()
+	if _, err := rd.Next(); err != nil || rd.File() != path {
+		t.Errorf("File %q (%v), want %q", rd.File(), err, path)
+	}
+	if got := record.NewReader(strings.NewReader(v1Header)).File(); got != "" {
+		t.Errorf("stream: File %q, want \"\"", got)
 	}
 }

@@ -140,6 +140,10 @@ func (r *Reader) Close() error {
 // read yet.
 func (r *Reader) Header() (Header, bool) { return r.header, r.has }
 
+// File returns the name of the file being read, "" for a stream, so that
+// what is said of its header can name it.
+func (r *Reader) File() string { return r.name }
+
 // Next returns the next record, io.EOF at the end, or an error (matching
 // ErrFormat for a malformed line, with its file and line number).
 func (r *Reader) Next() (Record, error) {
