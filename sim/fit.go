@@ -41,7 +41,7 @@ const (
 )
 
 // Fitter builds a scenario from a recording (package record): feed it
-// every record with Add, then call Fit. It keeps per-interval totals and
+// every record with Add (after Source, for each file), then call Fit. It keeps per-interval totals and
 // bounded samples, so a recording of any length fits in little memory.
 //
 // It infers each class's arrival rate over time, 429s included (a request
@@ -84,6 +84,8 @@ type Fitter struct {
 	keys          [shed.MaxClasses]map[uint64]int
 	unkeyed       [shed.MaxClasses]int
 	keysTruncated [shed.MaxClasses]bool
+	excluded      [shed.MaxClasses]int
+	hashings      keyHashings
 }
 
 // fitCells are the per-interval totals, one slice element per cell.
@@ -153,13 +155,18 @@ func FitRecording(rd *record.Reader, opt FitOptions) (*Fit, error) {
 	if err != nil {
 		return nil, err
 	}
-	for {
+	var file, hashing string
+	for n := 0; ; n++ {
 		r, err := rd.Next()
 		if err == io.EOF {
 			break
 		}
 		if err != nil {
 			return nil, err
+		}
+		if h, _ := rd.Header(); n == 0 || rd.File() != file || h.KeyHashing != hashing {
+			file, hashing = rd.File(), h.KeyHashing
+			f.Source(file, h)
 		}
 		f.Add(r)
 	}
@@ -207,6 +214,14 @@ func (c *fitCells) grow(n int) {
 		c.inflSum, c.inflN = append(c.inflSum, 0), append(c.inflN, 0)
 		c.partial = append(c.partial, false)
 	}
+}
+
+// Source tells the fit that the records added next come from file ("" for
+// a stream) under header h, so that keys hashed differently
+// (h.KeyHashing) are not counted as more tenants: see KeysFit.Excluded.
+// Without it, the keys are counted together, their hashing unknown.
+func (f *Fitter) Source(file string, h record.Header) {
+	f.hashings.file, f.hashings.cur = file, h.KeyHashing
 }
 
 // Add feeds one record to the fit.

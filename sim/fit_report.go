@@ -146,16 +146,20 @@ func writeKeys(w io.Writer, fit *Fit) {
 	fmt.Fprintln(w, "keys (tenants, from the hashes of the rate-limit keys on the records of arrivals; the count seen is a lower bound, tenants the recorder never kept are missing):")
 	for _, c := range fit.Classes {
 		k := c.Keys
+		left := ""
+		if k.Excluded > 0 {
+			left = fmt.Sprintf("; %d more left out, hashed otherwise: see the notes", k.Excluded)
+		}
 		if k.Keys == nil {
-			fmt.Fprintf(w, "  %-14s none recorded\n", c.Name)
+			fmt.Fprintf(w, "  %-14s none recorded%s\n", c.Name, left)
 			continue
 		}
 		trunc := ""
 		if k.Truncated {
 			trunc = fmt.Sprintf(" (more than %d: only the first were kept)", MaxKeys)
 		}
-		fmt.Fprintf(w, "  %-14s %d seen%s (Chao1 estimate of all: %.0f), zipf %.2f (standard error %.2g; maximum likelihood on %d keyed requests)\n",
-			c.Name, k.Seen, trunc, k.Estimate, k.Keys.Zipf, k.ZipfSE, k.Requests)
+		fmt.Fprintf(w, "  %-14s %d seen%s (Chao1 estimate of all: %.0f), zipf %.2f (standard error %.2g; maximum likelihood on %d keyed requests%s)\n",
+			c.Name, k.Seen, trunc, k.Estimate, k.Keys.Zipf, k.ZipfSE, k.Requests, left)
 	}
 	if fit.SampleEvery > 1 {
 		fmt.Fprintln(w, "  sampling keeps every 2^k-th request whatever its key: the shares are unbiased, but a rare tenant is likelier unseen")

@@ -215,6 +215,15 @@ func FuzzFit(f *testing.F) {
 	}
 	f.Add([]byte(b.String()))
 	f.Add([]byte(head + tick(0, 0) + tick(9e18, 5) + tick(-9e18, 7) + tick(1e9, 1)))
+	// Keys under two hashings, and a header that does not say.
+	keyed := func(keys string) string {
+		h := strings.TrimSuffix(head, "}\n")
+		if keys != "" {
+			h += `,"keys":"` + keys + `"`
+		}
+		return h + "}\n" + tick(0, 0) + `{"k":"admit","t":1,"c":0,"key":"00000000000000aa"}` + "\n" + tick(1e9, 1)
+	}
+	f.Add([]byte(b.String() + keyed("hmac-sha256:f15086f611419a12") + keyed("fnv1a") + keyed("")))
 	// 429s (rate limits), some at times far apart.
 	for i := range 25 {
 		b.WriteString(`{"k":"reject","t":` + strconv.Itoa(i*37_000_000) + `,"c":0,"r":"rate_limited","cost":1}` + "\n")

@@ -1,11 +1,16 @@
 package cli
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/shedkit/shedkit/record"
+	"github.com/shedkit/shedkit/shed"
 	"github.com/shedkit/shedkit/sim"
 )
 
@@ -117,5 +122,67 @@ func TestFitUsage(t *testing.T) {
 		if code != c.code || !strings.Contains(e, c.msg) {
 			t.Errorf("%v: exit %d, want %d; stderr %q, want %q", c.args, code, c.code, e, c.msg)
 		}
+	}
+}
+
+// TestFitKeyHashings: shedsim fit over a directory whose files hash keys
+// under two salts fits, counts the tenants of the first salt's files
+// only and says so; over salted and older files it warns.
+func TestFitKeyHashings(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		salts [][]byte // per file, nil unsalted
+		older int      // file number (1-based) written as before, 0 none
+		want  []string
+	}{
+		{"two salts", [][]byte{[]byte("0123456789abcdef"), []byte("fedcba9876543210")}, 0, []string{
+			"record-000001.jsonl hashes its keys as hmac-sha256:f15086f611419a12 but ",
+			"record-000002.jsonl as hmac-sha256:ee4b47ff25030fe3", "300 more left out, hashed otherwise"}},
+		{"salted and older", [][]byte{[]byte("0123456789abcdef"), nil}, 2, []string{
+			"record-000002.jsonl does not say how its keys are hashed", "the tenant counts may be wrong"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			for i, salt := range c.salts {
+				recordTenants(t, dir, salt, i)
+			}
+			if c.older > 0 {
+				name := filepath.Join(dir, fmt.Sprintf("record-%06d.jsonl", c.older))
+				b, err := os.ReadFile(name)
+				if err != nil {
+					t.Fatal(err)
+				}
+				os.WriteFile(name, regexp.MustCompile(`,"keys":"[^"]*"`).ReplaceAll(b, nil), 0o644)
+			}
+			code, out, e := run(t, "fit", dir)
+			if code != ExitOK || !strings.Contains(out, "# Note: keys: ") {
+				t.Fatalf("fit: exit %d, want 0 and a note in the scenario\n%s\n%s", code, e, out)
+			}
+			for _, w := range c.want {
+				if !strings.Contains(e, w) {
+					t.Errorf("report lacks %q:\n%s", w, e)
+				}
+			}
+		})
+	}
+}
+
+// recordTenants records 3 s of 10 tenants' traffic in a new file of dir,
+// keys hashed under salt (nil: unsalted), starting 5 s after the last.
+func recordTenants(t *testing.T, dir string, salt []byte, i int) {
+	t.Helper()
+	rec, err := record.New(record.Config{Dir: dir, MaxRecordsPerSecond: -1, Classes: []string{"api"}, KeySalt: salt})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Date(2025, 1, 1, 0, 0, 5*i, 0, time.UTC)
+	for j := range 300 {
+		at := start.Add(time.Duration(j) * 10 * time.Millisecond)
+		rec.ObserveKeyed(shed.Event{Kind: shed.EventAdmitted, Time: at, Cost: 1, InFlight: 1}, rec.KeyHash(fmt.Sprint("tenant", j%10)))
+		rec.Observe(shed.Event{Kind: shed.EventReleased, Time: at.Add(5 * time.Millisecond), Cost: 1,
+			Timed: true, Latency: 5 * time.Millisecond, Outcome: shed.Success})
+	}
+	if err := rec.Stop(); err != nil {
+		t.Fatal(err)
 	}
 }
