@@ -675,14 +675,19 @@ func (e *engine) serviceArrive(t *task) {
 	}
 }
 
-// recordedKey returns what a recording holds for t's tenant key: the
-// record.KeyHash of its number, 0 when its class has no Keys.
+// recordedKey returns what a recording holds for t's tenant key: the hash
+// of its number by the recorder of t's replica (salted if it is, as its
+// header says), 0 when its class has no Keys.
 func (e *engine) recordedKey(t *task) uint64 {
 	if e.classes[t.class].cfg.Keys == nil {
 		return 0
 	}
 	var b [12]byte
-	return record.KeyHash(string(strconv.AppendInt(b[:0], int64(t.key), 10)))
+	key := string(strconv.AppendInt(b[:0], int64(t.key), 10))
+	if k := e.replicas[t.replica].keys; k != nil && k.rec != nil {
+		return k.rec.KeyHash(key)
+	}
+	return record.KeyHash(key)
 }
 
 // serviceRequest is what a replica asks its limiter for service request t:

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"bytes"
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -146,5 +147,59 @@ func TestFitKeysReport(t *testing.T) {
 	if k := fittedKeys(&cf, fit); k != nil || len(fit.Notes) != 1 || !strings.Contains(fit.Notes[0], "rate limit") ||
 		!strings.Contains(fit.Notes[0], "replace its rate_limit with keys: {count: 30, zipf: 1}") {
 		t.Errorf("keys %+v, notes %q: want none, and a note on the rate limit that says which keys to write instead", k, fit.Notes)
+	}
+}
+
+// TestRecordPolicySaltsKeys: a recorder made with a salt records the
+// simulated tenants' keys salted, as its header says, so that a fit of
+// the recording counts the tenants, and no key is the unsalted one.
+func TestRecordPolicySaltsKeys(t *testing.T) {
+	salt := []byte("0123456789abcdef")
+	var buf bytes.Buffer
+	rec, err := record.New(record.Config{Writer: &buf, MaxRecordsPerSecond: -1, KeySalt: salt})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := &Scenario{
+		Name: "salted-keys", Duration: 10 * time.Second,
+		Classes:  []Class{{Name: "api", Rate: 200, Keys: &Keys{Count: 5}}},
+		Upstream: Upstream{Capacity: 40, ServiceTime: Exp(float64(20 * time.Millisecond))},
+	}
+	p, err := ParsePolicy("none")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Run(sc, RecordPolicy(p, rec, 0), Options{Seed: 3}); err != nil {
+		t.Fatal(err)
+	}
+	if err := rec.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	h, err := record.NewKeyHasher(salt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	salted, unsalted := map[uint64]bool{}, map[uint64]bool{}
+	for i := range 5 {
+		salted[h.Hash(fmt.Sprint(i))] = true
+		unsalted[record.KeyHash(fmt.Sprint(i))] = true
+	}
+	r := record.NewReader(&buf)
+	seen := map[uint64]bool{}
+	for {
+		rc, err := r.Next()
+		if err != nil {
+			break
+		}
+		if rc.Key == 0 {
+			continue
+		}
+		if !salted[rc.Key] || unsalted[rc.Key] {
+			t.Fatalf("key %016x: not the salted hash of a tenant", rc.Key)
+		}
+		seen[rc.Key] = true
+	}
+	if hd, _ := r.Header(); hd.KeyHashing != h.Hashing() || len(seen) != 5 {
+		t.Fatalf("header hashing %q (want %q), %d tenants seen (want 5)", hd.KeyHashing, h.Hashing(), len(seen))
 	}
 }

@@ -21,10 +21,10 @@ import (
 // policy is the one Run gets, not wrapped in another.
 //
 // The records of arrivals carry the request's tenant key (Class.Keys), as
-// record.KeyHash of the key's number in decimal, so that a fit can infer
-// the class's Keys.
+// rec.KeyHash of the key's number in decimal (salted when rec is, as its
+// header says), so that a fit can infer the class's Keys.
 func RecordPolicy(p Policy, rec *record.Recorder, replica int) Policy {
-	return recordPolicy{p: p, rec: rec, replica: replica, keys: &recordKeys{}}
+	return recordPolicy{p: p, rec: rec, replica: replica, keys: &recordKeys{rec: rec}}
 }
 
 type recordPolicy struct {
@@ -75,7 +75,7 @@ type rateObserving interface {
 	keysOf(replica int) *recordKeys
 }
 
-// recordKeys carries the tenant key (its record.KeyHash) of the request a
+// recordKeys carries the tenant key (its hash by rec) of the request a
 // recorded limiter decides about, from the engine to the observer. A
 // decision made at once is the calling request's: the engine sets cur
 // before the call. A queued request's decision comes from another
@@ -85,6 +85,7 @@ type rateObserving interface {
 // the engine's notify function, which knows the waiter's request, hands
 // over its key (waiterKey).
 type recordKeys struct {
+	rec     *record.Recorder // hashes the keys
 	cur     uint64
 	pending []shed.Event
 	obs     *recordingObserver // the limiter's, which holds pending
