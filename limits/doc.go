@@ -52,10 +52,11 @@
 //     latency reads as congestion, and only one past the threshold as a
 //     queue, which holds the limit without ending slow start (a service
 //     whose requests take seconds would otherwise be cut at every start, or
-//     grow to its demand by tenths). After that it learns from windows without congestion, and only
-//     downwards while the limit binds: part of the latency may then be a
-//     queue the limit admitted, and a baseline that learned it would creep
-//     up with the limit, as Netflix's Gradient2 does. A window clearly
+//     grow to its demand by tenths). After that it learns from windows
+//     without congestion, and only downwards while the limit binds: part
+//     of the latency may then be a queue the limit admitted, and a
+//     baseline that learned it would creep up with the limit, as Netflix's
+//     Gradient2 does. A window clearly
 //     faster than the baseline moves it half-way at once: the dependency
 //     sped up, or the baseline holds a queue the limit admitted (as it does
 //     when the first limit was above a small dependency's capacity). That
