@@ -100,6 +100,29 @@ func (e *engine) ideal(seed uint64) {
 	}
 }
 
+// classSummary returns what class c was offered and got, its tenants'
+// shares included when it is spread over keys.
+func (e *engine) classSummary(c int) ClassSummary {
+	r := &e.rec
+	m := r.measure
+	cs := ClassSummary{
+		Name: e.sc.Classes[c].Name, Offered: m.offered[c], Goodput: m.goodput[c],
+		Timeouts: m.timeouts[c], Failed: m.failed[c], RateLimited: m.limited[c],
+		GoodputShare:        ratio(float64(m.goodput[c]), float64(m.offered[c])),
+		TriggerGoodputShare: ratio(float64(r.trigger.goodput[c]), float64(r.trigger.offered[c])),
+		P50:                 m.lat[c].quantile(0.5) / 1e9, P99: m.lat[c].quantile(0.99) / 1e9,
+		Keys: 1,
+	}
+	if k := e.sc.Classes[c].Keys; k != nil && k.Count > 1 {
+		cs.Keys, cs.HotKeyOffered, cs.HotKeyGoodput = k.Count, m.hotOffered[c], m.hotGoodput[c]
+		cs.HotKeyGoodputShare = ratio(float64(m.hotGoodput[c]), float64(m.hotOffered[c]))
+		cs.OtherKeysGoodputShare = ratio(float64(m.goodput[c]-m.hotGoodput[c]), float64(m.offered[c]-m.hotOffered[c]))
+		t := r.trigger
+		cs.TriggerOtherKeysGoodputShare = ratio(float64(t.goodput[c]-t.hotGoodput[c]), float64(t.offered[c]-t.hotOffered[c]))
+	}
+	return cs
+}
+
 func (e *engine) result(policy string, seed uint64) *Result {
 	e.ideal(seed)
 	sc := e.sc
@@ -114,22 +137,7 @@ func (e *engine) result(policy string, seed uint64) *Result {
 		s.Timeouts += m.timeouts[c]
 		s.Failed += m.failed[c]
 		s.RateLimited += m.limited[c]
-		s.Classes = append(s.Classes, ClassSummary{
-			Name: sc.Classes[c].Name, Offered: m.offered[c], Goodput: m.goodput[c],
-			Timeouts: m.timeouts[c], Failed: m.failed[c], RateLimited: m.limited[c],
-			GoodputShare:        ratio(float64(m.goodput[c]), float64(m.offered[c])),
-			TriggerGoodputShare: ratio(float64(r.trigger.goodput[c]), float64(r.trigger.offered[c])),
-			P50:                 m.lat[c].quantile(0.5) / 1e9, P99: m.lat[c].quantile(0.99) / 1e9,
-			Keys: 1,
-		})
-		if k := sc.Classes[c].Keys; k != nil && k.Count > 1 {
-			cs := &s.Classes[c]
-			cs.Keys, cs.HotKeyOffered, cs.HotKeyGoodput = k.Count, m.hotOffered[c], m.hotGoodput[c]
-			cs.HotKeyGoodputShare = ratio(float64(m.hotGoodput[c]), float64(m.hotOffered[c]))
-			cs.OtherKeysGoodputShare = ratio(float64(m.goodput[c]-m.hotGoodput[c]), float64(m.offered[c]-m.hotOffered[c]))
-			t := r.trigger
-			cs.TriggerOtherKeysGoodputShare = ratio(float64(t.goodput[c]-t.hotGoodput[c]), float64(t.offered[c]-t.hotOffered[c]))
-		}
+		s.Classes = append(s.Classes, e.classSummary(c))
 	}
 	s.Attempts, s.Admitted = m.attempts, m.admitted
 	for _, n := range m.rejected {
