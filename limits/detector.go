@@ -135,14 +135,22 @@ func (d *detector) read(w *WindowSummary, limit float64) signals {
 		s.dropCong = d.bg.excess(s.drops, s.n+s.drops, d.significance, d.dropTol)
 	}
 	// Drops are a congestion the limit admitted if the work in flight
-	// reached the limit or queued, or used it and the drops were slow
-	// (timeouts). Drops as fast as the successes below the limit are the
-	// dependency's failures: a cut would only turn away work it serves.
-	fast := w.DropMean > 0 && float64(w.DropMean) <= fastDrops*s.mean
-	s.dropCong = s.dropCong && (s.latCong || s.binding || (s.used && !fast))
+	// reached the limit, or if they are timeouts and the work in flight
+	// queued or used the limit. Errors below the limit are the
+	// dependency's failures: a cut would only turn away work it serves
+	// (a latency that rose with them cuts on its own).
+	s.dropCong = s.dropCong && (s.binding || (!errorDrops(w) && (s.latCong || s.used)))
 	s.dropCong = s.dropCong || (d.anyDrop && s.drops > 0)
 	s.ceilCong = s.hasLat && d.ceiling > 0 && s.lat > float64(d.ceiling)
 	return s
+}
+
+// errorDrops reports whether the drops of window w are mostly errors
+// rather than timeouts: errorShare of its timed drops, or more, failed
+// no slower than the median success (WindowSummary.FastDrops). A window without a success has no
+// latency to tell them by, and its drops count as timeouts.
+func errorDrops(w *WindowSummary) bool {
+	return w.Samples > 0 && w.TimedDrops > 0 && float64(w.FastDrops) >= errorShare*float64(w.TimedDrops)
 }
 
 // dropCut is the factor by which drops beyond the background cut a limit:

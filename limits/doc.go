@@ -85,13 +85,16 @@
 // and teaches nothing: its completions are a biased sample.
 //
 // Both limits count drops as congestion only when the limit admitted
-// them: the work in flight reached the limit, or the latency is up as
-// well, or the work in flight used the limit (MinUtilization of it) and
-// the drops were slow (or none was timed). Drops below the limit whose
-// mean latency is within 1.5 times the successes' (an error burst, not
-// timeouts at a deadline) are the dependency's failures, and cutting
-// would only turn away work it serves; so are drops of work far below the
-// limit.
+// them: the work in flight reached the limit, or the drops are timeouts
+// and the latency is up as well or the work in flight used the limit
+// (MinUtilization of it). Drops of which a quarter or more failed no
+// slower than the last window's median success are errors, not timeouts:
+// a timeout lasts until its deadline, which every success beat. Errors
+// below the limit are the dependency's failures, and cutting would only
+// turn away work it serves (a latency that rose with them cuts on its
+// own); so are drops of work far below the limit. A window without a
+// success, or whose drops were not timed, has no latency to tell errors
+// by: its drops count as timeouts.
 //
 // # Gradient
 //

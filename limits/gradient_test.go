@@ -104,8 +104,9 @@ type feed struct {
 	now time.Time
 	// dropLat, when set, times the drops with this latency (an error
 	// after its service time, a timeout at a deadline); else they are
-	// untimed.
-	dropLat time.Duration
+	// untimed. dropLats, when set, draws it for the i-th drop instead.
+	dropLat  time.Duration
+	dropLats func(i int) time.Duration
 }
 
 func newFeed(src shed.LimitSource) *feed {
@@ -123,6 +124,9 @@ func (f *feed) window(n, drops, inFlight int, lat func(i int) time.Duration) int
 		if i%max(total/max(drops, 1), 1) == 0 && drops > 0 && i/max(total/max(drops, 1), 1) < drops {
 			s.Dropped = true
 			s.Timed, s.Latency = f.dropLat > 0, f.dropLat
+			if f.dropLats != nil {
+				s.Timed, s.Latency = true, f.dropLats(i/max(total/max(drops, 1), 1))
+			}
 		} else {
 			s.Timed, s.Latency = true, lat(i)
 		}
@@ -306,6 +310,31 @@ func TestGradientCutsOnlyDropsItAdmitted(t *testing.T) {
 		f.window(140, 60, load, constant(10*ms))
 		if st := g.State(); st.Limit >= before || st.Reason != ReasonCutDrops {
 			t.Fatalf("timeouts: limit %.2f -> %.2f (%s), want cut by drops", before, st.Limit, st.Reason)
+		}
+	})
+	t.Run("errors as slow as the work they fail do not cut", func(t *testing.T) {
+		// Half the failures come back at 5 ms, half at 100 ms: their mean
+		// is five times the successes', whose slow tail a deadline cut
+		// off. Half of them beat the median success, which no timeout
+		// does: errors, and the work in flight stays under the limit.
+		g, f := learned(t, GradientConfig{})
+		load := g.Limit() * 6 / 10
+		before := g.State().Limit
+		f.dropLats = func(i int) time.Duration { return []time.Duration{5 * ms, 100 * ms}[i%2] }
+		f.window(140, 60, load, constant(10*ms))
+		if st := g.State(); st.Limit < before || st.Reason.IsCut() {
+			t.Fatalf("limit %.2f -> %.2f (%s), want no cut", before, st.Limit, st.Reason)
+		}
+	})
+	t.Run("errors with a slower latency cut by the latency alone", func(t *testing.T) {
+		// The same errors while the successes slow to 20 ms: the latency
+		// cuts by its gradient, and the errors add no cut of their own.
+		g, f := learned(t, GradientConfig{})
+		load := g.Limit() * 6 / 10
+		f.dropLats = func(i int) time.Duration { return []time.Duration{5 * ms, 100 * ms}[i%2] }
+		f.window(140, 60, load, constant(20*ms))
+		if st := g.State(); st.Reason != ReasonCutLatency {
+			t.Fatalf("reason %s, want %s", st.Reason, ReasonCutLatency)
 		}
 	})
 }

@@ -63,13 +63,15 @@ const (
 	regrowth    = 1.5
 	regrowShare = 0.8
 
-	// fastDrops: drops whose mean latency is within this factor of the
-	// successes' mean failed about as fast as work is served (errors),
-	// not at a deadline (timeouts). A deadline is at least a few times
-	// the median. Failures of most tails, capped at it, stay under 1.5
-	// times the mean of the successes below it; the heaviest (log-normal
-	// sigma near 2) can pass it and count as timeouts, as before.
-	fastDrops = 1.5
+	// errorShare: drops of which at least this share failed no slower
+	// than the median success are errors, not timeouts. A timeout lasts until
+	// its deadline, which every success beat, so none is that fast;
+	// errors that take as long as the work they fail put about half of
+	// themselves at or below the median, and errors mixed with as many
+	// timeouts still a quarter. A mean-based test (drops within some
+	// factor of the successes' mean) took errors for timeouts whenever
+	// the deadline had cut the slow tail off the successes only.
+	errorShare = 0.25
 
 	// censoredSpan: the first window, whose work in flight grew from
 	// nothing, shows a request only if it completed before the window

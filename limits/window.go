@@ -131,6 +131,12 @@ type WindowSummary struct {
 	// as Mean: work that failed fast (an error) or at a deadline (a
 	// timeout). Zero when no drop was timed.
 	DropMean time.Duration
+	// TimedDrops is the number of timed drops, and FastDrops the number
+	// of them that took no longer (per unit of cost, as Mean; to the
+	// histogram's resolution) than the previous window's Median. A
+	// timeout lasts until its deadline, which every success beat, so it
+	// is never among them: fast drops are errors.
+	TimedDrops, FastDrops int
 }
 
 var quartiles = [3]float64{0.25, 0.5, 0.75}
@@ -196,6 +202,7 @@ type Window struct {
 	drops       atomic.Uint64 // cumulative drops
 	dropTimed   atomic.Uint64 // cumulative timed drops
 	dropSum     atomic.Uint64 // cumulative latency of timed drops, ns (per unit of cost)
+	dropFast    atomic.Uint64 // cumulative timed drops no slower than lastMedian
 	minLat      atomic.Int64  // this window's fastest timed success, ns
 	lastMedian  atomic.Int64  // the previous window's median, ns
 	maxInFlight atomic.Int64  // this window's largest in-flight
@@ -217,6 +224,7 @@ type Window struct {
 	prevInFlight uint64
 	prevDropN    uint64
 	prevDropSum  uint64
+	prevDropFast uint64
 	prevHist     *[histBuckets]uint64
 }
 
@@ -285,8 +293,14 @@ func (w *Window) record(s shed.Sample) (now, start int64, check bool) {
 	case s.Dropped:
 		w.drops.Add(1)
 		if s.Timed {
-			w.dropSum.Add(uint64(w.stat(max(int64(s.Latency), 0), s.Cost)))
+			stat := w.stat(max(int64(s.Latency), 0), s.Cost)
+			w.dropSum.Add(uint64(stat))
 			w.dropTimed.Add(1)
+			if m := w.lastMedian.Load(); m > 0 && histIndex(uint64(stat)) <= histIndex(uint64(m)) {
+				// No slower than the median, to the histogram's
+				// resolution: an error as long as a constant service.
+				w.dropFast.Add(1)
+			}
 		}
 	case s.Timed:
 		lat := max(int64(s.Latency), 0)
@@ -382,11 +396,12 @@ func (w *Window) maybeClose(now, start int64, sw *WindowSummary) bool {
 	if k := sw.Samples + sw.Drops; k > 0 {
 		sw.MeanInFlight = float64(inflight-w.prevInFlight) / float64(k)
 	}
-	dn, ds := w.dropTimed.Load(), w.dropSum.Load()
+	dn, ds, df := w.dropTimed.Load(), w.dropSum.Load(), w.dropFast.Load()
 	if n := dn - w.prevDropN; n > 0 {
 		sw.DropMean = time.Duration((ds - w.prevDropSum) / n)
+		sw.TimedDrops, sw.FastDrops = int(n), int(df-w.prevDropFast)
 	}
-	w.prevDropN, w.prevDropSum = dn, ds
+	w.prevDropN, w.prevDropSum, w.prevDropFast = dn, ds, df
 	if sw.Samples > 0 {
 		sw.Mean = time.Duration((sum - w.prevSum) / uint64(sw.Samples))
 		sw.RelErr = relErr(sw.Samples, float64(sw.Mean), float64(sumSq-w.prevSumSq))

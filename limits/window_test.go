@@ -113,7 +113,7 @@ func TestWindowStatistics(t *testing.T) {
 		// success: (10+11+12+13 + 3 + 50 + 1) / 7.
 		MeanInFlight: 100.0 / 7,
 		// The timed drop's latency, apart; the untimed one has none.
-		DropMean: time.Hour,
+		DropMean: time.Hour, TimedDrops: 1,
 	}
 	want.Latency = want.Mean
 	if !sum.Start.Equal(want.Start) || !sum.End.Equal(want.End) {
@@ -375,5 +375,33 @@ func TestHistogramBuckets(t *testing.T) {
 	}
 	if histIndex(1<<(histMaxExp-1)-1) == histBuckets-1 {
 		t.Fatal("last bucket too wide")
+	}
+}
+
+// A window counts the timed drops that failed no slower than the previous
+// window's median success: errors, since a timeout outlasts every success.
+func TestWindowCountsFastDrops(t *testing.T) {
+	ms := time.Millisecond
+	w := newWin(t, WindowConfig{MinSamples: 1})
+	drop := func(now time.Time, lat time.Duration) shed.Sample {
+		return shed.Sample{Now: now, Latency: lat, Timed: true, Dropped: true, InFlight: 1}
+	}
+	// The first window has no median before it: no drop is fast.
+	w.Record(timed(at(0), 10*ms, 1))
+	w.Record(drop(at(ms), ms))
+	sum, ok := w.Record(timed(at(time.Second), 10*ms, 1))
+	if !ok || sum.TimedDrops != 1 || sum.FastDrops != 0 {
+		t.Fatalf("first window: %+v %v", sum, ok)
+	}
+	// Against a 10 ms median: three errors (1 ms, 9 ms, and 10 ms like
+	// the successes), two timeouts at a 50 ms deadline, a drop at 11 ms
+	// and an untimed drop, which has no latency.
+	for i, lat := range []time.Duration{ms, 9 * ms, 10 * ms, 11 * ms, 50 * ms, 50 * ms} {
+		w.Record(drop(at(time.Second+time.Duration(i)*ms), lat))
+	}
+	w.Record(shed.Sample{Dropped: true, InFlight: 1})
+	sum, ok = w.Record(timed(at(2*time.Second), 10*ms, 1))
+	if !ok || sum.Drops != 7 || sum.TimedDrops != 6 || sum.FastDrops != 3 {
+		t.Fatalf("second window: %+v %v", sum, ok)
 	}
 }
