@@ -35,7 +35,10 @@
 // fitted as one (across restarts too), since a new salt counts every
 // tenant anew. Each file's header says how its keys are hashed ("keys",
 // Header.KeyHashing), so that a fit does not count one tenant twice
-// across files hashed differently.
+// across files hashed differently, and where the driver took the keys
+// from ("keysrc", Header.KeySource, which the net/http middleware sets
+// with Recorder.SetKeySource), so that a configuration fitted to the
+// recording (shedsim tune) takes them from the same place.
 //
 // # Cost, and never blocking
 //
@@ -70,7 +73,7 @@
 // Config.MaxFileBytes, the oldest deleted beyond Config.MaxFiles. Every
 // file (and every stream) starts with a header:
 //
-//	{"k":"header","format":"shedkit-record","v":1,"epoch":"2025-01-01T00:00:00Z","classes":["interactive","batch"],"tick":1000000000,"keys":"fnv1a"}
+//	{"k":"header","format":"shedkit-record","v":1,"epoch":"2025-01-01T00:00:00Z","classes":["interactive","batch"],"tick":1000000000,"keys":"fnv1a","keysrc":"header:X-Tenant"}
 //
 // Times ("t") are nanoseconds since the header's epoch; durations ("wait",
 // "lat", "tick") are nanoseconds. "keys" says how the records' keys are
@@ -79,6 +82,15 @@
 // bytes of HMAC-SHA256(salt, "shedkit-record key salt fingerprint v1"). It
 // reveals nothing about the salt beyond whether two files share it. Files
 // written before it have no "keys": how their keys are hashed is unknown.
+// "keysrc" says where the keys came from, when the driver said:
+// "header:" and the name of the trusted request header they are the
+// value of (shedhttp.Options.KeyHeader; the client's address for a
+// request that carried none, or several), "addr" the client's address,
+// "classify" a Classify function of the service's own, which may have
+// replaced the middleware's key (the recording cannot tell). It is
+// absent when the driver did not say (the simulator, a limiter's
+// Observer), when drivers sharing a recorder disagreed, and in files
+// written before it.
 // Then one line per record, "k" its kind:
 //
 //	{"k":"req","t":1250000,"c":0,"d":"admit","cost":1500,"actual":900,"q":true,"wait":3000000,"lat":48000000,"o":"success","st":200,"n":37,"key":"85944171f73967e8"}
@@ -117,7 +129,10 @@
 // files written before it read as requests without tenants, and older
 // readers read files with keys as they read those without. So is the
 // header's "keys": readers take any value (up to 128 bytes) as a name to
-// compare, so that a hashing added later stays readable.
+// compare, so that a hashing added later stays readable. And so is its
+// "keysrc": readers take a source they do not know (up to 128 bytes of
+// visible ASCII, MaxKeySourceBytes) as one they cannot act on, and refuse
+// a "header:" that names no valid header (see CheckKeySource).
 //
 // [Reader] reads a file, a directory or a stream; malformed lines are
 // errors that name the file and line (ErrFormat).

@@ -11,7 +11,7 @@ import (
 // The encoders append JSON by hand: the writer goroutine encodes every
 // record, and reflection would cost it several times more.
 
-func appendHeader(b []byte, epoch int64, classes []string, tick time.Duration, keys string) []byte {
+func appendHeader(b []byte, epoch int64, classes []string, tick time.Duration, keys, keysrc string) []byte {
 	b = append(b, `{"k":"header","format":"`+FormatName+`","v":`...)
 	b = strconv.AppendInt(b, FormatVersion, 10)
 	b = append(b, `,"epoch":`...)
@@ -28,6 +28,10 @@ func appendHeader(b []byte, epoch int64, classes []string, tick time.Duration, k
 	if keys != "" {
 		b = append(b, `,"keys":`...)
 		b = appendJSONString(b, keys)
+	}
+	if keysrc != "" {
+		b = append(b, `,"keysrc":`...)
+		b = appendJSONString(b, keysrc)
 	}
 	return append(b, "}\n"...)
 }

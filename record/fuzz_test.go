@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"strings"
 	"testing"
 	"time"
 
@@ -55,6 +56,20 @@ func FuzzReader(f *testing.F) {
 		`{"k":"header","format":"shedkit-record","v":1,"epoch":"2025-01-01T00:00:00Z","classes":["a"],"tick":1,"keys":"fnv1a"}` + "\n" +
 		`{"k":"admit","t":2,"c":0,"key":"1"}` + "\n" +
 		`{"k":"header","format":"shedkit-record","v":1,"epoch":"2025-01-01T00:00:00Z","classes":["a"],"tick":1,"keys":7}`))
+	// The header's key source (optional in version 1), per file of a
+	// stream: a header, the address, a newer writer's, and malformed
+	// ones: a line break, not visible ASCII, no header name, too long.
+	f.Add([]byte(`{"k":"header","format":"shedkit-record","v":1,"epoch":"2025-01-01T00:00:00Z","classes":["a"],"tick":1,"keys":"fnv1a","keysrc":"header:X-Tenant"}` + "\n" +
+		`{"k":"req","t":1,"c":0,"d":"admit","key":"85944171f73967e8"}` + "\n" +
+		`{"k":"header","format":"shedkit-record","v":1,"epoch":"2025-01-01T00:00:00Z","classes":["a"],"tick":1,"keysrc":"addr"}` + "\n" +
+		`{"k":"admit","t":2,"c":0,"key":"1"}` + "\n" +
+		`{"k":"header","format":"shedkit-record","v":1,"epoch":"2025-01-01T00:00:00Z","classes":["a"],"tick":1,"keysrc":"jwt:sub"}` + "\n" +
+		`{"k":"admit","t":3,"c":0,"key":"2"}` + "\n" +
+		`{"k":"header","format":"shedkit-record","v":1,"epoch":"2025-01-01T00:00:00Z","classes":["a"],"tick":1,"keysrc":"header:X\nTenant"}`))
+	for _, bad := range []string{`"header:"`, `"header:X Tenant"`, `"addr\u00e9"`, `"addr\r"`, `7`, `"` + strings.Repeat("x", 129) + `"`} {
+		f.Add([]byte(`{"k":"header","format":"shedkit-record","v":1,"epoch":"2025-01-01T00:00:00Z","classes":["a"],"tick":1,"keysrc":` + bad + `}` + "\n" +
+			`{"k":"admit","t":1,"c":0,"key":"1"}`))
+	}
 	f.Add([]byte("\n\n{}\n[1]\nnot json"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		rd := record.NewReader(bytes.NewReader(data))
@@ -75,7 +90,7 @@ func FuzzReader(f *testing.F) {
 			if rec.Cost < 0 || rec.Actual < 0 || rec.Wait < 0 || rec.Latency < 0 || int(rec.Class) >= shed.MaxClasses || (rec.ClassName == "") != (rec.Kind == record.KindTick) {
 				t.Fatalf("accepted %+v", rec)
 			}
-			if h, ok := rd.Header(); !ok || len(h.KeyHashing) > 128 {
+			if h, ok := rd.Header(); !ok || len(h.KeyHashing) > 128 || record.CheckKeySource(h.KeySource) != nil {
 				t.Fatalf("record %+v under header %+v (read: %v)", rec, h, ok)
 			}
 			if (rec.Kind == record.KindTick) != (rec.Tick != nil) || (rec.Tick != nil && (rec.Tick.SampleEvery < 1 || rec.Key != 0)) {

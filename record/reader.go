@@ -228,6 +228,7 @@ type line struct {
 	Classes []string `json:"classes"`
 	Tick    int64    `json:"tick"`
 	Keys    string   `json:"keys"`
+	KeySrc  string   `json:"keysrc"`
 }
 
 // parse decodes one line: a record (ok), a header or an unknown kind
@@ -283,7 +284,13 @@ func (r *Reader) parseHeader(l *line) error {
 	}
 	// Any other hashing is kept as it is, unknown: compared, never
 	// interpreted, so that a newer writer's scheme stays readable.
-	r.header = Header{Version: l.V, Epoch: epoch, Classes: l.Classes, TickEvery: time.Duration(l.Tick), KeyHashing: l.Keys}
+	if err := CheckKeySource(l.KeySrc); err != nil {
+		// A fit repeats the source in its report and the scenario's
+		// comments, and a configuration may set it as its KeyHeader.
+		return r.errf("header: keysrc %.40q: %v", l.KeySrc, err)
+	}
+	r.header = Header{Version: l.V, Epoch: epoch, Classes: l.Classes, TickEvery: time.Duration(l.Tick), KeyHashing: l.Keys,
+		KeySource: l.KeySrc}
 	r.has = true
 	return nil
 }

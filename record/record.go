@@ -152,6 +152,12 @@ type Header struct {
 	// (Recorder.KeyHash's); keys passed to it hashed otherwise make it
 	// wrong.
 	KeyHashing string
+	// KeySource is where the driver took the keys from, when it said
+	// (Recorder.SetKeySource): KeySourceAddr, KeySourceClassify,
+	// KeySourceHeaderPrefix and a header name, or a source of the
+	// driver's own; "" when the file does not say (a driver that did not
+	// tell, drivers that disagreed, or written before it could).
+	KeySource string
 }
 
 // FormatName identifies a recording in its header line.

@@ -71,6 +71,9 @@ type Recorder struct {
 	watch    atomic.Pointer[watched]
 	keys     *KeyHasher // nil: unsalted
 
+	srcMu  sync.Mutex // keySrc: set by drivers, read for each header
+	keySrc keySource
+
 	tickMu  sync.Mutex
 	ticks   []tickEntry
 	prevArr uint64

@@ -233,7 +233,7 @@ func (s *sink) ready(t int64, r *Recorder) bool {
 	s.epoch = t - t%int64(time.Second)
 	s.open = true
 	s.files.Add(1)
-	s.line = appendHeader(s.line[:0], s.epoch, r.classNames(), r.cfg.TickEvery, r.keys.Hashing())
+	s.line = appendHeader(s.line[:0], s.epoch, r.classNames(), r.cfg.TickEvery, r.keys.Hashing(), r.keySourceNow())
 	return s.write(nil)
 }
 
