@@ -101,7 +101,9 @@
 // also carries the hash of its rate-limit key, never the key; set
 // record.Config.KeySalt to salt it (HMAC-SHA256, about 170 ns more per
 // sampled request, still no allocation) when the recording leaves the
-// host.
+// host. The recording's header says where the keys came from (KeyHeader,
+// the client's address, or Classify: see record.Header.KeySource), so
+// that shedsim tune's snippet sets the same KeyHeader.
 //
 // # Cost
 //

@@ -2,6 +2,7 @@ package nethttp
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"time"
 
@@ -38,10 +39,13 @@ type Config struct {
 	// decision, queue wait, latency, outcome, and the hash of the
 	// rate-limit key when there is one, Recorder.KeyHash: salted when
 	// record.Config.KeySalt is set, never the key itself) and the
-	// limiter's limit over
-	// time, for shedsim fit; New makes it watch Limiter. Only sampled
-	// requests read the clock; the others cost a few atomic adds. Start
-	// and Stop it yourself (see package record). Off (nil) by default.
+	// limiter's limit over time, for shedsim fit. New makes it watch
+	// Limiter and tells it where the keys come from
+	// (Recorder.SetKeySource: KeyHeader, else the client's address, or
+	// "classify" when Classify is set), so that shedsim tune can set the
+	// same KeyHeader. Only sampled requests read the clock; the others
+	// cost a few atomic adds. Start and Stop it yourself (see package
+	// record). Off (nil) by default.
 	Recorder *record.Recorder
 }
 
@@ -62,6 +66,12 @@ func New(cfg Config) (func(http.Handler) http.Handler, error) {
 	}
 	if cfg.Recorder != nil {
 		cfg.Recorder.Watch(cfg.Limiter)
+		if src := keySource(&cfg, e); src != "" {
+			if err := cfg.Recorder.SetKeySource(src); err != nil {
+				// Only a KeyHeader too long for a recording's header.
+				return nil, fmt.Errorf("%w: KeyHeader: %w", shedhttp.ErrInvalidConfig, err)
+			}
+		}
 	}
 	return func(next http.Handler) http.Handler {
 		if next == nil {

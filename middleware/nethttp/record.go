@@ -20,6 +20,24 @@ type recording struct {
 	key   uint64
 }
 
+// keySource is where the middleware takes a request's rate-limit key
+// from, as a recording says it (record.Header.KeySource), "" when no
+// request carries one. A Classify function has the last word on the key,
+// and what it did with it no configuration shows: the recording says so
+// rather than claim the header or the address.
+func keySource(cfg *Config, e *core.Engine) string {
+	switch {
+	case cfg.Classify != nil:
+		return record.KeySourceClassify
+	case cfg.KeyHeader != "":
+		// As the middleware reads it (core canonicalizes it too).
+		return record.HeaderKeySource(http.CanonicalHeaderKey(cfg.KeyHeader))
+	case e.NeedsKey():
+		return record.KeySourceAddr
+	}
+	return ""
+}
+
 // recBegin counts a request that reaches admission and, when the
 // recorder samples it, reads the clock and hashes its key: only sampled
 // requests pay for them.
