@@ -81,11 +81,8 @@ type Fitter struct {
 	bursts    [shed.MaxClasses]*burstRing
 
 	// The key hashes of the records of arrivals (see fit_keys.go).
-	keys          [shed.MaxClasses]map[uint64]int
-	unkeyed       [shed.MaxClasses]int
-	keysTruncated [shed.MaxClasses]bool
-	excluded      [shed.MaxClasses]int
-	hashings      keyHashings
+	unkeyed  [shed.MaxClasses]int
+	hashings keyHashings
 }
 
 // fitCells are the per-interval totals, one slice element per cell.
@@ -221,7 +218,7 @@ func (c *fitCells) grow(n int) {
 // (h.KeyHashing) are not counted as more tenants: see KeysFit.Excluded.
 // Without it, the keys are counted together, their hashing unknown.
 func (f *Fitter) Source(file string, h record.Header) {
-	f.hashings.file, f.hashings.cur = file, h.KeyHashing
+	f.hashings.source(file, h.KeyHashing)
 }
 
 // Add feeds one record to the fit.

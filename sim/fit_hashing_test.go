@@ -74,9 +74,10 @@ func stripKeyHashing(t *testing.T, name string) {
 }
 
 // TestFitKeyHashings: keys hashed two ways (salts, or salted and not) are
-// not counted together: those of the files hashed as the first keyed one
-// are, the others are left out and a note names both files and
-// hashings; files that do not say are counted with a warning.
+// not counted together: those of the files hashed as the newest keyed
+// records are, the others are left out and a note names both files and
+// hashings; files that do not say are counted with a warning. A salt
+// rolled back to is counted whole, also past a third one.
 func TestFitKeyHashings(t *testing.T) {
 	const (
 		h1  = "hmac-sha256:f15086f611419a12" // testSalt1's
@@ -92,16 +93,25 @@ func TestFitKeyHashings(t *testing.T) {
 	}{
 		{"one salt, two files", []hashedFile{{salt: testSalt1}, {salt: testSalt1}}, 10, 0, nil},
 		{"two salts", []hashedFile{{salt: testSalt1}, {salt: testSalt2}}, 10, 300,
-			[][]string{{"%1 hashes its keys as " + h1, "but %2 as " + h2, "the 300 keyed records hashed as " + h2 + " are left out"}}},
+			[][]string{{"%1 hashes its keys as " + h1, "but the newest keyed records (%2) as " + h2,
+				"counted from the 300 records hashed as " + h2, "the 300 keyed records hashed as " + h1 + " are left out"}}},
 		{"salted, then unsalted", []hashedFile{{salt: testSalt1}, {}}, 10, 300,
-			[][]string{{"%1 hashes its keys as " + h1, "but %2 as " + fnv, "left out"}}},
+			[][]string{{"%1 hashes its keys as " + h1, "but the newest keyed records (%2) as " + fnv, "left out"}}},
 		{"three salts", []hashedFile{{}, {salt: testSalt1}, {salt: testSalt2}}, 10, 600,
-			[][]string{{"%1 hashes its keys as " + fnv, "but %2 as " + h1}, {"%1 hashes its keys as " + fnv, "but %3 as " + h2}}},
+			[][]string{{"%1 hashes its keys as " + fnv, "newest keyed records (%3) as " + h2}, {"%2 hashes its keys as " + h1, "newest keyed records (%3) as " + h2}}},
+		{"a salt rolled back to", []hashedFile{{salt: testSalt1}, {salt: testSalt2}, {salt: testSalt1}}, 10, 300,
+			[][]string{{"%2 hashes its keys as " + h2, "newest keyed records (%3) as " + h1, "counted from the 600 records hashed as " + h1}}},
+		{"rolled back past a third", []hashedFile{{salt: testSalt1}, {salt: testSalt2}, {}, {salt: testSalt1}}, 10, 900,
+			[][]string{{"300 older keyed records hashed as " + h1 + ", from %1, are left out"},
+				{"%2 hashes its keys as " + h2, "newest keyed records (%4) as " + h1}, {"%3 hashes its keys as " + fnv}}},
+		{"the last keyless", []hashedFile{{salt: testSalt1}, {salt: testSalt2, keyless: true}}, 10, 0, nil},
 		{"the first keyless", []hashedFile{{keyless: true}, {salt: testSalt1}}, 10, 0, nil},
 		{"salted and older", []hashedFile{{salt: testSalt1}, {older: true}}, 20, 0,
 			[][]string{{"%2 does not say how its keys are hashed", "but %1 hashes its keys as " + h1, "may be wrong"}}},
 		{"older and salted", []hashedFile{{older: true}, {salt: testSalt2}}, 20, 0,
 			[][]string{{"%1 does not say", "but %2 hashes its keys as " + h2}}},
+		{"older, then two salts", []hashedFile{{older: true}, {salt: testSalt1}, {salt: testSalt2}}, 20, 300,
+			[][]string{{"%2 hashes its keys as " + h1, "newest keyed records (%3) as " + h2}, {"%1 does not say", "but %3 hashes its keys as " + h2}}},
 		{"older only", []hashedFile{{older: true}, {older: true}}, 10, 0, nil},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -143,18 +153,70 @@ func TestFitKeyHashings(t *testing.T) {
 }
 
 // TestFitKeyHashingsBounded: a stream whose headers change the hashing at
-// every line names a few of them, not all.
+// every line keeps the keys of a few hashings, counts the newest and
+// names a few of the others, not all.
 func TestFitKeyHashingsBounded(t *testing.T) {
 	var h keyHashings
 	for i := range 100 {
-		h.cur = fmt.Sprintf("scheme-%d", i)
-		if h.accept() != (i == 0) {
-			t.Fatalf("hashing %d: accepted %v", i, !(i == 0))
+		h.source("", fmt.Sprintf("scheme-%d", i))
+		h.add(0, uint64(i+1))
+		if len(h.sets) > maxKeptHashings || len(h.dropped) > maxOtherHashings {
+			t.Fatalf("hashing %d: %d sets kept, %d dropped by name", i, len(h.sets), len(h.dropped))
 		}
+	}
+	if n := h.counted(); n == nil || n.hashing != "scheme-99" || len(n.counts[0]) != 1 {
+		t.Fatalf("counted %+v, want scheme-99's one key", n)
 	}
 	notes := h.notes()
 	if len(notes) != maxOtherHashings+1 || !strings.Contains(notes[maxOtherHashings], "91 more keyed records") ||
-		!strings.Contains(notes[0], "the stream hashes its keys as scheme-0 but the stream as scheme-1") {
-		t.Errorf("notes %q", notes)
+		!strings.Contains(notes[0], "the stream hashes its keys as scheme-0 but the newest keyed records (the stream) as scheme-99") || h.excluded(0) != 99 {
+		t.Errorf("notes %q, %d left out", notes, h.excluded(0))
 	}
+}
+
+// TestKeySetMerged: the keys of files that do not say join the newest
+// hashing's in a new set, counts added, MaxKeys kept, the sets merged
+// left as they were (a second Fit counts the same).
+func TestKeySetMerged(t *testing.T) {
+	full := &keySet{hashing: "fnv1a"}
+	for k := range uint64(MaxKeys) {
+		full.add(0, k+1, 1)
+	}
+	for _, c := range []struct {
+		name      string
+		s, o      *keySet
+		want      map[uint64]int // some of the merged counts
+		keys      int
+		records   int
+		truncated bool
+	}{
+		{"overlapping", keySetOf(map[uint64]int{1: 2, 2: 1}), keySetOf(map[uint64]int{2: 3, 3: 1}), map[uint64]int{1: 2, 2: 4, 3: 1}, 3, 7, false},
+		{"the unknown only", keySetOf(nil), keySetOf(map[uint64]int{5: 2}), map[uint64]int{5: 2}, 1, 2, false},
+		{"past MaxKeys", full, keySetOf(map[uint64]int{1: 1, MaxKeys + 7: 4}), map[uint64]int{1: 2, MaxKeys + 7: 0}, MaxKeys, MaxKeys + 5, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			before, beforeRecords := len(c.s.counts[0]), c.s.records[0]
+			m := c.s.merged(c.o)
+			for k, n := range c.want {
+				if m.counts[0][k] != n {
+					t.Errorf("key %d: %d records, want %d", k, m.counts[0][k], n)
+				}
+			}
+			if len(m.counts[0]) != c.keys || m.records[0] != c.records || m.truncated[0] != c.truncated || m.hashing != c.s.hashing {
+				t.Errorf("%d keys, %d records, truncated %v, hashing %q; want %d, %d, %v, %q",
+					len(m.counts[0]), m.records[0], m.truncated[0], m.hashing, c.keys, c.records, c.truncated, c.s.hashing)
+			}
+			if len(c.s.counts[0]) != before || c.s.records[0] != beforeRecords {
+				t.Errorf("merging changed the newest set: %d keys, %d records", len(c.s.counts[0]), c.s.records[0])
+			}
+		})
+	}
+}
+
+func keySetOf(counts map[uint64]int) *keySet {
+	s := &keySet{hashing: "fnv1a"}
+	for k, n := range counts {
+		s.add(0, k, n)
+	}
+	return s
 }

@@ -37,9 +37,10 @@ type KeysFit struct {
 	// Truncated reports that the class showed more than MaxKeys distinct
 	// keys: the fit kept the first MaxKeys, and Count is MaxKeys.
 	Truncated bool
-	// Excluded counts the keyed records left out because their file
-	// hashes keys otherwise than the first keyed file (another salt, or
-	// none): a tenant cannot be matched across hashings (see the notes).
+	// Excluded counts the keyed records left out because their files
+	// hash keys otherwise than the newest keyed records' (another salt,
+	// or none): a tenant cannot be matched across hashings, and the
+	// newest is the configuration in effect now (see the notes).
 	Excluded int
 }
 
@@ -53,38 +54,25 @@ func (f *Fitter) keyRecord(r *record.Record) {
 	default:
 		return
 	}
-	c := r.Class
 	if r.Key == 0 {
-		f.unkeyed[c]++
+		f.unkeyed[r.Class]++
 		return
 	}
-	if !f.hashings.accept() {
-		f.excluded[c]++
-		return
-	}
-	if f.keys[c] == nil {
-		f.keys[c] = make(map[uint64]int)
-	}
-	m := f.keys[c]
-	if _, ok := m[r.Key]; !ok && len(m) >= MaxKeys {
-		// Bounded memory whatever the recording: beyond MaxKeys the
-		// scenario could not hold the count anyway.
-		f.keysTruncated[c] = true
-		return
-	}
-	m[r.Key]++
+	f.hashings.add(r.Class, r.Key)
 }
 
 // fitKeys infers each class's Keys (see KeysFit).
 func (f *Fitter) fitKeys(fit *Fit) {
 	fit.Notes = append(fit.Notes, f.hashings.notes()...)
+	ks := f.hashings.counted()
 	for c := range fit.Classes {
 		kf := &fit.Classes[c].Keys
-		kf.Unkeyed, kf.Truncated, kf.Excluded = f.unkeyed[c], f.keysTruncated[c], f.excluded[c]
-		m := f.keys[c]
-		if len(m) == 0 {
+		kf.Unkeyed, kf.Excluded = f.unkeyed[c], f.hashings.excluded(c)
+		if ks == nil || len(ks.counts[c]) == 0 {
 			continue
 		}
+		m := ks.counts[c]
+		kf.Truncated = ks.truncated[c]
 		counts := make([]int, 0, len(m))
 		for _, n := range m {
 			counts = append(counts, n)
@@ -210,83 +198,4 @@ func fittedKeys(cf *ClassFit, fit *Fit) *Keys {
 		return nil
 	}
 	return k.clone()
-}
-
-// maxOtherHashings bounds the hashings a fit names, whatever a damaged
-// stream's headers hold.
-const maxOtherHashings = 8
-
-// keyHashings follows how the keys of the records being added are hashed
-// (record.Header.KeyHashing). Keys hashed two ways are two sets of names
-// for the same tenants: the fit counts those hashed as the first file
-// that says (oldest first), leaves out the others and says so, and
-// counts those of files that do not say with a warning.
-type keyHashings struct {
-	file, cur    string // of the records being added ("": unknown)
-	first        string // the hashing of the keys counted
-	firstFile    string
-	unknownFile  string // the first file with keys and no hashing
-	others       []otherHashing
-	moreRecords  int // left out beyond maxOtherHashings hashings
-	unknownCount int // keyed records of unknown hashing counted
-}
-
-type otherHashing struct {
-	hashing, file string
-	records       int
-}
-
-// accept reports whether a keyed record of the current file is counted.
-func (h *keyHashings) accept() bool {
-	switch {
-	case h.cur == "":
-		if h.unknownCount == 0 {
-			h.unknownFile = h.label()
-		}
-		h.unknownCount++
-		return true
-	case h.cur == h.first:
-		return true
-	case h.first == "":
-		h.first, h.firstFile = h.cur, h.label()
-		return true
-	}
-	for i := range h.others {
-		if h.others[i].hashing == h.cur {
-			h.others[i].records++
-			return false
-		}
-	}
-	if len(h.others) < maxOtherHashings {
-		h.others = append(h.others, otherHashing{hashing: h.cur, file: h.label(), records: 1})
-	} else {
-		h.moreRecords++
-	}
-	return false
-}
-
-func (h *keyHashings) label() string {
-	if h.file == "" {
-		return "the stream"
-	}
-	return h.file
-}
-
-// notes says which keys were left out or may be miscounted.
-func (h *keyHashings) notes() []string {
-	var out []string
-	for _, o := range h.others {
-		out = append(out, fmt.Sprintf("keys: %s hashes its keys as %s but %s as %s (another salt, or none): a tenant cannot be matched across the two, "+
-			"so the tenants are counted from the records hashed as %s only, and the %d keyed records hashed as %s are left out",
-			h.firstFile, h.first, o.file, o.hashing, h.first, o.records, o.hashing))
-	}
-	if h.moreRecords > 0 {
-		out = append(out, fmt.Sprintf("keys: %d more keyed records under yet other hashings are left out", h.moreRecords))
-	}
-	if h.unknownCount > 0 && h.first != "" {
-		out = append(out, fmt.Sprintf("keys: %s does not say how its keys are hashed (written before recordings said) but %s hashes its keys as %s: "+
-			"they are counted together, and if they were hashed differently every tenant counts twice: the tenant counts may be wrong",
-			h.unknownFile, h.firstFile, h.first))
-	}
-	return out
 }

@@ -117,7 +117,7 @@ func (f *Fitter) fitRateLimits(fit *Fit) {
 	if inferred {
 		why := "the recording has no keys, so"
 		for c := range fit.Classes {
-			if fit.Classes[c].RateLimit.Limit != nil && len(f.keys[c]) > 0 {
+			if fit.Classes[c].RateLimit.Limit != nil && f.hashings.keyed[c] > 0 {
 				why = "per-key limits are not fitted yet:"
 			}
 		}

@@ -64,9 +64,10 @@ What it infers, and how:
                 whatever its key, so the shares stay unbiased. A class with
                 a fitted rate limit keeps one key (the limit is the class's).
                 Keys are counted only from files whose headers hash them as
-                the first keyed file does: files under another salt (or
-                none) are left out of the counts, files that do not say
-                (older) are counted with a warning; the notes name them
+                the newest keyed records are (the salt in effect now):
+                files under another salt (or none) are left out of the
+                counts, files that do not say (older) are counted with a
+                warning; the notes name them
 The report (stderr) says what was inferred, from how much, how well it
 fits, and what was assumed (client deadlines, retries, one replica); the
 scenario (stdout or -o) repeats the notes as comments. Exit codes: 0, 1 when

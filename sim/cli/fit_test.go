@@ -126,7 +126,7 @@ func TestFitUsage(t *testing.T) {
 }
 
 // TestFitKeyHashings: shedsim fit over a directory whose files hash keys
-// under two salts fits, counts the tenants of the first salt's files
+// under two salts fits, counts the tenants of the newest salt's files
 // only and says so; over salted and older files it warns.
 func TestFitKeyHashings(t *testing.T) {
 	for _, c := range []struct {
@@ -136,8 +136,8 @@ func TestFitKeyHashings(t *testing.T) {
 		want  []string
 	}{
 		{"two salts", [][]byte{[]byte("0123456789abcdef"), []byte("fedcba9876543210")}, 0, []string{
-			"record-000001.jsonl hashes its keys as hmac-sha256:f15086f611419a12 but ",
-			"record-000002.jsonl as hmac-sha256:ee4b47ff25030fe3", "300 more left out, hashed otherwise"}},
+			"record-000001.jsonl hashes its keys as hmac-sha256:f15086f611419a12 but the newest keyed records (",
+			"record-000002.jsonl) as hmac-sha256:ee4b47ff25030fe3", "300 more left out, hashed otherwise"}},
 		{"salted and older", [][]byte{[]byte("0123456789abcdef"), nil}, 2, []string{
 			"record-000002.jsonl does not say how its keys are hashed", "the tenant counts may be wrong"}},
 	} {
