@@ -129,6 +129,8 @@
 //	                             # a bucket per key for the fleet (shedredis.Store), or with
 //	                             # shared: false (the default) one in each replica; the same for every class
 //	    keys: {count: 1000, zipf: 1.1}     # tenants: key k sends in proportion to 1/(k+1)^zipf (default: one key)
+//	    #   source: header:X-Tenant  # where the service takes them from, as recorded (shedsim fit):
+//	    #                        # header:NAME, addr or classify; tune's snippet sets KeyHeader from a header
 //	    #   surge: {at: 60s, for: 30s, factor: 8}  # key 0 (the heaviest) sends 8x its share meanwhile,
 //	    #                        # the others as before (open-loop classes of two keys or more)
 //	gateway:                     # optional proxy layer

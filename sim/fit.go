@@ -152,7 +152,7 @@ func FitRecording(rd *record.Reader, opt FitOptions) (*Fit, error) {
 	if err != nil {
 		return nil, err
 	}
-	var file, hashing string
+	var file, hashing, keysrc string
 	for n := 0; ; n++ {
 		r, err := rd.Next()
 		if err == io.EOF {
@@ -161,8 +161,8 @@ func FitRecording(rd *record.Reader, opt FitOptions) (*Fit, error) {
 		if err != nil {
 			return nil, err
 		}
-		if h, _ := rd.Header(); n == 0 || rd.File() != file || h.KeyHashing != hashing {
-			file, hashing = rd.File(), h.KeyHashing
+		if h, _ := rd.Header(); n == 0 || rd.File() != file || h.KeyHashing != hashing || h.KeySource != keysrc {
+			file, hashing, keysrc = rd.File(), h.KeyHashing, h.KeySource
 			f.Source(file, h)
 		}
 		f.Add(r)
@@ -215,10 +215,12 @@ func (c *fitCells) grow(n int) {
 
 // Source tells the fit that the records added next come from file ("" for
 // a stream) under header h, so that keys hashed differently
-// (h.KeyHashing) are not counted as more tenants: see KeysFit.Excluded.
-// Without it, the keys are counted together, their hashing unknown.
+// (h.KeyHashing) are not counted as more tenants (see KeysFit.Excluded),
+// and where their keys came from (h.KeySource, see Fit.KeySource).
+// Without it, the keys are counted together, their hashing and source
+// unknown.
 func (f *Fitter) Source(file string, h record.Header) {
-	f.hashings.source(file, h.KeyHashing)
+	f.hashings.source(file, h.KeyHashing, h.KeySource)
 }
 
 // Add feeds one record to the fit.

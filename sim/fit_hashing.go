@@ -40,6 +40,7 @@ type keySet struct {
 	counts         [shed.MaxClasses]map[uint64]int
 	records        [shed.MaxClasses]int // keyed records, kept or not
 	truncated      [shed.MaxClasses]bool
+	sources        keySources // of the files with its keyed records
 }
 
 // add counts n keyed records of class c with key. Beyond MaxKeys
@@ -78,6 +79,7 @@ func (s *keySet) merged(o *keySet) *keySet {
 		m.records[c] += o.records[c] - kept // those whose keys o did not keep
 		m.truncated[c] = m.truncated[c] || o.truncated[c]
 	}
+	m.sources = s.sources.merged(&o.sources)
 	return &m
 }
 
@@ -85,6 +87,7 @@ func (s *keySet) merged(o *keySet) *keySet {
 // and keeps them apart by hashing (see above).
 type keyHashings struct {
 	file, cur string  // of the records being added ("": unknown)
+	src       string  // where their keys came from ("": not said)
 	curSet    *keySet // cur's, once a keyed record came under it
 	seq       int     // keyed records so far
 	unknown   *keySet // of the files that do not say
@@ -105,9 +108,9 @@ type otherHashing struct {
 }
 
 // source starts the records of file (or "" for a stream) hashed as
-// hashing.
-func (h *keyHashings) source(file, hashing string) {
-	h.file, h.cur, h.curSet = file, hashing, nil
+// hashing, their keys taken from src (record.Header.KeySource).
+func (h *keyHashings) source(file, hashing, src string) {
+	h.file, h.cur, h.src, h.curSet = file, hashing, src, nil
 }
 
 // add counts a keyed record of class c.
@@ -143,6 +146,8 @@ func (h *keyHashings) current() *keySet {
 		h.curSet = &keySet{hashing: h.cur, file: h.label()}
 		h.sets = append(h.sets, h.curSet)
 	}
+	// Once per file (or header) with keyed records, not per record.
+	h.curSet.sources.add(h.src, h.label())
 	return h.curSet
 }
 

@@ -23,6 +23,7 @@ type hashedFile struct {
 	salt    []byte // nil: unsalted
 	older   bool   // its header does not say (written before it could)
 	keyless bool   // no keys at all
+	src     string // where its keys came from (record.Header.KeySource)
 }
 
 // writeHashed records 3 s of traffic of 10 tenants per file into dir,
@@ -33,6 +34,9 @@ func writeHashed(t *testing.T, dir string, files []hashedFile) []string {
 	for i, hf := range files {
 		rec, err := record.New(record.Config{Dir: dir, MaxRecordsPerSecond: -1, Classes: []string{"api"}, KeySalt: hf.salt})
 		if err != nil {
+			t.Fatal(err)
+		}
+		if err := rec.SetKeySource(hf.src); err != nil {
 			t.Fatal(err)
 		}
 		start := time.Date(2025, 1, 1, 0, 0, 5*i, 0, time.UTC)
@@ -158,7 +162,7 @@ func TestFitKeyHashings(t *testing.T) {
 func TestFitKeyHashingsBounded(t *testing.T) {
 	var h keyHashings
 	for i := range 100 {
-		h.source("", fmt.Sprintf("scheme-%d", i))
+		h.source("", fmt.Sprintf("scheme-%d", i), "")
 		h.add(0, uint64(i+1))
 		if len(h.sets) > maxKeptHashings || len(h.dropped) > maxOtherHashings {
 			t.Fatalf("hashing %d: %d sets kept, %d dropped by name", i, len(h.sets), len(h.dropped))

@@ -65,6 +65,11 @@ func (f *Fitter) keyRecord(r *record.Record) {
 func (f *Fitter) fitKeys(fit *Fit) {
 	fit.Notes = append(fit.Notes, f.hashings.notes()...)
 	ks := f.hashings.counted()
+	if ks != nil {
+		var notes []string
+		fit.KeySource, notes = ks.sources.resolve()
+		fit.Notes = append(fit.Notes, notes...)
+	}
 	for c := range fit.Classes {
 		kf := &fit.Classes[c].Keys
 		kf.Unkeyed, kf.Excluded = f.unkeyed[c], f.hashings.excluded(c)
@@ -82,7 +87,7 @@ func (f *Fitter) fitKeys(fit *Fit) {
 		kf.Seen = len(counts)
 		kf.Estimate = chao1(counts)
 		s, se := zipfMLE(counts)
-		kf.Keys = &Keys{Count: min(kf.Seen, MaxKeys), Zipf: math.Round(s*100) / 100}
+		kf.Keys = &Keys{Count: min(kf.Seen, MaxKeys), Zipf: math.Round(s*100) / 100, Source: fit.KeySource}
 		kf.ZipfSE = se
 		if kf.Unkeyed > 0 {
 			fit.Notes = append(fit.Notes, fmt.Sprintf("class %s: %d of its %d records of arrivals have no key: the keys are fitted to the others",
@@ -193,9 +198,19 @@ func fittedKeys(cf *ClassFit, fit *Fit) *Keys {
 		return nil
 	case cf.RateLimit.Limit != nil:
 		fit.Notes = append(fit.Notes, fmt.Sprintf("class %s: %d keys seen, but its rate limit is fitted as one key's: the scenario keeps one key, so that the limit binds as it did; "+
-			"to tune a quota per tenant instead (shedsim tune), replace its rate_limit with keys: {count: %d, zipf: %s}",
-			cf.Name, cf.Keys.Seen, k.Count, strconv.FormatFloat(k.Zipf, 'g', -1, 64)))
+			"to tune a quota per tenant instead (shedsim tune), replace its rate_limit with keys: {count: %d, zipf: %s%s}",
+			cf.Name, cf.Keys.Seen, k.Count, strconv.FormatFloat(k.Zipf, 'g', -1, 64), sourceField(k.Source)))
 		return nil
 	}
 	return k.clone()
+}
+
+// sourceField spells a key source as the field of a flow mapping in a
+// note, "" for none. A source is visible ASCII (record.CheckKeySource);
+// quoted, it reads back whatever YAML makes of its characters.
+func sourceField(src string) string {
+	if src == "" {
+		return ""
+	}
+	return ", source: " + strconv.Quote(src)
 }

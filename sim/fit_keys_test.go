@@ -203,3 +203,92 @@ func TestRecordPolicySaltsKeys(t *testing.T) {
 		t.Fatalf("header hashing %q (want %q), %d tenants seen (want 5)", hd.KeyHashing, h.Hashing(), len(seen))
 	}
 }
+
+// TestFitKeySource: the fit carries where the counted keys came from into
+// the scenario's keys and its report; files that disagree leave it
+// unknown with a note naming them, files that do not say leave it as the
+// others say with a note, and files left out (another hashing) do not
+// count.
+func TestFitKeySource(t *testing.T) {
+	const tenant, addr = "header:X-Tenant", record.KeySourceAddr
+	for _, c := range []struct {
+		name   string
+		files  []hashedFile
+		want   string
+		notes  [][]string // each key-source note's words, %d the file number
+		report string
+	}{
+		{"a header", []hashedFile{{src: tenant}, {src: tenant}}, tenant, nil, "taken from     the trusted request header X-Tenant"},
+		{"the address", []hashedFile{{src: addr}}, addr, nil, "taken from     the client address"},
+		{"Classify", []hashedFile{{src: record.KeySourceClassify}}, "classify", nil, "taken from     the service's Classify function"},
+		{"a source of a driver's own", []hashedFile{{src: "jwt:sub"}}, "jwt:sub", nil, "taken from     jwt:sub (a source this shedsim does not know)"},
+		{"not said", []hashedFile{{}, {}}, "", nil, "taken from     not said by the recording"},
+		{"files disagree", []hashedFile{{src: tenant}, {src: addr}}, "",
+			[][]string{{"disagree on where the keys came from", "%1 says header:X-Tenant", "%2 says addr", "will not set a KeyHeader"}}, "taken from     not said"},
+		{"one does not say", []hashedFile{{}, {src: tenant}}, tenant,
+			[][]string{{"%1 does not say where its keys came from", "%2 says header:X-Tenant"}}, "X-Tenant"},
+		{"older hashing, another source, left out", []hashedFile{{salt: testSalt1, src: addr}, {salt: testSalt2, src: tenant}}, tenant, nil, "X-Tenant"},
+		{"keyless files say nothing", []hashedFile{{src: addr, keyless: true}, {src: tenant}}, tenant, nil, "X-Tenant"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			names := writeHashed(t, dir, c.files)
+			rd, err := record.Open(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer rd.Close()
+			fit, err := FitRecording(rd, FitOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			k := fit.Scenario.Classes[0].Keys
+			if fit.KeySource != c.want || k == nil || k.Source != c.want || fit.Classes[0].Keys.Keys.Source != c.want {
+				t.Errorf("KeySource %q, scenario keys %+v; want %q", fit.KeySource, k, c.want)
+			}
+			var got []string
+			for _, n := range fit.Notes {
+				if strings.Contains(n, "where the keys came from") || strings.Contains(n, "where its keys came from") {
+					got = append(got, n)
+				}
+			}
+			if len(got) != len(c.notes) {
+				t.Fatalf("key source notes %q, want %d", got, len(c.notes))
+			}
+			for i, words := range c.notes {
+				for _, w := range words {
+					for j, name := range names {
+						w = strings.ReplaceAll(w, fmt.Sprintf("%%%d", j+1), name)
+					}
+					if !strings.Contains(got[i], w) {
+						t.Errorf("note %q lacks %q", got[i], w)
+					}
+				}
+			}
+			var report bytes.Buffer
+			WriteFitReport(&report, fit)
+			if !strings.Contains(report.String(), c.report) {
+				t.Errorf("report lacks %q:\n%s", c.report, report.String())
+			}
+			y, err := MarshalScenario(fit.Scenario)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if has := strings.Contains(string(y), "source: "); has != (c.want != "") {
+				t.Errorf("scenario YAML says a source: %v, want %v:\n%s", has, c.want != "", y)
+			}
+		})
+	}
+}
+
+// TestFitKeySourceRateLimited: a class whose rate limit is fitted keeps
+// one key, and the note that says which keys to write instead carries
+// their source, quoted, so that it reads back as it was.
+func TestFitKeySourceRateLimited(t *testing.T) {
+	cf := &ClassFit{Name: "api", Keys: KeysFit{Seen: 10, Keys: &Keys{Count: 10, Zipf: 1.2, Source: "header:X-Tenant"}}}
+	cf.RateLimit.Limit = &RateLimit{RPS: 100}
+	fit := &Fit{}
+	if k := fittedKeys(cf, fit); k != nil || len(fit.Notes) != 1 || !strings.Contains(fit.Notes[0], `keys: {count: 10, zipf: 1.2, source: "header:X-Tenant"}`) {
+		t.Errorf("keys %+v, notes %q", k, fit.Notes)
+	}
+}

@@ -144,6 +144,7 @@ func writeKeys(w io.Writer, fit *Fit) {
 		return
 	}
 	fmt.Fprintln(w, "keys (tenants, from the hashes of the rate-limit keys on the records of arrivals; the count seen is a lower bound, tenants the recorder never kept are missing):")
+	fmt.Fprintf(w, "  taken from     %s\n", describeKeySource(fit.KeySource))
 	for _, c := range fit.Classes {
 		k := c.Keys
 		left := ""

@@ -32,6 +32,11 @@ type Fit struct {
 	Baseline    time.Duration
 	Unsaturated int
 	Capacity    CapacityFit
+	// KeySource is where the service took the keys the fit counted from,
+	// as the headers of their files said (record.Header.KeySource), ""
+	// when they did not say or disagreed (see the notes). The classes'
+	// Keys carry it (Keys.Source).
+	KeySource string
 	// Notes say what the recording could not tell, and what was assumed.
 	Notes []string
 }

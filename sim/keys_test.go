@@ -150,6 +150,8 @@ func TestKeysValidate(t *testing.T) {
 		{"no keys", func(sc *Scenario) { sc.Classes[0].Keys = &Keys{} }, "classes[0].keys.count: must be in [1, 100000], got 0"},
 		{"too many keys", func(sc *Scenario) { sc.Classes[0].Keys = &Keys{Count: MaxKeys + 1} }, "classes[0].keys.count"},
 		{"negative zipf", func(sc *Scenario) { sc.Classes[0].Keys = &Keys{Count: 2, Zipf: -1} }, "classes[0].keys.zipf: must be in [0, 10], got -1"},
+		{"key source too long", func(sc *Scenario) { sc.Classes[0].Keys = &Keys{Count: 2, Source: strings.Repeat("x", 129)} }, "classes[0].keys.source: 129 bytes, at most 128"},
+		{"key source not a header", func(sc *Scenario) { sc.Classes[0].Keys = &Keys{Count: 2, Source: "header:"} }, "classes[0].keys.source: not a header name"},
 		{"NaN zipf", func(sc *Scenario) { sc.Classes[0].Keys = &Keys{Count: 2, Zipf: math.NaN()} }, "classes[0].keys.zipf"},
 		{"too many buckets", func(sc *Scenario) {
 			sc.Service.Replicas = 200

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/shedkit/shedkit/record"
 	"github.com/shedkit/shedkit/shed"
 )
 
@@ -130,6 +131,15 @@ type Keys struct {
 	Count int
 	// Zipf is the skew of the traffic over the keys, in [0, MaxZipf].
 	Zipf float64
+	// Source is where the service takes the keys from, as its recording
+	// said (record.Header.KeySource, which shedsim fit carries over):
+	// "header:NAME" a trusted request header (shedhttp.Options.KeyHeader),
+	// "addr" the client's address, "classify" a Classify function of the
+	// service's own; "" when unknown. The simulator draws keys alike
+	// whatever it says; shedsim tune's Go snippet sets KeyHeader from a
+	// header, so that a quota per tenant is keyed as the traffic was. At
+	// most record.MaxKeySourceBytes of visible ASCII (record.CheckKeySource).
+	Source string
 	// Surge, when set, multiplies the heaviest key's traffic for a while:
 	// one tenant floods while the others send as before. Default nil.
 	Surge *KeySurge
@@ -180,6 +190,9 @@ func (k *Keys) validate(p string) error {
 	}
 	if !(k.Zipf >= 0 && k.Zipf <= MaxZipf) {
 		return fieldErr(p+".zipf", "must be in [0, %d], got %v", MaxZipf, k.Zipf)
+	}
+	if err := record.CheckKeySource(k.Source); err != nil {
+		return fieldErr(p+".source", "%v", err)
 	}
 	return nil
 }

@@ -525,6 +525,7 @@ func (d *decoder) class(c *Class) fieldFunc {
 			"keys": func(n *yaml.Node, p string) error {
 				c.Keys = &Keys{}
 				return d.mapping(n, p, map[string]fieldFunc{"count": d.integer(&c.Keys.Count), "zipf": d.float(&c.Keys.Zipf),
+					"source": d.str(&c.Keys.Source),
 					"surge": func(n *yaml.Node, p string) error {
 						s := &KeySurge{}
 						c.Keys.Surge = s

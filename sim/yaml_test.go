@@ -45,6 +45,8 @@ func TestParseScenarioErrors(t *testing.T) {
 		{"bad balancer", validYAML + "service: {replicas: 2, balancer: random}\n", `f.yaml:9:34: service.balancer: want one of round_robin, least_in_flight, power_of_two, got "random"`},
 		{"unknown policy", validYAML + "policies: [none, magic]\n", `f.yaml:9:18: policies[1]: unknown policy "magic"`},
 		{"unknown metric", validYAML + "expect:\n  - {policy: none, metric: speed, min: 1}\n", `f.yaml:10:28: expect[0].metric: unknown metric "speed"`},
+		{"bad key source", strings.Replace(validYAML, "rate: 100", "rate: 100\n    keys: {count: 2, source: header:X/Tenant}", 1), `f.yaml:6:30: classes[0].keys.source: not a header name after header:`},
+		{"key source with a line break", strings.Replace(validYAML, "rate: 100", "rate: 100\n    keys: {count: 2, source: \"addr\\nx\"}", 1), `f.yaml:6:30: classes[0].keys.source: byte 0x0a at 4: only visible ASCII`},
 		{"bad bool", strings.Replace(validYAML, "rate: 100", "rate: 100\n    lifo: yes", 1), `f.yaml:6:11: classes[0].lifo: want true or false, got "yes"`},
 		{"malformed yaml", "name: x\n  duration: [\n", `f.yaml:2: malformed YAML:`},
 		{"empty", "", `f.yaml: empty scenario`},

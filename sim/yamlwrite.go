@@ -190,6 +190,7 @@ func classNode(c *Class) *yaml.Node {
 		km := newMap(true)
 		km.integer("count", int64(k.Count))
 		km.num("zipf", k.Zipf)
+		km.str("source", k.Source)
 		if su := k.Surge; su != nil {
 			sm := ynode{spanNode(su.span())}
 			sm.num("factor", su.Factor)

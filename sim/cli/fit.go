@@ -67,7 +67,10 @@ What it infers, and how:
                 the newest keyed records are (the salt in effect now):
                 files under another salt (or none) are left out of the
                 counts, files that do not say (older) are counted with a
-                warning; the notes name them
+                warning; the notes name them. Where the service took the
+                keys from (the headers' keysrc: a trusted header, the
+                client address, its Classify) goes into keys.source, for
+                shedsim tune's snippet; none when the files disagree
 The report (stderr) says what was inferred, from how much, how well it
 fits, and what was assumed (client deadlines, retries, one replica); the
 scenario (stdout or -o) repeats the notes as comments. Exit codes: 0, 1 when
