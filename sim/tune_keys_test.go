@@ -2,6 +2,7 @@ package sim
 
 import (
 	"math"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -162,4 +163,68 @@ func TestTuneSpaceKeyRateLimits(t *testing.T) {
 
 func sameLimit(a, b *RateLimit) bool {
 	return (a == nil && b == nil) || (a != nil && b != nil && *a == *b)
+}
+
+// TestTuneSnippetKeyHeader: the snippet sets shedhttp.Options.KeyHeader
+// when the scenario's keys came from a trusted header (keys.source, as
+// shedsim fit writes it), and otherwise (the address, Classify, not said,
+// classes that disagree) keeps the comment that says how the key must be
+// taken. The compile test in package cli builds both.
+func TestTuneSnippetKeyHeader(t *testing.T) {
+	const byHeader, asRecorded = "from the header the recording took it", "as it was when recorded"
+	keyHeaderLine := regexp.MustCompile(`\n\t\tKeyHeader: +"X-Tenant",\n`)
+	two := func(a, b string) *Scenario {
+		sc := tenantsTune()
+		sc.Classes[0].Keys.Source = a
+		sc.Classes = append(sc.Classes, Class{Name: "batch", Rate: 10, Keys: &Keys{Count: 3, Source: b}})
+		return sc
+	}
+	for _, c := range []struct {
+		name    string
+		sc      *Scenario
+		header  bool
+		comment string
+	}{
+		{"a header", tenantsOf("header:X-Tenant"), true, byHeader},
+		{"the address", tenantsOf("addr"), false, asRecorded},
+		{"Classify", tenantsOf("classify"), false, asRecorded},
+		{"not said", tenantsOf(""), false, asRecorded},
+		{"a source of a driver's own", tenantsOf("jwt:sub"), false, asRecorded},
+		{"two classes, one header", two("header:X-Tenant", "header:X-Tenant"), true, byHeader},
+		{"two classes, one says none", two("header:X-Tenant", ""), true, byHeader},
+		{"two classes, two headers", two("header:X-Tenant", "header:X-Api-Key"), false, asRecorded},
+		{"two classes, a header and the address", two("header:X-Tenant", "addr"), false, asRecorded},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if err := c.sc.Validate(); err != nil {
+				t.Fatal(err)
+			}
+			cands := TuneCandidate{Policy: "shedkit-gradient", Classes: make([]TuneClass, len(c.sc.Classes))}
+			cands.Classes[0].RateLimit = &RateLimit{RPS: 20, Burst: 2}
+			src, err := cands.GoSnippet(c.sc)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := keyHeaderLine.MatchString(src); got != c.header || strings.Count(src, "KeyHeader:") != btoi(c.header) {
+				t.Errorf("KeyHeader set: %v, want %v:\n%s", got, c.header, src)
+			}
+			if !strings.Contains(src, c.comment) {
+				t.Errorf("snippet lacks %q:\n%s", c.comment, src)
+			}
+		})
+	}
+}
+
+// tenantsOf is tenantsTune with its keys taken from src.
+func tenantsOf(src string) *Scenario {
+	sc := tenantsTune()
+	sc.Classes[0].Keys.Source = src
+	return sc
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/shedkit/shedkit/record"
 )
 
 // tuneFields maps the parameters [TuneSpace] sweeps to the fields of the
@@ -23,7 +25,9 @@ var tuneFields = map[string]map[string]string{
 // service's outgoing calls (retrybudget.TransportConfig.Budget). When a
 // class has a rate limit, a function newHTTPOptions also returns the
 // middleware's shedhttp.Options with the limiter and the rate limits
-// (RateLimits). Pasted after a package clause it compiles; a test builds
+// (RateLimits), and KeyHeader when the scenario's keys came from a
+// trusted request header (Keys.Source, as shedsim fit carries it from a
+// recording). Pasted after a package clause it compiles; a test builds
 // it. An error says that the policy is not one Tune sweeps.
 func (c *TuneCandidate) GoSnippet(sc *Scenario) (string, error) {
 	limit, err := limitSource(c.Policy)
@@ -81,7 +85,8 @@ func (c *TuneCandidate) GoSnippet(sc *Scenario) (string, error) {
 }
 
 // rateLimitsSource returns the function newHTTPOptions, which sets the
-// candidate's rate limits in the middleware's options, or "" when no
+// candidate's rate limits in the middleware's options (and the key
+// header the recorded keys came from, see keyHeader), or "" when no
 // class has one. shedhttp.Options.RateLimits is what nethttp.Config and
 // echo.Config embed; its default MemoryStore keeps a bucket per replica,
 // as the simulator does without Shared.
@@ -111,11 +116,8 @@ func (c *TuneCandidate) rateLimitsSource(sc *Scenario) string {
 		caveat = "// The simulator saw a class without keys as one key: a class spread over\n" +
 			"// many keys (clients, tenants) needs each key's share of its rate.\n"
 	}
-	if len(tenants) > 0 {
-		caveat += "// The limits of " + strings.Join(tenants, ", ") + " are quotas per tenant, tried on the scenario's keys:\n" +
-			"// the rate-limit key must be the tenant (Options.KeyHeader naming a\n" +
-			"// trusted tenant header, or Classify's Key), as it was when recorded.\n"
-	}
+	header := keyHeader(sc)
+	caveat += keyCaveat(tenants, header)
 	if shared {
 		caveat += "// The rates are for the whole fleet: set nethttp.Config.KeyStore to a\n" +
 			"// shedredis.Store, or each replica lets a key through at the full rate.\n"
@@ -125,8 +127,59 @@ func (c *TuneCandidate) rateLimitsSource(sc *Scenario) string {
 		"// nethttp.Config{Options: newHTTPOptions(limiter)} (or echo.Config).\n" +
 		caveat +
 		"func newHTTPOptions(limiter *shed.Limiter) shedhttp.Options {\n" +
-		"\treturn shedhttp.Options{\n\t\tLimiter: limiter,\n\t\tRateLimits: map[string]shedhttp.RateLimit{\n" +
+		"\treturn shedhttp.Options{\n\t\tLimiter: limiter,\n" + keyHeaderField(header) +
+		"\t\tRateLimits: map[string]shedhttp.RateLimit{\n" +
 		m.String() + "\t\t},\n\t}\n}\n"
+}
+
+// keyHeader returns the trusted request header the scenario's keys came
+// from (Keys.Source), when every class that says where its keys came
+// from names that one header; "" otherwise. The middleware takes every
+// class's key from one place, so classes that disagree set none.
+func keyHeader(sc *Scenario) string {
+	name := ""
+	for _, c := range sc.Classes {
+		if c.Keys == nil || c.Keys.Source == "" {
+			continue
+		}
+		h, ok := record.KeySourceHeader(c.Keys.Source)
+		if !ok || (name != "" && h != name) {
+			return ""
+		}
+		name = h
+	}
+	return name
+}
+
+// keyCaveat says how the rate-limit key must be taken for the quotas of
+// the classes tenants to hold as they were tried: from header when the
+// recording says so, else as the service took it when recorded.
+func keyCaveat(tenants []string, header string) string {
+	switch {
+	case len(tenants) > 0 && header != "":
+		return "// The limits of " + strings.Join(tenants, ", ") + " are quotas per tenant, tried on the scenario's keys:\n" +
+			"// the rate-limit key is the tenant, from the header the recording took it\n" +
+			"// from (KeyHeader). Keep that header trusted: set by your proxy, never by\n" +
+			"// a client.\n"
+	case len(tenants) > 0:
+		return "// The limits of " + strings.Join(tenants, ", ") + " are quotas per tenant, tried on the scenario's keys:\n" +
+			"// the rate-limit key must be the tenant (Options.KeyHeader naming a\n" +
+			"// trusted tenant header, or Classify's Key), as it was when recorded.\n"
+	case header != "":
+		return "// KeyHeader is the header the recording took the rate-limit keys from.\n" +
+			"// Keep it trusted: set by your proxy, never by a client.\n"
+	}
+	return ""
+}
+
+// keyHeaderField is the KeyHeader line of the options, "" for none. A
+// header name is a token (record.KeySourceHeader checks it); quoted, it
+// is a Go string whatever it holds.
+func keyHeaderField(header string) string {
+	if header == "" {
+		return ""
+	}
+	return "\t\tKeyHeader: " + strconv.Quote(header) + ",\n"
 }
 
 // limitSource returns the Go expression that builds the policy's limit.

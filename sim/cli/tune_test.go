@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -111,7 +112,8 @@ func TestTuneUsage(t *testing.T) {
 // replaces github.com/shedkit/shedkit with this repository, and vets it:
 // the recommendation always compiles, its rate limits too (the AIMD
 // candidate has one, set in the middleware's options), and a per-key
-// quota of a class spread over keys.
+// quota of a class spread over keys, with and without the KeyHeader its
+// recorded keys came from.
 func TestTuneSnippetCompiles(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds a module with the go command")
@@ -147,6 +149,19 @@ func TestTuneSnippetCompiles(t *testing.T) {
 	if !strings.Contains(quota, `"api": {Rate: 100, Burst: 10},`) || !strings.Contains(quota, "quotas per tenant") {
 		t.Errorf("the per-key quota's snippet lacks the limit or says nothing of the key:\n%s", quota)
 	}
+	// Keys recorded from a trusted header (keys.source, as shedsim fit
+	// writes it): the options set KeyHeader.
+	fromHeader, err := sim.ParseScenario("tenants.yaml", []byte(strings.Replace(tenantsTune, "zipf: 1.5}", "zipf: 1.5, source: header:X-Tenant}", 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	header, err := k.GoSnippet(fromHeader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !regexp.MustCompile(`KeyHeader: +"X-Tenant",`).MatchString(header) || strings.Contains(quota, "KeyHeader:") {
+		t.Errorf("KeyHeader is not set from the header, or set without one:\n%s\n%s", header, quota)
+	}
 	root, err := filepath.Abs(filepath.Join("..", ".."))
 	if err != nil {
 		t.Fatal(err)
@@ -155,11 +170,12 @@ func TestTuneSnippetCompiles(t *testing.T) {
 	gomod := "module tunecheck\n\ngo 1.26\n\nrequire github.com/shedkit/shedkit v0.0.0\n\nreplace github.com/shedkit/shedkit => " + root + "\n"
 	sum, _ := os.ReadFile(filepath.Join(root, "go.sum"))
 	files := map[string]string{
-		"go.mod":     gomod,
-		"go.sum":     string(sum),
-		"main.go":    "package main\n\n" + snippet + "\nfunc main() { _, _, _ = newAdmission() }\n",
-		"b/aimd.go":  "package b\n\n" + aimd + "\nvar New, Options = newAdmission, newHTTPOptions\n",
-		"c/quota.go": "package c\n\n" + quota + "\nvar New, Options = newAdmission, newHTTPOptions\n",
+		"go.mod":      gomod,
+		"go.sum":      string(sum),
+		"main.go":     "package main\n\n" + snippet + "\nfunc main() { _, _, _ = newAdmission() }\n",
+		"b/aimd.go":   "package b\n\n" + aimd + "\nvar New, Options = newAdmission, newHTTPOptions\n",
+		"c/quota.go":  "package c\n\n" + quota + "\nvar New, Options = newAdmission, newHTTPOptions\n",
+		"d/header.go": "package d\n\n" + header + "\nvar New, Options = newAdmission, newHTTPOptions\n",
 	}
 	for name, text := range files {
 		p := filepath.Join(dir, name)
@@ -179,7 +195,7 @@ func TestTuneSnippetCompiles(t *testing.T) {
 			t.Skipf("the library's dependencies are not in the module cache (go mod download in the repository root):\n%s", b)
 		}
 		if err != nil {
-			t.Fatalf("go %v: %v\n%s\nmain.go:\n%s\nb/aimd.go:\n%s\nc/quota.go:\n%s", args, err, b, files["main.go"], aimd, quota)
+			t.Fatalf("go %v: %v\n%s\nmain.go:\n%s\nb/aimd.go:\n%s\nc/quota.go:\n%s\nd/header.go:\n%s", args, err, b, files["main.go"], aimd, quota, header)
 		}
 	}
 }
