@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/shedkit/shedkit/record"
 	"github.com/shedkit/shedkit/sim"
@@ -161,7 +162,7 @@ func writeFitted(fit *sim.Fit, path, out string, stdout, stderr io.Writer) int {
 	var b bytes.Buffer
 	fmt.Fprintf(&b, "# Fitted by shedsim fit from %s.\n", path)
 	for _, n := range fit.Notes {
-		fmt.Fprintf(&b, "# Note: %s\n", strings.ReplaceAll(n, "\n", " "))
+		fmt.Fprintf(&b, "# Note: %s\n", commentText(n))
 	}
 	b.Write(y)
 	if out == "-" {
@@ -173,6 +174,20 @@ func writeFitted(fit *sim.Fit, path, out string, stdout, stderr io.Writer) int {
 		return ExitFail
 	}
 	return ExitOK
+}
+
+// commentText makes note fit on one YAML comment line. A note repeats
+// what the recording says (class names, key hashings), and YAML ends a
+// comment at a carriage return as at a newline: whatever followed would
+// be read as a field of the scenario. Other control characters and the
+// line separators of YAML 1.1 go too.
+func commentText(note string) string {
+	return strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) || r == '\u2028' || r == '\u2029' {
+			return ' '
+		}
+		return r
+	}, note)
 }
 
 // scenarioName derives a scenario name from a recording's path.

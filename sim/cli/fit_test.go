@@ -186,3 +186,30 @@ func recordTenants(t *testing.T, dir string, salt []byte, i int) {
 		t.Fatal(err)
 	}
 }
+
+// TestFitNotesStayComments: a note that repeats a line break from the
+// recording (here a key hashing with a carriage return, which YAML ends
+// a comment at) stays one comment: the scenario reads back without the
+// field it spelled.
+func TestFitNotesStayComments(t *testing.T) {
+	dir := t.TempDir()
+	recordTenants(t, dir, []byte("0123456789abcdef"), 0)
+	recordTenants(t, dir, nil, 1)
+	name := filepath.Join(dir, "record-000001.jsonl")
+	b, err := os.ReadFile(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b = regexp.MustCompile(`,"keys":"[^"]*"`).ReplaceAll(b, []byte(`,"keys":"x\rdescription: injected\u2028name: also"`))
+	if err := os.WriteFile(name, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, e := run(t, "fit", dir)
+	if code != ExitOK || !strings.Contains(out, "# Note: keys: "+name+" hashes its keys as x description: injected name: also but") {
+		t.Fatalf("fit: exit %d, want 0 and the note on one line\n%s\n%s", code, e, out)
+	}
+	sc, err := sim.ParseScenario("fitted.yaml", []byte(out))
+	if err != nil || sc.Description == "injected" || sc.Name != "fitted-"+filepath.Base(dir) {
+		t.Fatalf("the scenario read back with %v, description %q, name %q:\n%s", err, sc.Description, sc.Name, out)
+	}
+}
