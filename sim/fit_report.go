@@ -6,10 +6,15 @@ import (
 	"math"
 	"strings"
 	"time"
+	"unicode"
 )
 
-// WriteFitReport prints what a fit inferred and how sure it is.
+// WriteFitReport prints what a fit inferred and how sure it is. The
+// report repeats what the recording says (class names, key hashings), so
+// control characters other than line breaks and tabs print as '?': a
+// crafted recording cannot send escape sequences to a terminal.
 func WriteFitReport(w io.Writer, fit *Fit) {
+	w = controlFree{w}
 	fmt.Fprintf(w, "recording: %v from %s, %d intervals of %v, %d records (sampled 1 in up to %d, %d lost)\n",
 		fit.Span, fit.Start.Format(time.RFC3339), fit.Intervals, fit.Scenario.Interval, fit.Records, fit.SampleEvery, fit.Lost)
 	fmt.Fprintln(w, "arrivals (exact counts; the schedule is each class's spans of constant rate):")
@@ -165,4 +170,22 @@ func writeKeys(w io.Writer, fit *Fit) {
 	if fit.SampleEvery > 1 {
 		fmt.Fprintln(w, "  sampling keeps every 2^k-th request whatever its key: the shares are unbiased, but a rare tenant is likelier unseen")
 	}
+}
+
+// controlFree writes to w with control characters other than '\n' and
+// '\t', and the Unicode line and paragraph separators, as '?'. Each
+// fmt.Fprint call is one Write, so no character is split across two.
+type controlFree struct{ w io.Writer }
+
+func (c controlFree) Write(p []byte) (int, error) {
+	clean := strings.Map(func(r rune) rune {
+		if (unicode.IsControl(r) && r != '\n' && r != '\t') || r == '\u2028' || r == '\u2029' {
+			return '?'
+		}
+		return r
+	}, string(p))
+	if _, err := io.WriteString(c.w, clean); err != nil {
+		return 0, err
+	}
+	return len(p), nil
 }

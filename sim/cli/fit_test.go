@@ -200,13 +200,18 @@ func TestFitNotesStayComments(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b = regexp.MustCompile(`,"keys":"[^"]*"`).ReplaceAll(b, []byte(`,"keys":"x\rdescription: injected\u2028name: also"`))
+	b = regexp.MustCompile(`,"keys":"[^"]*"`).ReplaceAll(b, []byte(`,"keys":"x\rdescription: injected\u2028name: also\u001b[2J"`))
 	if err := os.WriteFile(name, b, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	code, out, e := run(t, "fit", dir)
-	if code != ExitOK || !strings.Contains(out, "# Note: keys: "+name+" hashes its keys as x description: injected name: also but") {
+	if code != ExitOK || !strings.Contains(out, "# Note: keys: "+name+" hashes its keys as x description: injected name: also [2J but") {
 		t.Fatalf("fit: exit %d, want 0 and the note on one line\n%s\n%s", code, e, out)
+	}
+	// The report on stderr prints the same note with no escape sequence
+	// for a terminal to act on.
+	if strings.ContainsAny(e, "\x1b\r\u2028") || !strings.Contains(e, "also?[2J") {
+		t.Fatalf("report with control characters:\n%q", e)
 	}
 	sc, err := sim.ParseScenario("fitted.yaml", []byte(out))
 	if err != nil || sc.Description == "injected" || sc.Name != "fitted-"+filepath.Base(dir) {
