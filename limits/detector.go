@@ -147,8 +147,9 @@ func (d *detector) read(w *WindowSummary, limit float64) signals {
 
 // errorDrops reports whether the drops of window w are mostly errors
 // rather than timeouts: errorShare of its timed drops, or more, failed
-// no slower than the median success (WindowSummary.FastDrops). A window without a success has no
-// latency to tell them by, and its drops count as timeouts.
+// no slower than the median success (WindowSummary.FastDrops). A window
+// without a success has no latency to tell them by, and its drops count
+// as timeouts.
 func errorDrops(w *WindowSummary) bool {
 	return w.Samples > 0 && w.TimedDrops > 0 && float64(w.FastDrops) >= errorShare*float64(w.TimedDrops)
 }

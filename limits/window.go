@@ -396,7 +396,10 @@ func (w *Window) maybeClose(now, start int64, sw *WindowSummary) bool {
 	if k := sw.Samples + sw.Drops; k > 0 {
 		sw.MeanInFlight = float64(inflight-w.prevInFlight) / float64(k)
 	}
-	dn, ds, df := w.dropTimed.Load(), w.dropSum.Load(), w.dropFast.Load()
+	// A fast drop counts as timed before it counts as fast: loading the
+	// fast ones first keeps FastDrops <= TimedDrops under concurrency.
+	df := w.dropFast.Load()
+	dn, ds := w.dropTimed.Load(), w.dropSum.Load()
 	if n := dn - w.prevDropN; n > 0 {
 		sw.DropMean = time.Duration((ds - w.prevDropSum) / n)
 		sw.TimedDrops, sw.FastDrops = int(n), int(df-w.prevDropFast)
