@@ -312,8 +312,10 @@ type epVerdict uint8
 type epRules struct {
 	// blind: a window with too few successes for a latency served next
 	// to nothing, and its throughput counts as none, so errors that the
-	// cuts did not reduce still end in a hold, not at the floor (Gradient).
-	// Without it (AIMD), such a window teaches nothing.
+	// cuts did not reduce still end in a hold, not at the floor
+	// (Gradient), once a later window than the episode's first measured
+	// a throughput to compare with. Without it (AIMD), such a window
+	// teaches nothing.
 	blind bool
 	// noQueueCut: a cut that lowered the work in flight while the latency
 	// stayed congested and no lower than its noise allows removed no

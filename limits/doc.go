@@ -181,7 +181,10 @@
 //     overload, and cutting on them only loses goodput. A window with too
 //     few successes for a latency served next to nothing: its throughput
 //     counts as none, so that errors of nearly all the work still end in
-//     a hold rather than at the floor. A limit at its floor with its
+//     a hold rather than at the floor, once a window of the episode after
+//     its first has measured a throughput (the first mixes old and new
+//     work, and is no reference); when none has, the cuts go on to the
+//     floor. A limit at its floor with its
 //     latency back within the threshold holds on the drops that go on (a
 //     retry storm's late attempts) whatever the throughput, since it
 //     cannot cut them. This is how a ten-fold slowdown is
