@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/shedkit/shedkit/internal/httpname"
 )
 
 // Header.KeySource values: where the driver took the tenant (rate-limit)
@@ -37,7 +39,7 @@ func HeaderKeySource(name string) string { return KeySourceHeaderPrefix + name }
 // whether src is one with a valid header name (an RFC 9110 token).
 func KeySourceHeader(src string) (name string, ok bool) {
 	name, ok = strings.CutPrefix(src, KeySourceHeaderPrefix)
-	return name, ok && isToken(name)
+	return name, ok && httpname.Valid(name)
 }
 
 // CheckKeySource returns an error when src cannot be a recording's key
@@ -64,21 +66,6 @@ func CheckKeySource(src string) error {
 		}
 	}
 	return nil
-}
-
-// isToken reports whether s is a non-empty RFC 9110 token, as header
-// names are.
-func isToken(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0) {
-			return false
-		}
-	}
-	return true
 }
 
 // keySource is where the keys given to a Recorder come from, as its

@@ -77,18 +77,3 @@ func deadlineValue(header string, now, ctxDeadline time.Time, hasDeadline bool, 
 	}
 	return FormatDeadline(header, left), true
 }
-
-// validHeaderName reports whether s is a valid HTTP header field name (an
-// RFC 9110 token).
-func validHeaderName(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0) {
-			return false
-		}
-	}
-	return true
-}

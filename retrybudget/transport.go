@@ -17,6 +17,8 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/shedkit/shedkit/internal/httpname"
 )
 
 // Transport defaults.
@@ -269,7 +271,7 @@ func (cfg *TransportConfig) validate() error {
 	if cfg.Inbound > InboundNoRetry {
 		return fmt.Errorf("%w: TransportConfig.Inbound must be one of the InboundPolicy constants, got %d", ErrInvalidConfig, cfg.Inbound)
 	}
-	if cfg.DeadlineHeader != "" && !validHeaderName(cfg.DeadlineHeader) {
+	if cfg.DeadlineHeader != "" && !httpname.Valid(cfg.DeadlineHeader) {
 		return fmt.Errorf("%w: TransportConfig.DeadlineHeader is not a valid header name: %q", ErrInvalidConfig, cfg.DeadlineHeader)
 	}
 	if cfg.NoBudget && (cfg.Budget != nil || cfg.BudgetFor != nil) {

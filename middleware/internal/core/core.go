@@ -9,7 +9,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"go.opentelemetry.io/otel/trace"
 	"math"
 	"net"
 	"net/http"
@@ -19,6 +18,9 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/shedkit/shedkit/internal/httpname"
 	"github.com/shedkit/shedkit/middleware/shedhttp"
 	"github.com/shedkit/shedkit/shed"
 )
@@ -169,13 +171,13 @@ func (e *Engine) routeConfig(cfg Config) error {
 // the IPv6 key prefix.
 func (e *Engine) headerConfig(cfg Config) error {
 	if cfg.ClassHeader != "" {
-		if !validHeaderName(cfg.ClassHeader) {
+		if !httpname.Valid(cfg.ClassHeader) {
 			return configError("ClassHeader", "invalid header name %q", cfg.ClassHeader)
 		}
 		e.classHeader = http.CanonicalHeaderKey(cfg.ClassHeader)
 	}
 	if cfg.KeyHeader != "" {
-		if !validHeaderName(cfg.KeyHeader) {
+		if !httpname.Valid(cfg.KeyHeader) {
 			return configError("KeyHeader", "invalid header name %q", cfg.KeyHeader)
 		}
 		e.keyHeader = http.CanonicalHeaderKey(cfg.KeyHeader)
@@ -246,7 +248,7 @@ func (e *Engine) skipConfig(cfg Config) error {
 // deadlineConfig validates and sets the deadline propagation fields.
 func (e *Engine) deadlineConfig(cfg Config) error {
 	if cfg.DeadlineHeader != "" {
-		if !validHeaderName(cfg.DeadlineHeader) {
+		if !httpname.Valid(cfg.DeadlineHeader) {
 			return configError("DeadlineHeader", "invalid header name %q", cfg.DeadlineHeader)
 		}
 		e.dlHeader = http.CanonicalHeaderKey(cfg.DeadlineHeader)
@@ -262,16 +264,6 @@ func (e *Engine) deadlineConfig(cfg Config) error {
 		e.maxDeadline = cfg.MaxDeadline
 	}
 	return nil
-}
-
-func validHeaderName(s string) bool {
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0) {
-			return false
-		}
-	}
-	return true
 }
 
 // NeedsKey reports whether some class is rate limited, so that requests
