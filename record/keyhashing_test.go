@@ -49,27 +49,10 @@ func TestHeaderKeyHashing(t *testing.T) {
 		t.Run(c.name+"/dir", func(t *testing.T) {
 			dir := t.TempDir()
 			rec := newKeyed(t, record.Config{Dir: dir, MaxFileBytes: 300, KeySalt: c.salt})
-			for i := range 10 {
-				ev := shed.Event{Kind: shed.EventAdmitted, Time: t0.Add(time.Duration(i) * time.Millisecond), Cost: 1}
-				rec.ObserveKeyed(ev, rec.KeyHash(fmt.Sprint("tenant", i)))
-			}
-			if err := rec.Stop(); err != nil {
-				t.Fatal(err)
-			}
-			files, _ := filepath.Glob(filepath.Join(dir, "record-*.jsonl"))
-			if len(files) < 2 {
-				t.Fatalf("%d files, want a rotation", len(files))
-			}
-			for _, f := range files {
-				rd, err := record.Open(f)
-				if err != nil {
-					t.Fatal(err)
-				}
-				rd.Next()
-				if h, _ := rd.Header(); h.KeyHashing != c.want {
+			for f, h := range rotatedHeaders(t, rec, dir) {
+				if h.KeyHashing != c.want {
 					t.Errorf("%s: KeyHashing %q, want %q", f, h.KeyHashing, c.want)
 				}
-				rd.Close()
 			}
 		})
 	}
@@ -201,4 +184,32 @@ func TestOpenNamesFile(t *testing.T) {
 	if got := record.NewReader(strings.NewReader(v1Header)).File(); got != "" {
 		t.Errorf("stream: File %q, want \"\"", got)
 	}
+}
+
+// rotatedHeaders records keyed admissions into dir until the recorder
+// rotates, stops it and returns each file's header by path.
+func rotatedHeaders(t *testing.T, rec *record.Recorder, dir string) map[string]record.Header {
+	t.Helper()
+	for i := range 10 {
+		ev := shed.Event{Kind: shed.EventAdmitted, Time: t0.Add(time.Duration(i) * time.Millisecond), Cost: 1}
+		rec.ObserveKeyed(ev, rec.KeyHash(fmt.Sprint("tenant", i)))
+	}
+	if err := rec.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	files, _ := filepath.Glob(filepath.Join(dir, "record-*.jsonl"))
+	if len(files) < 2 {
+		t.Fatalf("%d files, want a rotation", len(files))
+	}
+	headers := make(map[string]record.Header, len(files))
+	for _, f := range files {
+		rd, err := record.Open(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rd.Next()
+		headers[f], _ = rd.Header()
+		rd.Close()
+	}
+	return headers
 }

@@ -3,11 +3,8 @@ package record_test
 import (
 	"bytes"
 	"errors"
-	"fmt"
-	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/shedkit/shedkit/record"
 	"github.com/shedkit/shedkit/shed"
@@ -53,27 +50,10 @@ func TestHeaderKeySource(t *testing.T) {
 			dir := t.TempDir()
 			rec := newKeyed(t, record.Config{Dir: dir, MaxFileBytes: 300})
 			setKeySources(t, rec, c.set)
-			for i := range 10 {
-				ev := shed.Event{Kind: shed.EventAdmitted, Time: t0.Add(time.Duration(i) * time.Millisecond), Cost: 1}
-				rec.ObserveKeyed(ev, rec.KeyHash(fmt.Sprint("tenant", i)))
-			}
-			if err := rec.Stop(); err != nil {
-				t.Fatal(err)
-			}
-			files, _ := filepath.Glob(filepath.Join(dir, "record-*.jsonl"))
-			if len(files) < 2 {
-				t.Fatalf("%d files, want a rotation", len(files))
-			}
-			for _, f := range files {
-				rd, err := record.Open(f)
-				if err != nil {
-					t.Fatal(err)
-				}
-				rd.Next()
-				if h, _ := rd.Header(); h.KeySource != c.want {
+			for f, h := range rotatedHeaders(t, rec, dir) {
+				if h.KeySource != c.want {
 					t.Errorf("%s: KeySource %q, want %q", f, h.KeySource, c.want)
 				}
-				rd.Close()
 			}
 		})
 	}

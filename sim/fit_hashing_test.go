@@ -133,25 +133,7 @@ func TestFitKeyHashings(t *testing.T) {
 			if kf := fit.Classes[0].Keys; kf.Seen != c.seen || kf.Excluded != c.excluded {
 				t.Errorf("%d keys seen, %d records left out; want %d and %d", kf.Seen, kf.Excluded, c.seen, c.excluded)
 			}
-			var got []string
-			for _, n := range fit.Notes {
-				if strings.HasPrefix(n, "keys: ") {
-					got = append(got, n)
-				}
-			}
-			if len(got) != len(c.notes) {
-				t.Fatalf("key notes %q, want %d", got, len(c.notes))
-			}
-			for i, words := range c.notes {
-				for _, w := range words {
-					for j, name := range names {
-						w = strings.ReplaceAll(w, fmt.Sprintf("%%%d", j+1), name)
-					}
-					if !strings.Contains(got[i], w) {
-						t.Errorf("note %q lacks %q", got[i], w)
-					}
-				}
-			}
+			checkNotes(t, "key notes", fit.Notes, func(n string) bool { return strings.HasPrefix(n, "keys: ") }, c.notes, names)
 		})
 	}
 }
@@ -223,4 +205,30 @@ func keySetOf(counts map[uint64]int) *keySet {
 		s.add(0, k, n)
 	}
 	return s
+}
+
+// checkNotes checks the notes that keep selects against want, one list of
+// words per note, in order; %1, %2, ... in a word stand for names[0],
+// names[1], ... (file names known only at run time).
+func checkNotes(t *testing.T, what string, notes []string, keep func(string) bool, want [][]string, names []string) {
+	t.Helper()
+	var got []string
+	for _, n := range notes {
+		if keep(n) {
+			got = append(got, n)
+		}
+	}
+	if len(got) != len(want) {
+		t.Fatalf("%s %q, want %d", what, got, len(want))
+	}
+	for i, words := range want {
+		for _, w := range words {
+			for j, name := range names {
+				w = strings.ReplaceAll(w, fmt.Sprintf("%%%d", j+1), name)
+			}
+			if !strings.Contains(got[i], w) {
+				t.Errorf("note %q lacks %q", got[i], w)
+			}
+		}
+	}
 }

@@ -246,25 +246,9 @@ func TestFitKeySource(t *testing.T) {
 			if fit.KeySource != c.want || k == nil || k.Source != c.want || fit.Classes[0].Keys.Keys.Source != c.want {
 				t.Errorf("KeySource %q, scenario keys %+v; want %q", fit.KeySource, k, c.want)
 			}
-			var got []string
-			for _, n := range fit.Notes {
-				if strings.Contains(n, "where the keys came from") || strings.Contains(n, "where its keys came from") {
-					got = append(got, n)
-				}
-			}
-			if len(got) != len(c.notes) {
-				t.Fatalf("key source notes %q, want %d", got, len(c.notes))
-			}
-			for i, words := range c.notes {
-				for _, w := range words {
-					for j, name := range names {
-						w = strings.ReplaceAll(w, fmt.Sprintf("%%%d", j+1), name)
-					}
-					if !strings.Contains(got[i], w) {
-						t.Errorf("note %q lacks %q", got[i], w)
-					}
-				}
-			}
+			checkNotes(t, "key source notes", fit.Notes, func(n string) bool {
+				return strings.Contains(n, "where the keys came from") || strings.Contains(n, "where its keys came from")
+			}, c.notes, names)
 			var report bytes.Buffer
 			WriteFitReport(&report, fit)
 			if !strings.Contains(report.String(), c.report) {
