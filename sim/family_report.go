@@ -230,6 +230,7 @@ func peerTable(w io.Writer, res *FamilyResult) {
 		losses, n := res.AgainstPeers(p)
 		fmt.Fprintf(w, "  %s: %d of %d (%.0f%%)\n", spec, n-len(losses), n, 100*float64(n-len(losses))/float64(max(n, 1)))
 		byKind(w, res, p, losses)
+		eachPeer(w, res, p)
 		for k, i := range losses {
 			if k == maxLossesShown {
 				fmt.Fprintf(w, "    ... and %d more (the CSV has every instance)\n", len(losses)-k)
@@ -269,6 +270,34 @@ func byKind(w io.Writer, res *FamilyResult, p int, losses []int) {
 		parts[i] = fmt.Sprintf("%s %d/%d", k, won[k], all[k])
 	}
 	fmt.Fprintf(w, "    by incident: %s\n", strings.Join(parts, ", "))
+}
+
+// eachPeer writes, for each peer on its own, the share of the instances
+// compared in which policy p is at least as good as that peer (within
+// peerMargin): a policy can beat the best peer seldom and each peer
+// often, when the peers win on different instances.
+func eachPeer(w io.Writer, res *FamilyResult, p int) {
+	j := res.Judged(p)
+	var parts []string
+	for q, spec := range res.Policies {
+		if !IsPeer(spec) {
+			continue
+		}
+		jq := res.Judged(q)
+		won, n := 0, 0
+		for i := range res.Instances {
+			if math.IsNaN(j[i]) || math.IsNaN(res.bestPeer(i)) {
+				continue
+			}
+			n++
+			if j[i] >= nanTo(jq[i], 0)-peerMargin {
+				won++
+			}
+		}
+		name, _, _ := strings.Cut(spec, ":")
+		parts = append(parts, fmt.Sprintf("%s %.0f%%", name, 100*float64(won)/float64(max(n, 1))))
+	}
+	fmt.Fprintf(w, "    against each peer: %s\n", strings.Join(parts, ", "))
 }
 
 // lowTailBound is the share of the oracle under which an instance

@@ -160,6 +160,24 @@ func TestFamilyReportByKind(t *testing.T) {
 	}
 }
 
+// The report gives the share of instances in which a shedkit policy is at
+// least as good as each peer on its own: here it beats each peer in two
+// instances of three, and the best peer in one.
+func TestFamilyReportEachPeer(t *testing.T) {
+	res := &FamilyResult{Family: "incident", Policies: []string{"static", "shedkit-gradient", "gcl-aimd:max=9", "failsafe-adaptive"}}
+	for i, tc := range [][2]float64{{0.95, 0.5}, {0.5, 0.95}, {0.7, 0.7}} {
+		res.Instances = append(res.Instances, &Instance{Index: i, Traits: Traits{Kind: "slowdown"}})
+		res.Summaries = append(res.Summaries, []Summary{{TriggerGoodputRatio: 1}, {TriggerGoodputRatio: 0.8}, {TriggerGoodputRatio: tc[0]}, {TriggerGoodputRatio: tc[1]}})
+	}
+	var w strings.Builder
+	peerTable(&w, res)
+	for _, want := range []string{"shedkit-gradient: 1 of 3 (33%)\n", "against each peer: gcl-aimd 67%, failsafe-adaptive 67%\n"} {
+		if !strings.Contains(w.String(), want) {
+			t.Fatalf("report lacks %q:\n%s", want, w.String())
+		}
+	}
+}
+
 // The report names the kinds of incident that make the low tail: per
 // kind, the instances under lowTailBound of the oracle.
 func TestFamilyReportLowTail(t *testing.T) {
