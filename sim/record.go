@@ -22,7 +22,10 @@ import (
 //
 // The records of arrivals carry the request's tenant key (Class.Keys), as
 // rec.KeyHash of the key's number in decimal (salted when rec is, as its
-// header says), so that a fit can infer the class's Keys.
+// header says), so that a fit can infer the class's Keys. The recording
+// says where the keys come from as the scenario does (Keys.Source, set on
+// rec with SetKeySource): a scenario fitted to a recording records as its
+// service did, and classes that disagree make the source unknown.
 func RecordPolicy(p Policy, rec *record.Recorder, replica int) Policy {
 	return recordPolicy{p: p, rec: rec, replica: replica, keys: &recordKeys{rec: rec}}
 }
@@ -39,6 +42,14 @@ func (rp recordPolicy) Name() string { return rp.p.Name() }
 func (rp recordPolicy) NewLimiter(env PolicyEnv) (*shed.Limiter, shed.LimitSource, error) {
 	if env.Replica != rp.replica || rp.rec == nil {
 		return rp.p.NewLimiter(env)
+	}
+	for _, c := range env.Scenario.Classes {
+		if c.Keys != nil {
+			// Normalized scenarios hold checked sources only.
+			if err := rp.rec.SetKeySource(c.Keys.Source); err != nil {
+				return nil, nil, err
+			}
+		}
 	}
 	env.Config.Observer = &recordingObserver{rec: rp.rec, next: env.Config.Observer, keys: rp.keys}
 	lim, src, err := rp.p.NewLimiter(env)

@@ -68,3 +68,51 @@ func TestRecordKeysQueued(t *testing.T) {
 		t.Errorf("records\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
+
+// A simulated recording says where its keys come from as the scenario
+// does, so that a scenario fitted to a real recording records, and fits
+// again, as its service did; classes that disagree make it unknown.
+func TestRecordPolicyKeySource(t *testing.T) {
+	keys := func(src string) *Keys { return &Keys{Count: 3, Source: src} }
+	for _, tc := range []struct {
+		name       string
+		one, other *Keys
+		want       string
+	}{
+		{"one header", keys("header:X-Tenant"), keys("header:X-Tenant"), "header:X-Tenant"},
+		{"address, a class without keys", keys("addr"), nil, "addr"},
+		{"disagree", keys("addr"), keys("header:X-Tenant"), ""},
+		{"unknown beside a header", keys(""), keys("header:X-Tenant"), ""},
+		{"no keys", nil, nil, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var buf bytes.Buffer
+			rec, err := record.New(record.Config{Writer: &buf, MaxRecordsPerSecond: -1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			sc := &Scenario{
+				Name: "key-source", Duration: 2 * time.Second,
+				Classes:  []Class{{Name: "api", Rate: 50, Keys: tc.one}, {Name: "batch", Rate: 50, Keys: tc.other}},
+				Upstream: Upstream{Capacity: 40, ServiceTime: Exp(float64(20 * time.Millisecond))},
+			}
+			p, err := ParsePolicy("none")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := Run(sc, RecordPolicy(p, rec, 0), Options{Seed: 1}); err != nil {
+				t.Fatal(err)
+			}
+			if err := rec.Stop(); err != nil {
+				t.Fatal(err)
+			}
+			r := record.NewReader(&buf)
+			if _, err := r.Next(); err != nil {
+				t.Fatal(err)
+			}
+			if h, _ := r.Header(); h.KeySource != tc.want {
+				t.Errorf("header's key source %q, want %q", h.KeySource, tc.want)
+			}
+		})
+	}
+}
