@@ -2,9 +2,7 @@ package nethttp
 
 import (
 	"context"
-	"fmt"
 	"net/http"
-	"time"
 
 	"github.com/shedkit/shedkit/middleware/internal/core"
 	"github.com/shedkit/shedkit/middleware/shedhttp"
@@ -60,18 +58,8 @@ func New(cfg Config) (func(http.Handler) http.Handler, error) {
 	if reject == nil {
 		reject = shedhttp.WriteProblem
 	}
-	clock := cfg.Clock
-	if clock == nil {
-		clock = time.Now
-	}
-	if cfg.Recorder != nil {
-		cfg.Recorder.Watch(cfg.Limiter)
-		if src := keySource(&cfg, e); src != "" {
-			if err := cfg.Recorder.SetKeySource(src); err != nil {
-				// Only a KeyHeader too long for a recording's header.
-				return nil, fmt.Errorf("%w: KeyHeader: %w", shedhttp.ErrInvalidConfig, err)
-			}
-		}
+	if err := e.SetRecorder(cfg.Recorder, cfg.Classify != nil); err != nil {
+		return nil, err
 	}
 	return func(next http.Handler) http.Handler {
 		if next == nil {
@@ -84,9 +72,6 @@ func New(cfg Config) (func(http.Handler) http.Handler, error) {
 			skip:     cfg.Skip,
 			reject:   reject,
 			needKey:  e.NeedsKey() || cfg.Classify != nil,
-			rec:      cfg.Recorder,
-			lim:      cfg.Limiter,
-			clock:    clock,
 		}
 	}, nil
 }
@@ -98,9 +83,6 @@ type handler struct {
 	skip     func(*http.Request) bool
 	reject   shedhttp.RejectFunc
 	needKey  bool
-	rec      *record.Recorder // see record.go
-	lim      *shed.Limiter
-	clock    func() time.Time
 }
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -120,10 +102,10 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if h.classify != nil {
 		cl = h.classify(r, cl)
 	}
-	rq := h.recBegin(cl)
+	rq := e.RecBegin(cl)
 	st, rej := e.Admit(r, cl)
 	if st == nil {
-		h.recRejected(&rq, rej)
+		e.RecRejected(&rq, rej)
 		h.rejectWith(w, r, rej)
 		return
 	}
@@ -149,14 +131,14 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if !returned {
 			actual := st.Permit.Cost()
 			e.ReleasePanicked(st)
-			h.recDone(&rq, st, actual, shed.Ignored, 0)
+			e.RecDone(&rq, st, actual, shed.Ignored, 0)
 		}
 	}()
 	h.next.ServeHTTP(ww, r2)
 	returned = true
 	actual := st.Permit.Cost()
 	o := e.Release(st, r, st.Status)
-	h.recDone(&rq, st, actual, o, sentStatus(st.Status))
+	e.RecDone(&rq, st, actual, o, core.SentStatus(st.Status))
 }
 
 func (h *handler) rejectWith(w http.ResponseWriter, r *http.Request, rej shedhttp.Rejection) {

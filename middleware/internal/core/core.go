@@ -22,6 +22,7 @@ import (
 
 	"github.com/shedkit/shedkit/internal/httpname"
 	"github.com/shedkit/shedkit/middleware/shedhttp"
+	"github.com/shedkit/shedkit/record"
 	"github.com/shedkit/shedkit/shed"
 )
 
@@ -81,6 +82,7 @@ type Engine struct {
 	clock        func() time.Time
 	classNames   []string
 	bodyTooLarge shedhttp.Rejection
+	rec          *record.Recorder // SetRecorder; nil: none
 }
 
 func configError(field, format string, args ...any) error {

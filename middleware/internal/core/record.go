@@ -1,0 +1,121 @@
+package core
+
+import (
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/shedkit/shedkit/middleware/shedhttp"
+	"github.com/shedkit/shedkit/record"
+	"github.com/shedkit/shedkit/shed"
+)
+
+// Recording is one request's part in the adapter's Config.Recorder: its
+// class and estimated cost, and for a sampled request its arrival time
+// and the hash of its rate-limit key. It is a value on the adapter's
+// stack: an unsampled request allocates nothing for it.
+type Recording struct {
+	start time.Time // zero: not recorded (no recorder, or not sampled)
+	class shed.Class
+	cost  int64
+	key   uint64
+}
+
+// SetRecorder makes e record a sample of its requests to rec (nil: none):
+// rec watches the limiter, and is told where the keys come from (see
+// KeySource). classify says that the adapter has a Classify function.
+// The error, for a KeyHeader too long for a recording's header, names
+// KeyHeader and wraps shedhttp.ErrInvalidConfig.
+func (e *Engine) SetRecorder(rec *record.Recorder, classify bool) error {
+	if rec == nil {
+		return nil
+	}
+	if src := e.KeySource(classify); src != "" {
+		if err := rec.SetKeySource(src); err != nil {
+			return fmt.Errorf("%w: KeyHeader: %w", shedhttp.ErrInvalidConfig, err)
+		}
+	}
+	rec.Watch(e.lim)
+	e.rec = rec
+	return nil
+}
+
+// KeySource is where the middleware takes a request's rate-limit key
+// from, as a recording says it (record.Header.KeySource), "" when no
+// request carries one. A Classify function (classify) has the last word
+// on the key, and what it did with it no configuration shows: the
+// recording says so rather than claim the header or the address.
+func (e *Engine) KeySource(classify bool) string {
+	switch {
+	case classify:
+		return record.KeySourceClassify
+	case e.keyHeader != "":
+		// As the middleware reads it: canonical.
+		return record.HeaderKeySource(e.keyHeader)
+	case e.NeedsKey():
+		return record.KeySourceAddr
+	}
+	return ""
+}
+
+// RecBegin counts a request that reaches admission, classified as cl,
+// and, when the recorder samples it, reads the clock and hashes its key:
+// only sampled requests pay for them.
+func (e *Engine) RecBegin(cl shedhttp.Classification) Recording {
+	if e.rec == nil {
+		return Recording{}
+	}
+	rq := Recording{class: cl.Class, cost: max(cl.Cost, 1)}
+	if e.rec.Arrive(cl.Class) {
+		rq.start = e.clock()
+		rq.key = e.rec.KeyHash(cl.Key) // salted when the recorder is; 0 when there is none
+	}
+	return rq
+}
+
+// RecRejected records a request that was not admitted (rej, as Admit or
+// CheckBody returned it).
+func (e *Engine) RecRejected(rq *Recording, rej shedhttp.Rejection) {
+	if e.rec == nil {
+		return
+	}
+	e.rec.Shed(rq.class)
+	if rq.start.IsZero() {
+		return
+	}
+	d := record.Rejected
+	if rej.Reason == shed.ReasonNone && rej.Status == http.StatusServiceUnavailable {
+		d = record.Cancelled // its context ended while it waited
+	}
+	e.rec.Add(record.Record{Kind: record.KindRequest, Time: rq.start, Class: rq.class, Decision: d, Reason: rej.Reason,
+		Cost: rq.cost, Status: rej.Status, InFlight: e.lim.InFlight(), Key: rq.key})
+}
+
+// RecDone records admitted work that ended with outcome o and the given
+// status (0 when the handler panicked; see SentStatus), its actual cost
+// read before the release. The latency runs from the admission (arrival
+// + queue wait) to the handler's return, also when the handler released
+// its permit early.
+func (e *Engine) RecDone(rq *Recording, st *State, actual int64, o shed.Outcome, status int) {
+	if e.rec == nil {
+		return
+	}
+	e.rec.Done(rq.class)
+	if rq.start.IsZero() {
+		return
+	}
+	wait := st.Permit.Wait()
+	lat := max(e.clock().Sub(rq.start)-wait, 0)
+	e.rec.Add(record.Record{Kind: record.KindRequest, Time: rq.start, Class: rq.class, Decision: record.Admitted,
+		Reason: st.Permit.DryRun(), Cost: rq.cost, Actual: actual, Queued: wait > 0, Wait: wait, Latency: lat, Timed: true,
+		Outcome: o, Status: status, InFlight: e.lim.InFlight(), Key: rq.key})
+}
+
+// SentStatus is the status net/http sent for a handler that wrote
+// status: 200 when it wrote none.
+func SentStatus(status int) int {
+	if status == 0 {
+		return http.StatusOK
+	}
+	return status
+}
