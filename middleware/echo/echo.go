@@ -8,6 +8,7 @@ import (
 
 	"github.com/shedkit/shedkit/middleware/internal/core"
 	"github.com/shedkit/shedkit/middleware/shedhttp"
+	"github.com/shedkit/shedkit/record"
 	"github.com/shedkit/shedkit/shed"
 )
 
@@ -34,6 +35,20 @@ type Config struct {
 	// returned up the chain. Default: an RFC 9457 problem body written
 	// with shedhttp.WriteProblem, and a nil error.
 	RejectHandler func(c echov4.Context, rej shedhttp.Rejection) error
+
+	// Recorder, when set, records a sample of the requests (class, cost,
+	// decision, queue wait, latency, outcome, status, and the hash of the
+	// rate-limit key when there is one, Recorder.KeyHash: salted when
+	// record.Config.KeySalt is set, never the key itself) and the
+	// limiter's limit over time, for shedsim fit, as the net/http
+	// middleware's does (nethttp.Config.Recorder). New makes it watch
+	// Limiter and tells it where the keys come from
+	// (Recorder.SetKeySource: KeyHeader, else the client's address,
+	// Context.RealIP, or "classify" when Classify is set). Only sampled
+	// requests read the clock; the others cost a few atomic adds. Skipped
+	// requests are not recorded. Start and Stop it yourself (see package
+	// record). Off (nil) by default.
+	Recorder *record.Recorder
 }
 
 // New returns the middleware for cfg, or an error naming the invalid field
@@ -52,68 +67,95 @@ func New(cfg Config) (echov4.MiddlewareFunc, error) {
 	if reject == nil {
 		reject = writeProblem
 	}
-	classify := cfg.Classify
-	needKey := e.NeedsKey() || classify != nil
-
-	rejectWith := func(c echov4.Context, rej shedhttp.Rejection) error {
-		e.SetRejectHeaders(c.Response().Header(), rej)
-		return reject(c, rej)
+	m := &mw{e: e, skipper: skipper, classify: cfg.Classify, reject: reject, needKey: e.NeedsKey() || cfg.Classify != nil}
+	if err := e.SetRecorder(cfg.Recorder, cfg.Classify != nil); err != nil {
+		return nil, err
 	}
 	return func(next echov4.HandlerFunc) echov4.HandlerFunc {
-		return func(c echov4.Context) error {
-			r := c.Request()
-			if skipper(c) || e.Skip(r) {
-				return next(c)
-			}
-			if rej, tooLarge := e.CheckBody(r); tooLarge {
-				return rejectWith(c, rej)
-			}
-			cl := e.Classify(r, c.Path())
-			if cl.Key == "" && needKey {
-				cl.Key = e.AddrKey(c.RealIP())
-			}
-			if classify != nil {
-				cl = classify(c, cl)
-			}
-			st, rej := e.Admit(r, cl)
-			if st == nil {
-				return rejectWith(c, rej)
-			}
-
-			r2 := r.WithContext(st)
-			if r.Body != nil && r.Body != http.NoBody {
-				body := r.Body
-				if n := e.MaxBody(); n > 0 {
-					body = http.MaxBytesReader(c.Response().Writer, body, n)
-				}
-				// Time blocked reading the body is the client's, not the
-				// service's: the release must not count it.
-				r2.Body = st.WatchBody(body)
-			}
-			c.SetRequest(r2)
-			// Echo's Response records the status itself; the wrapper is
-			// there to see a hijack (Response.Hijack goes through it).
-			res := c.Response()
-			w := res.Writer
-			res.Writer = st.WrapWriter(w, false)
-			// Release on every path. Without recover, a panic keeps its
-			// original stack: the deferred call releases the permit and
-			// the panic goes on (to Echo's Recover middleware, if any).
-			returned := false
-			defer func() {
-				if !returned {
-					res.Writer = w
-					e.ReleasePanicked(st)
-				}
-			}()
-			err := next(c)
-			returned = true
-			res.Writer = w
-			c.SetRequest(r)
-			e.Release(st, r, status(c, err))
-			return err
-		}
+		return func(c echov4.Context) error { return m.serve(c, next) }
 	}, nil
+}
+
+// mw is the middleware New returns.
+type mw struct {
+	e        *core.Engine
+	skipper  middleware.Skipper
+	classify func(echov4.Context, shedhttp.Classification) shedhttp.Classification
+	reject   func(echov4.Context, shedhttp.Rejection) error
+	needKey  bool
+}
+
+func (m *mw) rejectWith(c echov4.Context, rej shedhttp.Rejection) error {
+	m.e.SetRejectHeaders(c.Response().Header(), rej)
+	return m.reject(c, rej)
+}
+
+// serve classifies and admits the request c serves, then runs next.
+func (m *mw) serve(c echov4.Context, next echov4.HandlerFunc) error {
+	e, r := m.e, c.Request()
+	if m.skipper(c) || e.Skip(r) {
+		return next(c)
+	}
+	if rej, tooLarge := e.CheckBody(r); tooLarge {
+		return m.rejectWith(c, rej)
+	}
+	cl := e.Classify(r, c.Path())
+	if cl.Key == "" && m.needKey {
+		cl.Key = e.AddrKey(c.RealIP())
+	}
+	if m.classify != nil {
+		cl = m.classify(c, cl)
+	}
+	rq := e.RecBegin(cl)
+	st, rej := e.Admit(r, cl)
+	if st == nil {
+		e.RecRejected(&rq, rej)
+		return m.rejectWith(c, rej)
+	}
+	return m.admitted(c, next, st, &rq)
+}
+
+// admitted runs next for the admitted request c serves, and releases
+// (and records) its permit on every path.
+func (m *mw) admitted(c echov4.Context, next echov4.HandlerFunc, st *core.State, rq *core.Recording) error {
+	e, r := m.e, c.Request()
+	r2 := r.WithContext(st)
+	if r.Body != nil && r.Body != http.NoBody {
+		body := r.Body
+		if n := e.MaxBody(); n > 0 {
+			body = http.MaxBytesReader(c.Response().Writer, body, n)
+		}
+		// Time blocked reading the body is the client's, not the
+		// service's: the release must not count it.
+		r2.Body = st.WatchBody(body)
+	}
+	c.SetRequest(r2)
+	// Echo's Response records the status itself; the wrapper is there to
+	// see a hijack (Response.Hijack goes through it).
+	res := c.Response()
+	w := res.Writer
+	res.Writer = st.WrapWriter(w, false)
+	// Release on every path. Without recover, a panic keeps its original
+	// stack: the deferred call releases the permit and the panic goes on
+	// (to Echo's Recover middleware, if any).
+	returned := false
+	defer func() {
+		if !returned {
+			res.Writer = w
+			actual := st.Permit.Cost()
+			e.ReleasePanicked(st)
+			e.RecDone(rq, st, actual, shed.Ignored, 0)
+		}
+	}()
+	err := next(c)
+	returned = true
+	res.Writer = w
+	c.SetRequest(r)
+	actual := st.Permit.Cost()
+	code := status(c, err)
+	o := e.Release(st, r, code)
+	e.RecDone(rq, st, actual, o, core.SentStatus(code))
+	return err
 }
 
 // ToMiddleware is New(cfg), for Echo's Config.ToMiddleware convention.

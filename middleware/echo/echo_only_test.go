@@ -1,6 +1,7 @@
 package echo_test
 
 import (
+	"bytes"
 	"errors"
 	"io"
 	"net/http"
@@ -14,7 +15,9 @@ import (
 	"github.com/labstack/echo/v4/middleware"
 
 	shedecho "github.com/shedkit/shedkit/middleware/echo"
+	"github.com/shedkit/shedkit/middleware/internal/mwtest"
 	"github.com/shedkit/shedkit/middleware/shedhttp"
+	"github.com/shedkit/shedkit/record"
 	"github.com/shedkit/shedkit/shed"
 )
 
@@ -73,10 +76,16 @@ func TestRoutePatterns(t *testing.T) {
 }
 
 // TestHandlerErrors: a handler's returned error decides the status, as
-// Echo's error handler will write it.
+// Echo's error handler will write it, and the recorder records that
+// status and the outcome (a panic: no status, Ignored).
 func TestHandlerErrors(t *testing.T) {
 	l := twoClasses(t, 4)
-	e := shedEcho(t, shedecho.Config{Options: shedhttp.Options{Limiter: l}}, middleware.Recover())
+	var buf bytes.Buffer
+	rec, err := record.New(record.Config{Writer: &buf, MaxRecordsPerSecond: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := shedEcho(t, shedecho.Config{Options: shedhttp.Options{Limiter: l}, Recorder: rec}, middleware.Recover())
 	e.GET("/unavailable", func(c echov4.Context) error { return echov4.NewHTTPError(503) })
 	e.GET("/wrapped", func(c echov4.Context) error {
 		return echov4.NewHTTPError(500).SetInternal(echov4.NewHTTPError(504))
@@ -89,18 +98,20 @@ func TestHandlerErrors(t *testing.T) {
 		return errors.New("failed after writing")
 	})
 	url := serve(t, e)
-	for _, tc := range []struct {
-		path   string
-		status int
-		want   shed.Outcome
+	cases := []struct {
+		path      string
+		status    int
+		want      shed.Outcome
+		recStatus int
 	}{
-		{"/unavailable", 503, shed.Dropped},
-		{"/wrapped", 504, shed.Dropped},
-		{"/error", 500, shed.Ignored},
-		{"/notfound", 404, shed.Ignored},
-		{"/panic", 500, shed.Ignored}, // Recover answers 500; the permit was released first
-		{"/committed", 200, shed.Success},
-	} {
+		{"/unavailable", 503, shed.Dropped, 503},
+		{"/wrapped", 504, shed.Dropped, 504},
+		{"/error", 500, shed.Ignored, 500},
+		{"/notfound", 404, shed.Ignored, 404},
+		{"/panic", 500, shed.Ignored, 0}, // Recover answers 500; the permit was released first
+		{"/committed", 200, shed.Success, 200},
+	}
+	for _, tc := range cases {
 		before := l.Snapshot().Classes[1].Released
 		resp, _ := get(t, url+tc.path)
 		if resp.StatusCode != tc.status {
@@ -115,6 +126,19 @@ func TestHandlerErrors(t *testing.T) {
 		}
 		if after[tc.want] != before[tc.want]+1 || l.InFlight() != 0 {
 			t.Errorf("%s: released %v -> %v, want one more %v", tc.path, before, after, tc.want)
+		}
+	}
+	mwtest.WaitFor(t, "every record", func() bool { return rec.Pending() >= len(cases) })
+	if err := rec.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	_, reqs, _ := mwtest.ReadRecording(t, buf.Bytes())
+	if len(reqs) != len(cases) {
+		t.Fatalf("%d records, want %d\n%s", len(reqs), len(cases), buf.Bytes())
+	}
+	for i, tc := range cases {
+		if r := reqs[i]; r.Status != tc.recStatus || r.Outcome != tc.want || r.Decision != record.Admitted || !r.Timed {
+			t.Errorf("%s: recorded as %+v, want status %d, outcome %v", tc.path, r, tc.recStatus, tc.want)
 		}
 	}
 }
@@ -193,6 +217,20 @@ func TestNewErrors(t *testing.T) {
 	}
 	if _, err := shedecho.New(shedecho.Config{Options: shedhttp.Options{Limiter: twoClasses(t, 1), Routes: map[string]string{"/a": "vip"}}}); !errors.Is(err, shedhttp.ErrInvalidConfig) {
 		t.Errorf("unknown class: %v", err)
+	}
+	// A key header whose name a recording's header cannot hold: an error
+	// naming KeyHeader, only with a recorder.
+	rec, err := record.New(record.Config{Writer: io.Discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rec.Stop()
+	long := shedhttp.Options{Limiter: twoClasses(t, 1), KeyHeader: "X-" + strings.Repeat("t", record.MaxKeySourceBytes)}
+	if _, err := shedecho.New(shedecho.Config{Options: long, Recorder: rec}); !errors.Is(err, shedhttp.ErrInvalidConfig) || !strings.Contains(err.Error(), "KeyHeader") {
+		t.Errorf("key header too long for a recording: %v", err)
+	}
+	if _, err := shedecho.New(shedecho.Config{Options: long}); err != nil {
+		t.Errorf("the same without a recorder: %v", err)
 	}
 }
 

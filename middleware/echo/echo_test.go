@@ -23,7 +23,8 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func config(o mwtest.Options) shedecho.Config {
 	cfg := shedecho.Config{
-		Options: o.Options,
+		Options:  o.Options,
+		Recorder: o.Recorder,
 	}
 	if o.Classify != nil {
 		cfg.Classify = func(c echov4.Context, def shedhttp.Classification) shedhttp.Classification {

@@ -20,6 +20,7 @@ func config(o mwtest.Options) nethttp.Config {
 	return nethttp.Config{
 		Options:  o.Options,
 		Classify: o.Classify,
+		Recorder: o.Recorder,
 	}
 }
 

@@ -99,62 +99,6 @@ func TestRecorderKeys(t *testing.T) {
 	}
 }
 
-// TestRecorderKeySource: the recording's header says where the
-// middleware took the keys from: the trusted key header (as it reads it,
-// canonical), the client's address when rate limits or fair shares need
-// a key, "classify" when a Classify function may have replaced it, and
-// nothing when requests carry no key or two middleware sharing the
-// recorder disagree.
-func TestRecorderKeySource(t *testing.T) {
-	limits := map[string]shedhttp.RateLimit{"interactive": {Rate: 100, Burst: 10}}
-	classify := func(_ *http.Request, def shedhttp.Classification) shedhttp.Classification { return def }
-	for _, c := range []struct {
-		name string
-		cfgs []nethttp.Config // each a middleware of the one recorder
-		want string
-	}{
-		{"no key", []nethttp.Config{{}}, ""},
-		{"key header", []nethttp.Config{{Options: shedhttp.Options{KeyHeader: "x-tenant"}}}, "header:X-Tenant"},
-		{"key header, rate limited", []nethttp.Config{{Options: shedhttp.Options{KeyHeader: "X-Tenant", RateLimits: limits}}}, "header:X-Tenant"},
-		{"address, rate limited", []nethttp.Config{{Options: shedhttp.Options{RateLimits: limits}}}, "addr"},
-		{"address, fair shares", []nethttp.Config{{Options: shedhttp.Options{TenantFromKey: true}}}, "addr"},
-		{"classify", []nethttp.Config{{Options: shedhttp.Options{KeyHeader: "X-Tenant"}, Classify: classify}}, "classify"},
-		{"two alike", []nethttp.Config{{Options: shedhttp.Options{KeyHeader: "X-Tenant"}}, {Options: shedhttp.Options{KeyHeader: "X-Tenant"}}}, "header:X-Tenant"},
-		{"two that disagree", []nethttp.Config{{Options: shedhttp.Options{KeyHeader: "X-Tenant"}}, {Options: shedhttp.Options{RateLimits: limits}}}, ""},
-		{"one without keys beside one with", []nethttp.Config{{}, {Options: shedhttp.Options{KeyHeader: "X-Tenant"}}}, "header:X-Tenant"},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			var buf bytes.Buffer
-			rec, err := record.New(record.Config{Writer: &buf, MaxRecordsPerSecond: -1})
-			if err != nil {
-				t.Fatal(err)
-			}
-			clk := &fakeClock{t: time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)}
-			lim := recLimiter(t, 10)
-			var h http.Handler
-			for _, cfg := range c.cfgs {
-				cfg.Limiter, cfg.Clock, cfg.DefaultClass, cfg.Recorder = lim, clk.now, "interactive", rec
-				mw, err := nethttp.New(cfg)
-				if err != nil {
-					t.Fatal(err)
-				}
-				h = mw(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
-			}
-			h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, "/", nil))
-			if err := rec.Stop(); err != nil {
-				t.Fatal(err)
-			}
-			rd := record.NewReader(&buf)
-			if _, err := rd.Next(); err != nil {
-				t.Fatal(err)
-			}
-			if h, _ := rd.Header(); h.KeySource != c.want {
-				t.Errorf("KeySource %q, want %q", h.KeySource, c.want)
-			}
-		})
-	}
-}
-
 // TestRecorderKeySourceTooLong: a key header whose name a recording's
 // header cannot hold is a configuration error naming KeyHeader, not a
 // recording that says nothing.

@@ -27,6 +27,7 @@ import (
 
 	"github.com/shedkit/shedkit/limits"
 	"github.com/shedkit/shedkit/middleware/shedhttp"
+	"github.com/shedkit/shedkit/record"
 	"github.com/shedkit/shedkit/shed"
 )
 
@@ -38,6 +39,8 @@ type Options struct {
 	// Outer, when set, wraps the middleware (it runs before it), for
 	// example to put a span in the request context.
 	Outer func(http.Handler) http.Handler
+	// Recorder is the adapter's Config.Recorder.
+	Recorder *record.Recorder
 }
 
 // Adapter describes one middleware adapter under test.
@@ -272,6 +275,9 @@ func Run(t *testing.T, a Adapter) {
 		{"UntrustedDeadline", testUntrustedDeadline},
 		{"DeadlineSpans", testDeadlineSpans},
 		{"Randomized", testRandomized},
+		{"Recorder", testRecorder},
+		{"RecorderUnsampled", testRecorderUnsampled},
+		{"RecorderKeySource", testRecorderKeySource},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) { c.run(t, a) })

@@ -1,0 +1,69 @@
+package echo_test
+
+import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	echov4 "github.com/labstack/echo/v4"
+
+	shedecho "github.com/shedkit/shedkit/middleware/echo"
+	"github.com/shedkit/shedkit/middleware/internal/mwtest"
+	"github.com/shedkit/shedkit/middleware/shedhttp"
+	"github.com/shedkit/shedkit/record"
+	"github.com/shedkit/shedkit/shed"
+)
+
+// BenchmarkRecorderOverhead is the middleware with Config.Recorder beside
+// the same middleware without it, alternately in one run (see
+// mwtest.BenchPair: "x-base" is the ratio). "all" records every request
+// (two clock readings and a record handed to the writer; "+key" with a
+// key from KeyHeader to hash); "sampled" keeps the default cap of 1,000
+// records per second, so nearly every request is only counted. The
+// writer's buffer is emptied outside the timings; the writer's own cost
+// (record.BenchmarkWrite) is off the request path.
+func BenchmarkRecorderOverhead(b *testing.B) {
+	full := benchLimiter(b, 1)
+	full.TryAcquire(shed.Request{}) // every request is rejected
+	for _, v := range []struct {
+		name    string
+		lim     *shed.Limiter
+		maxRate float64
+		key     bool
+		want    int
+	}{
+		{"admitted/all", benchLimiter(b, shed.MaxLimit), -1, false, 200},
+		{"admitted/sampled", benchLimiter(b, shed.MaxLimit), 0, false, 200},
+		{"admitted+key/all", benchLimiter(b, shed.MaxLimit), -1, true, 200},
+		{"admitted+key/sampled", benchLimiter(b, shed.MaxLimit), 0, true, 200},
+		{"rejected503/all", full, -1, false, 503},
+	} {
+		b.Run(v.name, func(b *testing.B) {
+			rec, err := record.New(record.Config{Writer: io.Discard, MaxRecordsPerSecond: v.maxRate, Buffer: 1 << 16, TickEvery: time.Millisecond})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer rec.Stop()
+			cfg := shedecho.Config{Options: shedhttp.Options{Limiter: v.lim}}
+			if v.key {
+				cfg.KeyHeader = "X-Tenant"
+			}
+			base := shedEcho(b, cfg)
+			cfg.Recorder = rec
+			with := shedEcho(b, cfg)
+			for _, e := range []*echov4.Echo{base, with} {
+				e.GET("/", func(c echov4.Context) error { return c.String(http.StatusOK, "ok") })
+			}
+			r := httptest.NewRequest(http.MethodGet, "/", nil)
+			r.Header.Set("X-Tenant", "tenant-00042")
+			w := &discardWriter{h: http.Header{}}
+			b.ReportAllocs()
+			mwtest.BenchPair(b, func() { base.ServeHTTP(w, r) }, func() { with.ServeHTTP(w, r) }, func() { rec.Flush() })
+			if w.code != v.want {
+				b.Fatalf("status %d, want %d", w.code, v.want)
+			}
+		})
+	}
+}

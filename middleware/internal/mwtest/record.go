@@ -1,0 +1,198 @@
+package mwtest
+
+import (
+	"bytes"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/shedkit/shedkit/middleware/shedhttp"
+	"github.com/shedkit/shedkit/record"
+	"github.com/shedkit/shedkit/shed"
+)
+
+// ReadRecording reads a whole recording back: its header, its request
+// records and its last tick.
+func ReadRecording(t testing.TB, b []byte) (record.Header, []record.Record, *record.Tick) {
+	t.Helper()
+	rd := record.NewReader(bytes.NewReader(b))
+	var reqs []record.Record
+	var last *record.Tick
+	for {
+		r, err := rd.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatalf("reading the recording back: %v\n%s", err, b)
+		}
+		if r.Tick != nil {
+			last = r.Tick
+		} else {
+			reqs = append(reqs, r)
+		}
+	}
+	h, _ := rd.Header()
+	return h, reqs, last
+}
+
+// SparseStart is the record time of a SparseRecorder's first record.
+var SparseStart = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// SparseRecorder returns a recorder, writing to w, that records none of
+// the next thousands of requests of any class: it was shown, in record
+// time, 65,536 arrivals in a second with a cap of one record a second,
+// so it samples one request in 2^17 (two records, at SparseStart and a
+// second later). It still counts every request; a record added later
+// than that ticks the counts.
+func SparseRecorder(t testing.TB, w io.Writer) *record.Recorder {
+	t.Helper()
+	rec, err := record.New(record.Config{Writer: w, MaxRecordsPerSecond: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := SparseStart
+	rec.Add(record.Record{Kind: record.KindRequest, Time: t0}) // the first tick
+	for range 1 << 16 {
+		rec.Arrive(0)
+	}
+	rec.Add(record.Record{Kind: record.KindRequest, Time: t0.Add(time.Second)}) // the tick that sets the sampling
+	return rec
+}
+
+// testRecorder: over 127.0.0.1, an admitted request, one that fails and
+// one that is rejected end up as records the record package reads back,
+// with their class, decision, outcome, status and key, under a header
+// that says where the keys came from.
+func testRecorder(t *testing.T, a Adapter) {
+	var buf bytes.Buffer
+	rec, err := record.New(record.Config{Writer: &buf, MaxRecordsPerSecond: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := newLimiter(t, shed.Config{Limit: 1, Classes: []shed.ClassConfig{{Name: "interactive"}, {Name: "batch"}}})
+	app := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/api/fail" {
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+	})
+	s := a.start(t, Options{Options: shedhttp.Options{Limiter: l, Routes: map[string]string{"/api/": "interactive"}, KeyHeader: "X-Tenant"},
+		Recorder: rec}, app)
+	tenant := http.Header{"X-Tenant": {"acme"}}
+	s.get("/api/ok", tenant)
+	s.get("/api/fail", nil)
+	held, err := l.TryAcquire(shed.Request{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp, _ := s.get("/batch", tenant); resp.StatusCode != http.StatusServiceUnavailable {
+		t.Fatalf("with the limit held: status %d, want 503", resp.StatusCode)
+	}
+	held.Release(shed.Ignored)
+	waitIdle(t, l)
+	WaitFor(t, "three records", func() bool { return rec.Pending() >= 3 })
+	if err := rec.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	h, reqs, last := ReadRecording(t, buf.Bytes())
+	if h.KeySource != "header:X-Tenant" || strings.Join(h.Classes, ",") != "interactive,batch" {
+		t.Errorf("header %+v", h)
+	}
+	if len(reqs) != 3 || last == nil {
+		t.Fatalf("%d records, last tick %+v\n%s", len(reqs), last, buf.Bytes())
+	}
+	ok, fail, rej := reqs[0], reqs[1], reqs[2]
+	if ok.ClassName != "interactive" || ok.Decision != record.Admitted || ok.Outcome != shed.Success || ok.Status != 200 ||
+		!ok.Timed || ok.Cost != 1 || ok.Key != record.KeyHash("acme") {
+		t.Errorf("success recorded as %+v", ok)
+	}
+	if fail.Decision != record.Admitted || fail.Outcome != shed.Dropped || fail.Status != 503 || fail.Key != 0 {
+		t.Errorf("a 503 recorded as %+v", fail)
+	}
+	if rej.ClassName != "batch" || rej.Decision != record.Rejected || rej.Reason != shed.ReasonLimit || rej.Status != 503 ||
+		rej.Timed || rej.Key != record.KeyHash("acme") {
+		t.Errorf("rejection recorded as %+v", rej)
+	}
+	if last.Arrivals[0] != 2 || last.Arrivals[1] != 1 || last.Shed[1] != 1 || last.Done[0] != 2 || last.Limit != 1 {
+		t.Errorf("last tick %+v", last)
+	}
+}
+
+// testRecorderUnsampled: a request the recorder does not sample reads no
+// clock (Options.Clock, which the recorder's clock is), and is counted
+// all the same.
+func testRecorderUnsampled(t *testing.T, a Adapter) {
+	var buf bytes.Buffer
+	rec := SparseRecorder(t, &buf)
+	var reads atomic.Int64
+	clock := func() time.Time { reads.Add(1); return time.Now() }
+	l := newLimiter(t, shed.Config{Limit: 1, Classes: []shed.ClassConfig{{Name: "interactive"}, {Name: "batch"}}})
+	h := a.Handler(t, Options{Options: shedhttp.Options{Limiter: l, Clock: clock}, Recorder: rec}, http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	const n = 20
+	for range n {
+		h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, "/", nil))
+	}
+	if got := reads.Load(); got != 0 {
+		t.Errorf("%d unsampled requests read the clock %d times", n, got)
+	}
+	rec.Add(record.Record{Kind: record.KindRequest, Time: SparseStart.Add(2 * time.Second)}) // a tick with the counts
+	if err := rec.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	_, reqs, last := ReadRecording(t, buf.Bytes())
+	if len(reqs) != 3 || last == nil || last.Arrivals[1] != n || last.Done[1] != n {
+		t.Errorf("%d records (want only the 3 the test added), last tick %+v", len(reqs), last)
+	}
+}
+
+// testRecorderKeySource: the recording's header says where the
+// middleware took the keys from: the trusted key header (as it reads it,
+// canonical), the client's address when rate limits or fair shares need
+// a key, "classify" when a Classify function may have replaced it, and
+// nothing when requests carry no key or two middleware sharing the
+// recorder disagree.
+func testRecorderKeySource(t *testing.T, a Adapter) {
+	limits := map[string]shedhttp.RateLimit{"interactive": {Rate: 100, Burst: 10}}
+	classify := func(_ *http.Request, def shedhttp.Classification) shedhttp.Classification { return def }
+	for _, c := range []struct {
+		name string
+		opts []Options // each a middleware of the one recorder
+		want string
+	}{
+		{"no key", []Options{{}}, ""},
+		{"key header", []Options{{Options: shedhttp.Options{KeyHeader: "x-tenant"}}}, "header:X-Tenant"},
+		{"key header, rate limited", []Options{{Options: shedhttp.Options{KeyHeader: "X-Tenant", RateLimits: limits}}}, "header:X-Tenant"},
+		{"address, rate limited", []Options{{Options: shedhttp.Options{RateLimits: limits}}}, "addr"},
+		{"address, fair shares", []Options{{Options: shedhttp.Options{TenantFromKey: true}}}, "addr"},
+		{"classify", []Options{{Options: shedhttp.Options{KeyHeader: "X-Tenant"}, Classify: classify}}, "classify"},
+		{"two alike", []Options{{Options: shedhttp.Options{KeyHeader: "X-Tenant"}}, {Options: shedhttp.Options{KeyHeader: "X-Tenant"}}}, "header:X-Tenant"},
+		{"two that disagree", []Options{{Options: shedhttp.Options{KeyHeader: "X-Tenant"}}, {Options: shedhttp.Options{RateLimits: limits}}}, ""},
+		{"one without keys beside one with", []Options{{}, {Options: shedhttp.Options{KeyHeader: "X-Tenant"}}}, "header:X-Tenant"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var buf bytes.Buffer
+			rec, err := record.New(record.Config{Writer: &buf, MaxRecordsPerSecond: -1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			lim := newLimiter(t, shed.Config{Limit: 10, Classes: []shed.ClassConfig{{Name: "interactive"}, {Name: "batch"}}})
+			clk := NewFakeClock()
+			var h http.Handler
+			for _, o := range c.opts {
+				o.Limiter, o.Clock, o.DefaultClass, o.Recorder = lim, clk.Now, "interactive", rec
+				h = a.Handler(t, o, http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+			}
+			h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, "/", nil))
+			if err := rec.Stop(); err != nil {
+				t.Fatal(err)
+			}
+			if h, _, _ := ReadRecording(t, buf.Bytes()); h.KeySource != c.want {
+				t.Errorf("KeySource %q, want %q", h.KeySource, c.want)
+			}
+		})
+	}
+}
