@@ -16,6 +16,7 @@ import (
 
 	shedecho "github.com/shedkit/shedkit/middleware/echo"
 	"github.com/shedkit/shedkit/middleware/internal/mwtest"
+	"github.com/shedkit/shedkit/middleware/internal/rectest"
 	"github.com/shedkit/shedkit/middleware/shedhttp"
 	"github.com/shedkit/shedkit/record"
 	"github.com/shedkit/shedkit/shed"
@@ -132,7 +133,7 @@ func TestHandlerErrors(t *testing.T) {
 	if err := rec.Stop(); err != nil {
 		t.Fatal(err)
 	}
-	_, reqs, _ := mwtest.ReadRecording(t, buf.Bytes())
+	_, reqs, _ := rectest.ReadRecording(t, buf.Bytes())
 	if len(reqs) != len(cases) {
 		t.Fatalf("%d records, want %d\n%s", len(reqs), len(cases), buf.Bytes())
 	}

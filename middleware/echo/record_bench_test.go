@@ -10,7 +10,7 @@ import (
 	echov4 "github.com/labstack/echo/v4"
 
 	shedecho "github.com/shedkit/shedkit/middleware/echo"
-	"github.com/shedkit/shedkit/middleware/internal/mwtest"
+	"github.com/shedkit/shedkit/middleware/internal/rectest"
 	"github.com/shedkit/shedkit/middleware/shedhttp"
 	"github.com/shedkit/shedkit/record"
 	"github.com/shedkit/shedkit/shed"
@@ -18,7 +18,7 @@ import (
 
 // BenchmarkRecorderOverhead is the middleware with Config.Recorder beside
 // the same middleware without it, alternately in one run (see
-// mwtest.BenchPair: "x-base" is the ratio). "all" records every request
+// rectest.BenchPair: "x-base" is the ratio). "all" records every request
 // (two clock readings and a record handed to the writer; "+key" with a
 // key from KeyHeader to hash); "sampled" keeps the default cap of 1,000
 // records per second, so nearly every request is only counted. The
@@ -60,7 +60,7 @@ func BenchmarkRecorderOverhead(b *testing.B) {
 			r.Header.Set("X-Tenant", "tenant-00042")
 			w := &discardWriter{h: http.Header{}}
 			b.ReportAllocs()
-			mwtest.BenchPair(b, func() { base.ServeHTTP(w, r) }, func() { with.ServeHTTP(w, r) }, func() { rec.Flush() })
+			rectest.BenchPair(b, func() { base.ServeHTTP(w, r) }, func() { with.ServeHTTP(w, r) }, func() { rec.Flush() })
 			if w.code != v.want {
 				b.Fatalf("status %d, want %d", w.code, v.want)
 			}

@@ -2,67 +2,17 @@ package mwtest
 
 import (
 	"bytes"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/shedkit/shedkit/middleware/internal/rectest"
 	"github.com/shedkit/shedkit/middleware/shedhttp"
 	"github.com/shedkit/shedkit/record"
 	"github.com/shedkit/shedkit/shed"
 )
-
-// ReadRecording reads a whole recording back: its header, its request
-// records and its last tick.
-func ReadRecording(t testing.TB, b []byte) (record.Header, []record.Record, *record.Tick) {
-	t.Helper()
-	rd := record.NewReader(bytes.NewReader(b))
-	var reqs []record.Record
-	var last *record.Tick
-	for {
-		r, err := rd.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatalf("reading the recording back: %v\n%s", err, b)
-		}
-		if r.Tick != nil {
-			last = r.Tick
-		} else {
-			reqs = append(reqs, r)
-		}
-	}
-	h, _ := rd.Header()
-	return h, reqs, last
-}
-
-// SparseStart is the record time of a SparseRecorder's first record.
-var SparseStart = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-
-// SparseRecorder returns a recorder, writing to w, that records none of
-// the next thousands of requests of any class: it was shown, in record
-// time, 65,536 arrivals in a second with a cap of one record a second,
-// so it samples one request in 2^17 (two records, at SparseStart and a
-// second later). It still counts every request; a record added later
-// than that ticks the counts.
-func SparseRecorder(t testing.TB, w io.Writer) *record.Recorder {
-	t.Helper()
-	rec, err := record.New(record.Config{Writer: w, MaxRecordsPerSecond: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t0 := SparseStart
-	rec.Add(record.Record{Kind: record.KindRequest, Time: t0}) // the first tick
-	for range 1 << 16 {
-		rec.Arrive(0)
-	}
-	rec.Add(record.Record{Kind: record.KindRequest, Time: t0.Add(time.Second)}) // the tick that sets the sampling
-	return rec
-}
 
 // testRecorder: over 127.0.0.1, an admitted request, one that fails and
 // one that is rejected end up as records the record package reads back,
@@ -98,7 +48,7 @@ func testRecorder(t *testing.T, a Adapter) {
 	if err := rec.Stop(); err != nil {
 		t.Fatal(err)
 	}
-	h, reqs, last := ReadRecording(t, buf.Bytes())
+	h, reqs, last := rectest.ReadRecording(t, buf.Bytes())
 	if h.KeySource != "header:X-Tenant" || strings.Join(h.Classes, ",") != "interactive,batch" {
 		t.Errorf("header %+v", h)
 	}
@@ -126,27 +76,11 @@ func testRecorder(t *testing.T, a Adapter) {
 // clock (Options.Clock, which the recorder's clock is), and is counted
 // all the same.
 func testRecorderUnsampled(t *testing.T, a Adapter) {
-	var buf bytes.Buffer
-	rec := SparseRecorder(t, &buf)
-	var reads atomic.Int64
-	clock := func() time.Time { reads.Add(1); return time.Now() }
-	l := newLimiter(t, shed.Config{Limit: 1, Classes: []shed.ClassConfig{{Name: "interactive"}, {Name: "batch"}}})
-	h := a.Handler(t, Options{Options: shedhttp.Options{Limiter: l, Clock: clock}, Recorder: rec}, http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
-	const n = 20
-	for range n {
-		h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, "/", nil))
-	}
-	if got := reads.Load(); got != 0 {
-		t.Errorf("%d unsampled requests read the clock %d times", n, got)
-	}
-	rec.Add(record.Record{Kind: record.KindRequest, Time: SparseStart.Add(2 * time.Second)}) // a tick with the counts
-	if err := rec.Stop(); err != nil {
-		t.Fatal(err)
-	}
-	_, reqs, last := ReadRecording(t, buf.Bytes())
-	if len(reqs) != 3 || last == nil || last.Arrivals[1] != n || last.Done[1] != n {
-		t.Errorf("%d records (want only the 3 the test added), last tick %+v", len(reqs), last)
-	}
+	rectest.CheckUnsampled(t, func(rec *record.Recorder, clock func() time.Time) func() {
+		l := newLimiter(t, shed.Config{Limit: 1, Classes: []shed.ClassConfig{{Name: "interactive"}, {Name: "batch"}}})
+		h := a.Handler(t, Options{Options: shedhttp.Options{Limiter: l, Clock: clock}, Recorder: rec}, http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+		return func() { h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, "/", nil)) }
+	})
 }
 
 // testRecorderKeySource: the recording's header says where the
@@ -190,7 +124,7 @@ func testRecorderKeySource(t *testing.T, a Adapter) {
 			if err := rec.Stop(); err != nil {
 				t.Fatal(err)
 			}
-			if h, _, _ := ReadRecording(t, buf.Bytes()); h.KeySource != c.want {
+			if h, _, _ := rectest.ReadRecording(t, buf.Bytes()); h.KeySource != c.want {
 				t.Errorf("KeySource %q, want %q", h.KeySource, c.want)
 			}
 		})
