@@ -53,12 +53,12 @@ func (s *Server) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo,
 	returned := false
 	defer func() {
 		if !returned {
-			st.permit.Release(shed.Ignored)
+			s.releasePanicked(st)
 		}
 	}()
 	resp, herr := handler(st, req)
 	returned = true
-	s.release(st, &call, herr)
+	s.finish(st, &call, herr)
 	return resp, herr
 }
 
@@ -121,11 +121,11 @@ func (s *Server) peerKey(ctx context.Context) string {
 // admit rate limits and admits the call. On admission it returns the
 // call's state; else nil and the rejection to answer with.
 func (s *Server) admit(ctx context.Context, call *Call) (*state, rejection) {
-	p, dryReason, rej := s.acquire(ctx, call)
+	p, dryReason, rq, rej := s.acquire(ctx, call)
 	if rej.err != nil {
 		return nil, rej
 	}
-	st := &state{ctx: ctx, permit: p}
+	st := &state{ctx: ctx, permit: p, rq: rq}
 	if n := inboundAttempt(ctx); n > 0 {
 		// Like retrybudget.Propagate: a Transport (or this package's
 		// Client) used by the handler applies its InboundPolicy.
@@ -136,10 +136,23 @@ func (s *Server) admit(ctx context.Context, call *Call) (*state, rejection) {
 }
 
 // acquire classifies, rate limits and admits one unit of work: a call, or
-// a message of a stream admitted per message. It returns the permit and,
-// when a dry run let it through, the reason it would have been rejected.
-func (s *Server) acquire(ctx context.Context, call *Call) (shed.Permit, string, rejection) {
+// a message of a stream admitted per message. It returns the permit, its
+// recording (a rejection is recorded here) and, when a dry run let it
+// through, the reason it would have been rejected.
+func (s *Server) acquire(ctx context.Context, call *Call) (shed.Permit, string, recording, rejection) {
 	cl := s.classifyCall(ctx, call)
+	rq := s.recBegin(&cl)
+	p, dryReason, rej := s.limit(ctx, &cl)
+	if rej.err != nil {
+		s.recRejected(&rq, &rej)
+		return shed.Permit{}, "", rq, rej
+	}
+	rq.live = true
+	return p, dryReason, rq, rejection{}
+}
+
+// limit rate limits and admits the unit of work classified as cl.
+func (s *Server) limit(ctx context.Context, cl *shedhttp.Classification) (shed.Permit, string, rejection) {
 	dryReason := ""
 	if s.anyRate && int(cl.Class) < len(s.classNames) {
 		if rule := &s.rates[cl.Class]; rule.on {
@@ -162,7 +175,7 @@ func (s *Server) acquire(ctx context.Context, call *Call) (shed.Permit, string, 
 	}
 	p, err := s.lim.Acquire(ctx, shed.Request{Class: cl.Class, Cost: cl.Cost, Deadline: cl.Deadline, Tenant: tenant})
 	if err != nil {
-		return shed.Permit{}, "", s.rejection(ctx, cl, err)
+		return shed.Permit{}, "", s.rejection(ctx, *cl, err)
 	}
 	if dryReason == "" && p.DryRun() != shed.ReasonNone {
 		dryReason = p.DryRun().String()
@@ -170,11 +183,29 @@ func (s *Server) acquire(ctx context.Context, call *Call) (shed.Permit, string, 
 	return p, dryReason, rejection{}
 }
 
-// release ends st's permit after the handler returned err. It does
-// nothing when the handler released the permit itself.
-func (s *Server) release(st *state, call *Call, err error) {
+// finish releases st's permit after the handler returned err, and
+// records the work.
+func (s *Server) finish(st *state, call *Call, err error) {
+	actual := st.permit.Cost()
+	o := s.release(st, call, err)
+	s.recDone(&st.rq, &st.permit, actual, o, err, false)
+}
+
+// releasePanicked releases st's permit, and records the work, when the
+// handler panicked: a bug is not an overload signal, nor a latency
+// sample.
+func (s *Server) releasePanicked(st *state) {
+	actual := st.permit.Cost()
+	st.permit.Release(shed.Ignored)
+	s.recDone(&st.rq, &st.permit, actual, shed.Ignored, nil, true)
+}
+
+// release ends st's permit after the handler returned err, and returns
+// the outcome. It does nothing, and returns Ignored, when the handler
+// released the permit itself.
+func (s *Server) release(st *state, call *Call, err error) shed.Outcome {
 	if !st.permit.Valid() {
-		return
+		return shed.Ignored
 	}
 	var o shed.Outcome
 	switch cerr := st.ctx.Err(); {
@@ -188,6 +219,7 @@ func (s *Server) release(st *state, call *Call, err error) {
 		o = shed.Ignored
 	}
 	st.permit.Release(o)
+	return o
 }
 
 // deadlineSlack is how close to its deadline a cancelled call counts as
@@ -217,6 +249,7 @@ type state struct {
 	ctx               context.Context // the call's
 	grpc.ServerStream                 // nil for unary calls
 	permit            shed.Permit
+	rq                recording // ServerConfig.Recorder's, for permit
 }
 
 // Deadline, Done and Err are the call context's.

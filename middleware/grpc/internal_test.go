@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/sony/gobreaker/v2"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 
 	"github.com/shedkit/shedkit/retrybudget"
@@ -113,6 +114,25 @@ func TestAddrKey(t *testing.T) {
 	} {
 		if got := addrKey(tc.host, 64); got != tc.want {
 			t.Errorf("%s: %s, want %s", tc.host, got, tc.want)
+		}
+	}
+}
+
+// TestHTTPStatus: a recording holds a call's code as the HTTP status
+// google.rpc.Code maps it to; every code has one, unknown codes 500.
+func TestHTTPStatus(t *testing.T) {
+	for _, tc := range []struct {
+		c    codes.Code
+		want int
+	}{
+		{codes.OK, 200}, {codes.Canceled, 499}, {codes.Unknown, 500}, {codes.InvalidArgument, 400},
+		{codes.DeadlineExceeded, 504}, {codes.NotFound, 404}, {codes.AlreadyExists, 409}, {codes.PermissionDenied, 403},
+		{codes.ResourceExhausted, 429}, {codes.FailedPrecondition, 400}, {codes.Aborted, 409}, {codes.OutOfRange, 400},
+		{codes.Unimplemented, 501}, {codes.Internal, 500}, {codes.Unavailable, 503}, {codes.DataLoss, 500},
+		{codes.Unauthenticated, 401}, {17, 500}, {1 << 31, 500},
+	} {
+		if got := httpStatus(tc.c); got != tc.want {
+			t.Errorf("%v: %d, want %d", tc.c, got, tc.want)
 		}
 	}
 }

@@ -46,10 +46,15 @@ var (
 )
 
 // rejection is a rejection's status error and its pushback, carried by
-// value so that rejecting allocates nothing of its own.
+// value so that rejecting allocates nothing of its own, and what a
+// recording says of it: the status code, the reason, and whether the call
+// gave up while it waited (cancelled) rather than being turned away.
 type rejection struct {
-	err      error         // the shared status error
-	pushback time.Duration // < 0: do not retry; 0: no trailer
+	err       error         // the shared status error
+	pushback  time.Duration // < 0: do not retry; 0: no trailer
+	code      codes.Code    // err's
+	reason    shed.Reason
+	cancelled bool
 }
 
 // pushback rounds d up to a whole number of milliseconds, at least 1: a
@@ -103,9 +108,9 @@ func (s *Server) answer(ctx context.Context, ss grpc.ServerStream, r rejection) 
 // rateLimited returns the rejection of a call over its key's rate.
 func (s *Server) rateLimited(wait time.Duration) rejection {
 	if s.noRetry {
-		return rejection{err: errRateLimited, pushback: -1}
+		return rejection{err: errRateLimited, pushback: -1, code: codes.ResourceExhausted, reason: shed.ReasonRateLimited}
 	}
-	return rejection{err: errRateLimited, pushback: max(wait, time.Millisecond)}
+	return rejection{err: errRateLimited, pushback: max(wait, time.Millisecond), code: codes.ResourceExhausted, reason: shed.ReasonRateLimited}
 }
 
 // rejection turns an Acquire error into the status to answer with.
@@ -119,26 +124,26 @@ func (s *Server) rejection(ctx context.Context, cl shedhttp.Classification, err 
 		case errors.Is(err, shed.ErrInvalidRequest):
 			// A Classify that returns an unknown class or a negative
 			// cost: a configuration bug, not a reason to retry.
-			return rejection{err: errInternal}
+			return rejection{err: errInternal, code: codes.Internal}
 		case errors.Is(err, context.DeadlineExceeded):
 			// The call's own deadline passed while it waited.
 			s.annotateRejected(ctx, shed.ReasonQueueTimeout.String(), cl.Class, cl.Cost, true)
-			return rejection{err: errDeadline}
+			return rejection{err: errDeadline, code: codes.DeadlineExceeded, reason: shed.ReasonQueueTimeout}
 		default:
 			// The context ended while the call waited: its client went
 			// away (the status reaches nobody), or the server cancelled
 			// it while the client still waits: that client must not
 			// read a success for work that never ran.
 			s.annotateRejected(ctx, shedhttp.ReasonCancelled, cl.Class, cl.Cost, true)
-			return rejection{err: errOverloaded, pushback: s.hint(time.Second)}
+			return rejection{err: errOverloaded, pushback: s.hint(time.Second), code: codes.Unavailable, cancelled: true}
 		}
 	}
 	s.annotateRejected(ctx, rj.Reason.String(), cl.Class, cl.Cost, true)
 	if rj.Reason == shed.ReasonCostTooLarge {
 		// It can never be admitted: any retry would fail the same way.
-		return rejection{err: errTooLarge, pushback: -1}
+		return rejection{err: errTooLarge, pushback: -1, code: codes.ResourceExhausted, reason: rj.Reason}
 	}
-	return rejection{err: errOverloaded, pushback: s.hint(rj.RetryAfter)}
+	return rejection{err: errOverloaded, pushback: s.hint(rj.RetryAfter), code: codes.Unavailable, reason: rj.Reason}
 }
 
 // asRejection is errors.As for a wrapped *shed.Rejection, apart so that

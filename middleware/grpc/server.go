@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/shedkit/shedkit/middleware/shedhttp"
+	"github.com/shedkit/shedkit/record"
 	"github.com/shedkit/shedkit/shed"
 )
 
@@ -100,8 +101,27 @@ type ServerConfig struct {
 	// decide themselves (rate limiting), as shed.EventRejected events
 	// with shed.ReasonRateLimited.
 	Observer shed.Observer
-	// Clock replaces time.Now for rate limiting. For tests.
+	// Clock replaces time.Now for rate limiting and for the Recorder's
+	// readings. For tests.
 	Clock func() time.Time
+
+	// Recorder, when set, records a sample of the calls (class, cost,
+	// decision, queue wait, latency, outcome, status, and the hash of the
+	// rate-limit key when there is one, Recorder.KeyHash: salted when
+	// record.Config.KeySalt is set, never the key itself) and the
+	// limiter's limit over time, for shedsim fit, as the HTTP middleware
+	// records requests. A stream is one record, or one per message under
+	// PerMessageStreams. The status is the HTTP status the call's gRPC
+	// code maps to (google.rpc.Code's mapping: OK 200, Canceled 499,
+	// InvalidArgument 400, ResourceExhausted 429, Unavailable 503,
+	// DeadlineExceeded 504, Internal 500...), none after a panic.
+	// NewServer makes it watch Limiter and tells it where the keys come
+	// from (Recorder.SetKeySource): KeyMetadata, named as the HTTP/2
+	// header it travels in ("header:X-Tenant"), else the peer's address,
+	// or "classify" when Classify is set. Only sampled calls read the
+	// clock; the others cost a few atomic adds. Start and Stop it
+	// yourself (see package record). Off (nil) by default.
+	Recorder *record.Recorder
 }
 
 // Call describes the call being admitted, for Classify and Outcome.
@@ -165,7 +185,8 @@ type Server struct {
 	clock       func() time.Time
 	classNames  []string
 	needPeerKey bool
-	tenantKey   bool // TenantFromKey
+	tenantKey   bool             // TenantFromKey
+	rec         *record.Recorder // see record.go
 }
 
 // NewServer validates cfg and returns the interceptors' Server, or an error
@@ -230,6 +251,9 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	}
 	s.tenantKey = cfg.TenantFromKey
 	s.needPeerKey = s.anyRate || s.classify != nil || s.tenantKey
+	if err := s.setRecorder(&cfg); err != nil {
+		return nil, err
+	}
 	return s, nil
 }
 

@@ -25,12 +25,12 @@ func (s *Server) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerIn
 	returned := false
 	defer func() {
 		if !returned {
-			st.permit.Release(shed.Ignored)
+			s.releasePanicked(st)
 		}
 	}()
 	herr := handler(srv, st)
 	returned = true
-	s.release(st, &call, herr)
+	s.finish(st, &call, herr)
 	return herr
 }
 
@@ -61,12 +61,12 @@ func (s *Server) streamPerMessage(srv any, ss grpc.ServerStream, call Call, hand
 	returned := false
 	defer func() {
 		if !returned {
-			ms.permit.Release(shed.Ignored)
+			s.releasePanicked(&ms.state) // the last message's permit, if any
 		}
 	}()
 	herr := handler(srv, ms)
 	returned = true
-	s.release(&ms.state, &ms.call, herr) // the last message's permit, if any
+	s.finish(&ms.state, &ms.call, herr) // the last message's permit, if any
 	return herr
 }
 
@@ -76,17 +76,28 @@ func (s *Server) streamPerMessage(srv any, ss grpc.ServerStream, call Call, hand
 // handler returns as it returns any receive error; its pushback goes in
 // the stream's trailer.
 func (ms *msgStream) RecvMsg(m any) error {
-	ms.permit.Release(shed.Success)
+	ms.done()
 	if err := ms.ServerStream.RecvMsg(m); err != nil {
 		return err
 	}
 	ms.call.Request = m
-	p, _, rej := ms.s.acquire(ms.ctx, &ms.call)
+	p, _, rq, rej := ms.s.acquire(ms.ctx, &ms.call)
 	if rej.err != nil {
 		return ms.s.answer(nil, ms.ServerStream, rej)
 	}
-	ms.permit = p
+	ms.permit, ms.rq = p, rq
 	return nil
+}
+
+// done ends the work on the previous message, if any: Success (Ignored
+// when the handler released its permit itself), recorded as OK.
+func (ms *msgStream) done() {
+	actual, o := ms.permit.Cost(), shed.Ignored
+	if ms.permit.Valid() {
+		o = shed.Success
+	}
+	ms.permit.Release(shed.Success)
+	ms.s.recDone(&ms.rq, &ms.permit, actual, o, nil, false)
 }
 
 // Context returns the handler's context: the stream's state, which
