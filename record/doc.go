@@ -6,11 +6,14 @@
 //
 // # Two ways in
 //
-// The net/http middleware records whole requests: set
-// nethttp.Config.Recorder. It records the hash of a sampled request's
-// rate-limit key too (see Record.Key), when it has one. Anything that drives a shed.Limiter (the
-// simulator, other middleware) can record the limiter's decisions instead:
-// the Recorder is a shed.Observer.
+// The middleware records whole requests: set nethttp.Config.Recorder,
+// echo.Config.Recorder (middleware/echo) or, for gRPC calls,
+// grpc.ServerConfig.Recorder (middleware/grpc, which records a call's
+// code as the HTTP status it maps to: Record.Status is an HTTP status).
+// They record the hash of a sampled request's rate-limit key too (see
+// Record.Key), when it has one. Anything else that drives a shed.Limiter
+// (the simulator, middleware of your own) can record the limiter's
+// decisions instead: the Recorder is a shed.Observer.
 //
 //	rec, err := record.New(record.Config{Dir: "/var/lib/svc/recording"})
 //	lim, err := shed.New(shed.Config{..., Observer: rec})
@@ -36,8 +39,8 @@
 // tenant anew. Each file's header says how its keys are hashed ("keys",
 // Header.KeyHashing), so that a fit does not count one tenant twice
 // across files hashed differently, and where the driver took the keys
-// from ("keysrc", Header.KeySource, which the net/http middleware sets
-// with Recorder.SetKeySource), so that a configuration fitted to the
+// from ("keysrc", Header.KeySource, which the middleware sets with
+// Recorder.SetKeySource), so that a configuration fitted to the
 // recording (shedsim tune) takes them from the same place.
 //
 // # Cost, and never blocking
@@ -106,7 +109,9 @@
 // admission, the reason a dry run overrode), cost the reserved (estimated)
 // cost, actual the cost at the end, q waited in the queue, wait its queue
 // wait, lat how long admitted work ran (present only when measured), o
-// outcome (success, dropped, ignored), st HTTP status, n the limiter's
+// outcome (success, dropped, ignored), st HTTP status (of a gRPC call,
+// the status its code maps to, as google.rpc.Code documents it: OK 200,
+// Unavailable 503, ResourceExhausted 429...), n the limiter's
 // work in flight, key the tenant: [KeyHash] of the request's rate-limit
 // key (or its salted [KeyHasher.Hash] with Config.KeySalt) as 16 hex digits, absent when it has none (only the records of
 // arrivals carry it: req, admit, reject, cancel). Absent numbers are zero. A req's t is its arrival; an

@@ -99,7 +99,9 @@ type Record struct {
 	// Outcome is how admitted work ended (KindRequest admitted,
 	// KindReleased).
 	Outcome shed.Outcome
-	// Status is the HTTP status of a KindRequest record, 0 when none.
+	// Status is the HTTP status of a KindRequest record, 0 when none
+	// (the gRPC interceptors record a call's code as the HTTP status it
+	// maps to).
 	Status int
 	// InFlight is the limiter's work in flight after the decision or
 	// release, when known.
