@@ -51,7 +51,7 @@ const (
 // show at least FitMinRateLimited 429s, its rate limit (see
 // RateLimitFit): without it the fitted scenario would send the limiter
 // traffic the service never admitted. The 429s are in a recording made
-// by the net/http middleware's Config.Recorder, or through Observers when
+// by a middleware's Recorder (net/http, Echo, gRPC), or through Observers when
 // the recorder is both the limiter's and the middleware's
 // (shedhttp.Options.Observer).
 type Fitter struct {

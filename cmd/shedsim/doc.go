@@ -18,8 +18,8 @@
 //	shedsim tune fitted.yaml                # the configuration to paste
 //	shedsim diff before/family-incident.csv after/family-incident.csv
 //
-// shedsim fit reads a recording (package record: the net/http
-// middleware's Config.Recorder, a limiter's Observer, or -record) and
+// shedsim fit reads a recording (package record: a middleware's Recorder,
+// net/http, Echo or gRPC, a limiter's Observer, or -record) and
 // writes a scenario with the recorded arrival rates, costs, service time
 // and upstream capacity; shedsim fit -h says how each is inferred.
 // shedsim tune runs candidate configurations (limit, protected shares,

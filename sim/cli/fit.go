@@ -17,10 +17,10 @@ import (
 )
 
 const fitUsageHead = `shedsim fit reads a recording of a service's traffic (package record: the
-net/http middleware's Config.Recorder, a limiter's Observer, or shedsim
--record) and writes a scenario that reproduces it: the arrival rate of each
-class over time, its costs, the upstream's service-time distribution and
-its capacity.
+Recorder of the net/http or Echo middleware or of the gRPC interceptors,
+a limiter's Observer, or shedsim -record) and writes a scenario that
+reproduces it: the arrival rate of each class over time, its costs, the
+upstream's service-time distribution and its capacity.
 
 Usage:
   shedsim fit [flags] RECORDING          a record-NNNNNN.jsonl file, a
