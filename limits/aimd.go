@@ -61,7 +61,8 @@ type AIMDConfig struct {
 	// slow start off (Netflix's AIMD). Default DefaultGrowth. Slow start
 	// runs from the start until the first congested window or the first
 	// window in which the limit is not in use, never past the in-flight
-	// peak / MinUtilization; and, with LatencyThreshold set (no
+	// peak / MinUtilization unless that peak reached the limit (it is then
+	// censored: the demand may be any larger); and, with LatencyThreshold set (no
 	// learned baseline), after a run of congested windows, from the first
 	// window in use without congestion back up to the limit the run's
 	// first cut left (TCP's slow start threshold): a burst of timeouts
@@ -346,8 +347,16 @@ func (a *AIMD) grow(s *signals) decision {
 		next, reason = max(next, lim*c.Growth), ReasonRegrow
 	case a.slowStart:
 		// Never past the point where the work in flight would no longer
-		// use the limit; a limit it filled may always grow by one.
-		next, reason = max(next, min(lim*c.Growth, demandCap(s.peak, c.MinUtilization))), ReasonSlowStart
+		// use the limit; a limit it filled may always grow by one. A
+		// limit the work in flight reached hid the demand beyond it:
+		// capped at its peak, slow start grew by 1/MinUtilization per
+		// window, and a service of thousands in flight waited minutes
+		// for its limit while windows last seconds.
+		grown := lim * c.Growth
+		if !s.binding {
+			grown = min(grown, demandCap(s.peak, c.MinUtilization))
+		}
+		next, reason = max(next, grown), ReasonSlowStart
 	case lim < a.restore && !a.det.latency:
 		// Back to where congestion began (TCP's slow start threshold);
 		// the demand cap does not apply, as that limit held before.

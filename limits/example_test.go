@@ -63,7 +63,7 @@ func ExampleNewAIMD() {
 	}
 	now := time.Unix(0, 0)
 	a.Observe(shed.Sample{Now: now})
-	feedWindow(a, &now, 10*time.Millisecond, 1000) // in use, fast: slow start, up to in flight / 0.75
+	feedWindow(a, &now, 10*time.Millisecond, 1000) // the limit binds, fast: slow start doubles it
 	fmt.Println(a.Limit())
 	feedWindow(a, &now, 80*time.Millisecond, 1000) // too slow: x0.9, slow start ends
 	feedWindow(a, &now, 80*time.Millisecond, 1000) // still too slow: x0.9
@@ -73,10 +73,10 @@ func ExampleNewAIMD() {
 	feedWindow(a, &now, 10*time.Millisecond, 1000) // then +1 per window
 	fmt.Println(a.Limit())
 	// Output:
-	// 133
-	// 108
-	// 120
-	// 121
+	// 200
+	// 162
+	// 180
+	// 181
 }
 
 func ExampleNewFixed() {
