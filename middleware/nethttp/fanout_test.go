@@ -22,6 +22,12 @@ import (
 // through the context, so its items run on it: all 32 succeed. Before,
 // each task waited for a second permit from the pool the requests held,
 // and all 32 failed with queue_timeout.
+//
+// The 8 items of a request start at once and take the request's permit
+// one after the other, so the last waits for the 7 before it. With the
+// README's PermitWait of 100 ms the test depended on how fast 7 tasks of
+// 1 ms run on a loaded machine under the race detector; 10 s is reached
+// only by a task that never gets the permit.
 func TestFanOutUnderOwnLimiter(t *testing.T) {
 	lim, err := shed.New(shed.Config{Limit: 4, Classes: []shed.ClassConfig{{Name: "api", QueueDepth: 64, MaxWait: 100 * time.Millisecond}}})
 	if err != nil {
@@ -39,7 +45,7 @@ func TestFanOutUnderOwnLimiter(t *testing.T) {
 		<-start // all 4 requests hold their permits: the limiter is full
 		err := fanout.Run(r.Context(), slices.Values(make([]int, 8)),
 			func(ctx context.Context, in int) (int, error) { time.Sleep(time.Millisecond); return in, nil },
-			fanout.Config[int]{Bound: 8, Limiter: lim, PermitWait: 100 * time.Millisecond, MaxItems: 10_000},
+			fanout.Config[int]{Bound: 8, Limiter: lim, PermitWait: 10 * time.Second, MaxItems: 10_000},
 			func(res fanout.Result[int]) error {
 				if res.Err != nil {
 					failed.Add(1)
