@@ -108,8 +108,12 @@ func TestCallerDeadlineAcquireCleanedUp(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	// One renewal (ttl/3) later, the tenant's slot is free again.
-	time.Sleep(ttl/3 + 400*time.Millisecond)
+	// A renewal (every ttl/3) removes the member. Which renewal does it
+	// is the scheduler's business (a fixed wait of one period and 400 ms
+	// assumed the first one); what matters is that it goes before it
+	// expires on its own, at its score on Redis's clock, which would free
+	// the tenant with no cleanup at all.
+	waitRemovedBeforeExpiry(t, client, rkey)
 	l, err := c.Acquire(t.Context(), "t", 1)
 	if err != nil {
 		m, _ := client.ZRange(t.Context(), rkey, 0, -1).Result()
@@ -264,6 +268,38 @@ func waitRefusedByRedis(t *testing.T, c *Concurrency, key string, limit int, wit
 		}
 		if time.Since(start) > within {
 			t.Fatalf("Redis still grants a lease of %q beyond its limit of %d after %v (last: %v)", key, limit, within, err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// waitRemovedBeforeExpiry polls the one member of the sorted set rkey
+// until it is gone, and fails t if it was still there at its expiry (its
+// score, in milliseconds of Redis's clock): then nothing removed it, it
+// expired.
+func waitRemovedBeforeExpiry(t *testing.T, client *redis.Client, rkey string) {
+	t.Helper()
+	zs, err := client.ZRangeWithScores(t.Context(), rkey, 0, -1).Result()
+	if err != nil || len(zs) != 1 {
+		t.Fatalf("members of %s: %v, %v; want one", rkey, zs, err)
+	}
+	member, expiry := zs[0].Member.(string), int64(zs[0].Score)
+	for {
+		_, err := client.ZScore(t.Context(), rkey, member).Result()
+		if err != nil && !errors.Is(err, redis.Nil) {
+			t.Fatal(err)
+		}
+		// Read after the score: a member gone before this instant was
+		// gone before it.
+		now, terr := client.Time(t.Context()).Result()
+		if terr != nil {
+			t.Fatal(terr)
+		}
+		if now.UnixMilli() >= expiry {
+			t.Fatalf("member %s of %s was not removed before its expiry: no renewal cleaned it up", member, rkey)
+		}
+		if errors.Is(err, redis.Nil) {
+			return
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
