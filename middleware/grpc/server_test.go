@@ -410,7 +410,7 @@ func TestDeadlineReachesLimiter(t *testing.T) {
 			entered <- struct{}{}
 			<-release
 		} else {
-			time.Sleep(200 * time.Millisecond) // teaches the limiter its latency
+			time.Sleep(2 * time.Second) // teaches the limiter its latency
 		}
 		return in, nil
 	}}, s.ServerOptions())
@@ -424,7 +424,11 @@ func TestDeadlineReachesLimiter(t *testing.T) {
 		done <- err
 	}()
 	<-entered
-	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	// The expected wait is the latency learned, 2 s; the call has 1 s,
+	// time enough to reach the limiter however loaded the machine (with
+	// 200 ms and 50 ms it sometimes arrived after its deadline: 1 run in
+	// 180 under the race detector with two CPU hogs).
+	short, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
 	var tr metadata.MD
 	_, err := call(short, cc, mBatch, "short", grpc.Trailer(&tr))
