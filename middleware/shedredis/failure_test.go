@@ -119,7 +119,11 @@ func (l *load) take() []time.Duration {
 // and leases are shared again.
 func TestRedisKilled(t *testing.T) {
 	p := startRedis(t)
-	const budget = 5 * time.Millisecond
+	// 20 ms, not the 5 of TestRedisPaused: the setup needs Redis to
+	// answer within the budget, and a race-detector run on a starved
+	// 2-core machine (CI builds Jaeger beside the tests) missed 5 ms often
+	// enough to open the breaker before Redis was even killed.
+	const budget = 20 * time.Millisecond
 	stores, c1, c2 := killedFleet(t, p, budget)
 
 	used := sharedBurst(t, stores, "before")
@@ -134,8 +138,12 @@ func TestRedisKilled(t *testing.T) {
 	if ld.refused.Load() > 0 || ld.errs.Load() > 0 {
 		t.Errorf("Redis down: %d decisions refused, %d leases failed, want none on generous quotas", ld.refused.Load(), ld.errs.Load())
 	}
-	if p99 > budget+5*time.Millisecond {
-		t.Errorf("Redis down: p99 decision latency %v, want within the budget %v + 5 ms", p99, budget)
+	// A refused connection fails at once; what the bound catches is a
+	// decision that waits on Redis past its budget (go-redis retries a
+	// dead server after 8 ms, then 16, 32...). 25 ms over the budget
+	// leaves room for a race-detector run on a starved 2-core machine.
+	if p99 > budget+25*time.Millisecond {
+		t.Errorf("Redis down: p99 decision latency %v, want within the budget %v + 25 ms", p99, budget)
 	}
 	// The local share: burst 10 over 2 replicas is 5 on each.
 	if a, fb := sharedAllowed(t, stores[:1], "down", 30); a != 5 || fb != 30 {
@@ -294,8 +302,10 @@ func TestRedisPaused(t *testing.T) {
 	if ld.refused.Load() > 0 {
 		t.Errorf("%d decisions refused on a generous quota", ld.refused.Load())
 	}
-	if p99 := percentile(paused, 0.99); p99 > budget+5*time.Millisecond {
-		t.Errorf("paused: p99 latency %v, want within the budget %v + 5 ms", p99, budget)
+	// Without the budget a call would wait out go-redis's 3 s read
+	// timeout; 25 ms over it is room for a starved machine.
+	if p99 := percentile(paused, 0.99); p99 > budget+25*time.Millisecond {
+		t.Errorf("paused: p99 latency %v, want within the budget %v + 25 ms", p99, budget)
 	}
 	if fbPaused < int64(len(paused))*9/10 {
 		t.Errorf("paused: only %d of %d decisions fell back", fbPaused, len(paused))
