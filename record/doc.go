@@ -89,11 +89,11 @@
 // "header:" and the name of the trusted request header they are the
 // value of (shedhttp.Options.KeyHeader; the client's address for a
 // request that carried none, or several), "addr" the client's address,
-// "classify" a Classify function of the service's own, which may have
-// replaced the middleware's key (the recording cannot tell). It is
-// absent when the driver did not say (the simulator, a limiter's
-// Observer), when drivers sharing a recorder disagreed, and in files
-// written before it.
+// "classify" a Classify function of the service's own, which replaced
+// the middleware's keys. It is absent when the driver did not say (a
+// limiter's Observer), when drivers sharing a recorder disagreed (or a
+// Classify that replaced some keys and kept others, in the files that
+// follow the first of each), and in files written before it.
 // Then one line per record, "k" its kind:
 //
 //	{"k":"req","t":1250000,"c":0,"d":"admit","cost":1500,"actual":900,"q":true,"wait":3000000,"lat":48000000,"o":"success","st":200,"n":37,"key":"85944171f73967e8"}

@@ -15,10 +15,9 @@ const (
 	// KeySourceAddr: the client's address (the net/http middleware
 	// without shedhttp.Options.KeyHeader).
 	KeySourceAddr = "addr"
-	// KeySourceClassify: a function of the service's own had the last
-	// word (the net/http middleware's Config.Classify): it may have
-	// kept the middleware's key or set another, which the recording
-	// cannot tell.
+	// KeySourceClassify: a function of the service's own replaced the
+	// middleware's keys (the Classify of the net/http and Echo
+	// middleware and of the gRPC interceptors).
 	KeySourceClassify = "classify"
 	// KeySourceHeaderPrefix is followed by the name of a trusted request
 	// header (shedhttp.Options.KeyHeader): the key is its value, or the

@@ -97,7 +97,7 @@ func describeKeySource(src string) string {
 	case record.KeySourceAddr:
 		return "the client address (no KeyHeader)"
 	case record.KeySourceClassify:
-		return "the service's Classify function, which may have replaced the middleware's key"
+		return "the service's Classify function, which replaced the middleware's key"
 	}
 	return src + " (a source this shedsim does not know)"
 }

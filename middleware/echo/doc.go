@@ -96,7 +96,8 @@
 // latency, outcome, the status Echo sends (for a returned error, the one
 // its default error handler writes; none after a panic), and the hash of
 // the rate-limit key. The recording's header says where the keys came
-// from: KeyHeader, the client's address (Context.RealIP), or Classify.
+// from: KeyHeader, the client's address (Context.RealIP), or Classify
+// when it replaces the keys.
 // Only sampled requests read the clock; the others cost a few atomic adds
 // and no allocation (BenchmarkRecorderOverhead reports the ratio to the
 // same middleware without a recorder).

@@ -44,7 +44,9 @@ type Config struct {
 	// middleware's does (nethttp.Config.Recorder). New makes it watch
 	// Limiter and tells it where the keys come from
 	// (Recorder.SetKeySource: KeyHeader, else the client's address,
-	// Context.RealIP, or "classify" when Classify is set). Only sampled
+	// Context.RealIP; with Classify, as the requests show it: those while
+	// it keeps the keys, "classify" if it replaces them, none if it does
+	// both). Only sampled
 	// requests read the clock; the others cost a few atomic adds. Skipped
 	// requests are not recorded. Start and Stop it yourself (see package
 	// record). Off (nil) by default.
@@ -104,7 +106,9 @@ func (m *mw) serve(c echov4.Context, next echov4.HandlerFunc) error {
 		cl.Key = e.AddrKey(c.RealIP())
 	}
 	if m.classify != nil {
+		key := cl.Key
 		cl = m.classify(c, cl)
+		e.Reclassified(key, cl.Key)
 	}
 	rq := e.RecBegin(cl)
 	st, rej := e.Admit(r, cl)

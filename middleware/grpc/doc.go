@@ -195,7 +195,9 @@
 // recordings of gRPC and HTTP traffic read alike; codes that share a
 // status are not told apart. The header names KeyMetadata as the HTTP/2
 // header it travels in ("header:X-Tenant"; shedsim tune's KeyHeader is
-// the KeyMetadata to set), else the peer's address, or Classify. Only
+// the KeyMetadata to set), else the peer's address, or Classify when it
+// replaces the keys (one that sets only the class or the cost leaves
+// the source as it was). Only
 // sampled calls read the clock; the others cost a few atomic adds and no
 // allocation (BenchmarkRecorderOverhead reports the ratio to the same
 // interceptor without a recorder).

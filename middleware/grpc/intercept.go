@@ -80,7 +80,9 @@ func (s *Server) classifyCall(ctx context.Context, call *Call) shedhttp.Classifi
 		cl.Deadline = d
 	}
 	if s.classify != nil {
+		key := cl.Key
 		cl = s.classify(ctx, *call, cl)
+		s.reclassified(key, cl.Key)
 	}
 	return cl
 }

@@ -26,38 +26,40 @@ type recording struct {
 }
 
 // setRecorder makes s record to cfg.Recorder (nil: none): the recorder
-// watches the limiter and is told where the keys come from.
+// watches the limiter and is told where the keys come from, at once or,
+// with a Classify function, once calls show it (see reclassified).
 func (s *Server) setRecorder(cfg *ServerConfig) error {
 	rec := cfg.Recorder
 	if rec == nil {
 		return nil
 	}
-	if src := s.keySource(); src != "" {
-		if err := rec.SetKeySource(src); err != nil {
-			// Only a KeyMetadata too long for a recording's header.
-			return fmt.Errorf("%w: KeyMetadata: %w", ErrInvalidConfig, err)
-		}
+	src := s.keySource()
+	if err := record.CheckKeySource(src); err != nil {
+		// Only a KeyMetadata too long for a recording's header.
+		return fmt.Errorf("%w: KeyMetadata: %w: %w", ErrInvalidConfig, record.ErrInvalidConfig, err)
+	}
+	if src != "" && s.classify == nil {
+		_ = rec.SetKeySource(src) // checked above
 	}
 	rec.Watch(s.lim)
 	s.rec = rec
 	return nil
 }
 
-// keySource is where the interceptors take a call's rate-limit key from,
-// as a recording says it (record.Header.KeySource), "" when no call
-// carries one. A Classify function has the last word on the key
-// (record.KeySourceClassify). KeyMetadata is a header: gRPC sends
-// metadata as HTTP/2 header fields, so a proxy that sets x-tenant for
-// HTTP requests sets it for gRPC calls too, and the recording names it
-// as the HTTP middleware names its KeyHeader (canonical, "X-Tenant"),
-// with the same meaning (the peer's address when a call carries none or
-// several): recordings of both fit as one, and shedsim tune's KeyHeader
-// is the KeyMetadata to set. Else the key is the peer's address
-// (record.KeySourceAddr), when rate limits or fair shares need one.
+// keySource is where the interceptors take a call's rate-limit key from
+// before any Classify function, as a recording says it
+// (record.Header.KeySource), "" when no call carries one. KeyMetadata is
+// a header: gRPC sends metadata as HTTP/2 header fields, so a proxy that
+// sets x-tenant for HTTP requests sets it for gRPC calls too, and the
+// recording names it as the HTTP middleware names its KeyHeader
+// (canonical, "X-Tenant"), with the same meaning (the peer's address when
+// a call carries none or several): recordings of both fit as one, and
+// shedsim tune's KeyHeader is the KeyMetadata to set. Else the key is the
+// peer's address (record.KeySourceAddr), when rate limits, fair shares or
+// a Classify function need one. What Classify does with the key no
+// configuration shows: reclassified tells the recorder what it did.
 func (s *Server) keySource() string {
 	switch {
-	case s.classify != nil:
-		return record.KeySourceClassify
 	case s.keyMD != "":
 		return record.HeaderKeySource(textproto.CanonicalMIMEHeaderKey(s.keyMD))
 	case s.needPeerKey:
@@ -65,6 +67,33 @@ func (s *Server) keySource() string {
 	}
 	return ""
 }
+
+// reclassified takes a call's key before Classify and after it, and
+// tells the recorder what the function did, the first time it does
+// either: kept the key (keySource's) or replaced it
+// (record.KeySourceClassify), as the HTTP middleware do
+// (core.Engine.Reclassified).
+func (s *Server) reclassified(before, after string) {
+	if s.rec == nil {
+		return
+	}
+	seen, src := reclassKept, s.keySource()
+	if before != after {
+		seen, src = reclassReplaced, record.KeySourceClassify
+	}
+	for v := s.reclass.Load(); v&seen == 0; v = s.reclass.Load() {
+		if s.reclass.CompareAndSwap(v, v|seen) {
+			_ = s.rec.SetKeySource(src) // checked by setRecorder
+			return
+		}
+	}
+}
+
+// What reclassified has seen a Classify function do to keys.
+const (
+	reclassKept uint32 = 1 << iota
+	reclassReplaced
+)
 
 // recBegin counts a unit of work that reaches admission and, when the
 // recorder samples it, reads the clock and hashes its key: only sampled

@@ -262,12 +262,17 @@ func TestRecorderRejections(t *testing.T) {
 // TestRecorderKeySource: the recording's header says where the
 // interceptors took the keys from: KeyMetadata, named as the HTTP header
 // it travels in (canonical, as the HTTP middleware names its KeyHeader),
-// the peer's address when rate limits or fair shares need a key,
-// "classify" when a Classify function may have replaced it, and nothing
-// when calls carry no key.
+// the peer's address when rate limits or fair shares need a key, and,
+// with a Classify function, what its calls show: KeyMetadata's while it
+// keeps the keys, "classify" when it replaces them; nothing when calls
+// carry no key.
 func TestRecorderKeySource(t *testing.T) {
 	limits := map[string]shedhttp.RateLimit{"batch": {Rate: 100, Burst: 10}}
 	classify := func(_ context.Context, _ shedgrpc.Call, def shedhttp.Classification) shedhttp.Classification {
+		return def
+	}
+	replace := func(_ context.Context, _ shedgrpc.Call, def shedhttp.Classification) shedhttp.Classification {
+		def.Key = "tenant-7"
 		return def
 	}
 	for _, c := range []struct {
@@ -281,7 +286,9 @@ func TestRecorderKeySource(t *testing.T) {
 		{"key metadata, rate limited", shedgrpc.ServerConfig{KeyMetadata: "x-api.key", RateLimits: limits}, "header:X-Api.key"},
 		{"address, rate limited", shedgrpc.ServerConfig{RateLimits: limits}, "addr"},
 		{"address, fair shares", shedgrpc.ServerConfig{TenantFromKey: true}, "addr"},
-		{"classify", shedgrpc.ServerConfig{KeyMetadata: "x-tenant", Classify: classify}, "classify"},
+		{"classify keeps the metadata's", shedgrpc.ServerConfig{KeyMetadata: "x-tenant", Classify: classify}, "header:X-Tenant"},
+		{"classify keeps the address", shedgrpc.ServerConfig{Classify: classify}, "addr"},
+		{"classify replaces", shedgrpc.ServerConfig{KeyMetadata: "x-tenant", Classify: replace}, "classify"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var buf bytes.Buffer

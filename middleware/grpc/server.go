@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/shedkit/shedkit/middleware/shedhttp"
@@ -117,8 +118,9 @@ type ServerConfig struct {
 	// DeadlineExceeded 504, Internal 500...), none after a panic.
 	// NewServer makes it watch Limiter and tells it where the keys come
 	// from (Recorder.SetKeySource): KeyMetadata, named as the HTTP/2
-	// header it travels in ("header:X-Tenant"), else the peer's address,
-	// or "classify" when Classify is set. Only sampled calls read the
+	// header it travels in ("header:X-Tenant"), else the peer's address;
+	// with Classify, as the calls show it: those while it keeps the keys,
+	// "classify" if it replaces them, none if it does both. Only sampled calls read the
 	// clock; the others cost a few atomic adds. Start and Stop it
 	// yourself (see package record). Off (nil) by default.
 	Recorder *record.Recorder
@@ -187,6 +189,7 @@ type Server struct {
 	needPeerKey bool
 	tenantKey   bool             // TenantFromKey
 	rec         *record.Recorder // see record.go
+	reclass     atomic.Uint32    // what Classify did to keys (see reclassified)
 }
 
 // NewServer validates cfg and returns the interceptors' Server, or an error

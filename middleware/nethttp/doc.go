@@ -102,8 +102,10 @@
 // record.Config.KeySalt to salt it (HMAC-SHA256, about 170 ns more per
 // sampled request, still no allocation) when the recording leaves the
 // host. The recording's header says where the keys came from (KeyHeader,
-// the client's address, or Classify: see record.Header.KeySource), so
-// that shedsim tune's snippet sets the same KeyHeader.
+// the client's address, or Classify when it replaces the keys: see
+// record.Header.KeySource), so that shedsim tune's snippet sets the same
+// KeyHeader; a Classify that sets only the class or the cost leaves the
+// source as it was.
 //
 // # Cost
 //

@@ -39,9 +39,10 @@ type Config struct {
 	// record.Config.KeySalt is set, never the key itself) and the
 	// limiter's limit over time, for shedsim fit. New makes it watch
 	// Limiter and tells it where the keys come from
-	// (Recorder.SetKeySource: KeyHeader, else the client's address, or
-	// "classify" when Classify is set), so that shedsim tune can set the
-	// same KeyHeader. Only sampled requests read the clock; the others
+	// (Recorder.SetKeySource: KeyHeader, else the client's address; with
+	// Classify, as the requests show it: those while it keeps the keys,
+	// "classify" if it replaces them, none if it does both), so that
+	// shedsim tune can set the same KeyHeader. Only sampled requests read the clock; the others
 	// cost a few atomic adds. Start and Stop it yourself (see package
 	// record). Off (nil) by default.
 	Recorder *record.Recorder
@@ -100,7 +101,9 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		cl.Key = e.AddrKey(core.RemoteHost(r.RemoteAddr))
 	}
 	if h.classify != nil {
+		key := cl.Key
 		cl = h.classify(r, cl)
+		e.Reclassified(key, cl.Key)
 	}
 	rq := e.RecBegin(cl)
 	st, rej := e.Admit(r, cl)

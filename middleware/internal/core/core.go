@@ -16,6 +16,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
@@ -83,6 +84,7 @@ type Engine struct {
 	classNames   []string
 	bodyTooLarge shedhttp.Rejection
 	rec          *record.Recorder // SetRecorder; nil: none
+	reclassified atomic.Uint32    // what Classify did to keys (Reclassified)
 }
 
 func configError(field, format string, args ...any) error {

@@ -23,17 +23,20 @@ type Recording struct {
 
 // SetRecorder makes e record a sample of its requests to rec (nil: none):
 // rec watches the limiter, and is told where the keys come from (see
-// KeySource). classify says that the adapter has a Classify function.
+// KeySource). classify says that the adapter has a Classify function:
+// the source then waits for the requests to show it (see Reclassified).
 // The error, for a KeyHeader too long for a recording's header, names
 // KeyHeader and wraps shedhttp.ErrInvalidConfig.
 func (e *Engine) SetRecorder(rec *record.Recorder, classify bool) error {
 	if rec == nil {
 		return nil
 	}
-	if src := e.KeySource(classify); src != "" {
-		if err := rec.SetKeySource(src); err != nil {
-			return fmt.Errorf("%w: KeyHeader: %w", shedhttp.ErrInvalidConfig, err)
-		}
+	src := e.KeySource(classify)
+	if err := record.CheckKeySource(src); err != nil {
+		return fmt.Errorf("%w: KeyHeader: %w: %w", shedhttp.ErrInvalidConfig, record.ErrInvalidConfig, err)
+	}
+	if src != "" && !classify {
+		_ = rec.SetKeySource(src) // checked above
 	}
 	rec.Watch(e.lim)
 	e.rec = rec
@@ -41,22 +44,48 @@ func (e *Engine) SetRecorder(rec *record.Recorder, classify bool) error {
 }
 
 // KeySource is where the middleware takes a request's rate-limit key
-// from, as a recording says it (record.Header.KeySource), "" when no
-// request carries one. A Classify function (classify) has the last word
-// on the key, and what it did with it no configuration shows: the
-// recording says so rather than claim the header or the address.
+// from before any Classify function (classify: the adapter has one, and
+// fills in the address for it), as a recording says it
+// (record.Header.KeySource), "" when no request carries one.
 func (e *Engine) KeySource(classify bool) string {
 	switch {
-	case classify:
-		return record.KeySourceClassify
 	case e.keyHeader != "":
 		// As the middleware reads it: canonical.
 		return record.HeaderKeySource(e.keyHeader)
-	case e.NeedsKey():
+	case e.NeedsKey() || classify:
 		return record.KeySourceAddr
 	}
 	return ""
 }
+
+// Reclassified takes the key a request had before the adapter's Classify
+// function and the one after, and tells the recorder what the function
+// did: kept (the header's or the address's key) or replaced
+// (record.KeySourceClassify), the first time it does either. A function
+// that sets only the class or the cost leaves the header's source, and
+// shedsim tune its KeyHeader; one that does both makes the files that
+// follow say no source, as for drivers that disagree.
+func (e *Engine) Reclassified(before, after string) {
+	if e.rec == nil {
+		return
+	}
+	seen, src := reclassKept, e.KeySource(true)
+	if before != after {
+		seen, src = reclassReplaced, record.KeySourceClassify
+	}
+	for s := e.reclassified.Load(); s&seen == 0; s = e.reclassified.Load() {
+		if e.reclassified.CompareAndSwap(s, s|seen) {
+			_ = e.rec.SetKeySource(src) // checked by SetRecorder
+			return
+		}
+	}
+}
+
+// What Reclassified has seen a Classify function do to keys.
+const (
+	reclassKept uint32 = 1 << iota
+	reclassReplaced
+)
 
 // RecBegin counts a request that reaches admission, classified as cl,
 // and, when the recorder samples it, reads the clock and hashes its key:

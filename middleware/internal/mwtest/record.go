@@ -86,26 +86,39 @@ func testRecorderUnsampled(t *testing.T, a Adapter) {
 // testRecorderKeySource: the recording's header says where the
 // middleware took the keys from: the trusted key header (as it reads it,
 // canonical), the client's address when rate limits or fair shares need
-// a key, "classify" when a Classify function may have replaced it, and
-// nothing when requests carry no key or two middleware sharing the
+// a key, and, with a Classify function, what its requests show: the
+// header's or the address's while it keeps the keys, "classify" when it
+// replaces them; nothing when requests carry no key, when a Classify
+// both kept and replaced keys, or when two middleware sharing the
 // recorder disagree.
 func testRecorderKeySource(t *testing.T, a Adapter) {
 	limits := map[string]shedhttp.RateLimit{"interactive": {Rate: 100, Burst: 10}}
-	classify := func(_ *http.Request, def shedhttp.Classification) shedhttp.Classification { return def }
+	// Replaces the key of a request that carries X-Replace.
+	classify := func(r *http.Request, def shedhttp.Classification) shedhttp.Classification {
+		if r.Header.Get("X-Replace") != "" {
+			def.Key = "tenant-7"
+		}
+		return def
+	}
+	header := shedhttp.Options{KeyHeader: "X-Tenant"}
 	for _, c := range []struct {
-		name string
-		opts []Options // each a middleware of the one recorder
-		want string
+		name    string
+		opts    []Options // each a middleware of the one recorder
+		replace []bool    // the requests, in order: whether Classify replaces the key; nil: one that it keeps
+		want    string
 	}{
-		{"no key", []Options{{}}, ""},
-		{"key header", []Options{{Options: shedhttp.Options{KeyHeader: "x-tenant"}}}, "header:X-Tenant"},
-		{"key header, rate limited", []Options{{Options: shedhttp.Options{KeyHeader: "X-Tenant", RateLimits: limits}}}, "header:X-Tenant"},
-		{"address, rate limited", []Options{{Options: shedhttp.Options{RateLimits: limits}}}, "addr"},
-		{"address, fair shares", []Options{{Options: shedhttp.Options{TenantFromKey: true}}}, "addr"},
-		{"classify", []Options{{Options: shedhttp.Options{KeyHeader: "X-Tenant"}, Classify: classify}}, "classify"},
-		{"two alike", []Options{{Options: shedhttp.Options{KeyHeader: "X-Tenant"}}, {Options: shedhttp.Options{KeyHeader: "X-Tenant"}}}, "header:X-Tenant"},
-		{"two that disagree", []Options{{Options: shedhttp.Options{KeyHeader: "X-Tenant"}}, {Options: shedhttp.Options{RateLimits: limits}}}, ""},
-		{"one without keys beside one with", []Options{{}, {Options: shedhttp.Options{KeyHeader: "X-Tenant"}}}, "header:X-Tenant"},
+		{"no key", []Options{{}}, nil, ""},
+		{"key header", []Options{{Options: shedhttp.Options{KeyHeader: "x-tenant"}}}, nil, "header:X-Tenant"},
+		{"key header, rate limited", []Options{{Options: shedhttp.Options{KeyHeader: "X-Tenant", RateLimits: limits}}}, nil, "header:X-Tenant"},
+		{"address, rate limited", []Options{{Options: shedhttp.Options{RateLimits: limits}}}, nil, "addr"},
+		{"address, fair shares", []Options{{Options: shedhttp.Options{TenantFromKey: true}}}, nil, "addr"},
+		{"classify keeps the header's", []Options{{Options: header, Classify: classify}}, []bool{false, false}, "header:X-Tenant"},
+		{"classify keeps the address", []Options{{Classify: classify}}, nil, "addr"},
+		{"classify replaces", []Options{{Options: header, Classify: classify}}, []bool{true, true}, "classify"},
+		{"classify keeps, then replaces", []Options{{Options: header, Classify: classify}}, []bool{false, true}, ""},
+		{"two alike", []Options{{Options: header}, {Options: header}}, nil, "header:X-Tenant"},
+		{"two that disagree", []Options{{Options: header}, {Options: shedhttp.Options{RateLimits: limits}}}, nil, ""},
+		{"one without keys beside one with", []Options{{}, {Options: header}}, nil, "header:X-Tenant"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var buf bytes.Buffer
@@ -120,7 +133,17 @@ func testRecorderKeySource(t *testing.T, a Adapter) {
 				o.Limiter, o.Clock, o.DefaultClass, o.Recorder = lim, clk.Now, "interactive", rec
 				h = a.Handler(t, o, http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
 			}
-			h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, "/", nil))
+			reqs := c.replace
+			if reqs == nil {
+				reqs = []bool{false}
+			}
+			for _, replace := range reqs {
+				r := httptest.NewRequest(http.MethodGet, "/", nil)
+				if replace {
+					r.Header.Set("X-Replace", "1")
+				}
+				h.ServeHTTP(httptest.NewRecorder(), r)
+			}
 			if err := rec.Stop(); err != nil {
 				t.Fatal(err)
 			}
