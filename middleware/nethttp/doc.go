@@ -96,8 +96,10 @@
 // by default. Only sampled requests read the clock (twice) and hand a
 // record to the recorder's writer, which never blocks them: when it falls
 // behind, records are dropped and counted. BenchmarkRecorderOverhead
-// measures it beside the bare middleware: about 200 ns more per sampled
-// request, 30-40 ns per other request, no allocation. A sampled request
+// alternates the middleware with and without it in one run: on a 2-core
+// machine a recorded request cost about 250 ns more (1.5 times an
+// admitted request's 500 ns, twice a rejected one's 160 ns), a request
+// only counted within a few percent of none, and no allocation. A sampled request
 // also carries the hash of its rate-limit key, never the key; set
 // record.Config.KeySalt to salt it (HMAC-SHA256, about 170 ns more per
 // sampled request, still no allocation) when the recording leaves the
