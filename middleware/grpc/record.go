@@ -77,12 +77,17 @@ func (s *Server) reclassified(before, after string) {
 	if s.rec == nil {
 		return
 	}
-	seen, src := reclassKept, s.keySource()
+	seen := reclassKept
 	if before != after {
-		seen, src = reclassReplaced, record.KeySourceClassify
+		seen = reclassReplaced
 	}
 	for v := s.reclass.Load(); v&seen == 0; v = s.reclass.Load() {
 		if s.reclass.CompareAndSwap(v, v|seen) {
+			// Once for each: the source is built here, off the common path.
+			src := record.KeySourceClassify
+			if seen == reclassKept {
+				src = s.keySource()
+			}
 			_ = s.rec.SetKeySource(src) // checked by setRecorder
 			return
 		}

@@ -34,13 +34,17 @@ func BenchmarkRecorderOverhead(b *testing.B) {
 		maxRate float64
 		key     bool
 		want    int
+		// classify: with a Classify that keeps the key, whose effect on
+		// the key the recorder follows (core.Engine.Reclassified).
+		classify bool
 	}{
-		{"admitted/all", benchLimiter(b, shed.MaxLimit), -1, false, 200},
-		{"admitted/sampled", benchLimiter(b, shed.MaxLimit), 0, false, 200},
-		{"admitted+key/all", benchLimiter(b, shed.MaxLimit), -1, true, 200},
-		{"admitted+key/sampled", benchLimiter(b, shed.MaxLimit), 0, true, 200},
-		{"rejected503/all", full, -1, false, 503},
-		{"rejected503+key/all", full, -1, true, 503},
+		{"admitted/all", benchLimiter(b, shed.MaxLimit), -1, false, 200, false},
+		{"admitted/sampled", benchLimiter(b, shed.MaxLimit), 0, false, 200, false},
+		{"admitted+key/all", benchLimiter(b, shed.MaxLimit), -1, true, 200, false},
+		{"admitted+key/sampled", benchLimiter(b, shed.MaxLimit), 0, true, 200, false},
+		{"admitted+key+classify/sampled", benchLimiter(b, shed.MaxLimit), 0, true, 200, true},
+		{"rejected503/all", full, -1, false, 503, false},
+		{"rejected503+key/all", full, -1, true, 503, false},
 	} {
 		b.Run(v.name, func(b *testing.B) {
 			rec, err := record.New(record.Config{Writer: io.Discard, MaxRecordsPerSecond: v.maxRate, Buffer: 1 << 16, TickEvery: time.Millisecond})
@@ -51,6 +55,12 @@ func BenchmarkRecorderOverhead(b *testing.B) {
 			cfg := nethttp.Config{Options: shedhttp.Options{Limiter: v.lim}}
 			if v.key {
 				cfg.KeyHeader = "X-Tenant"
+			}
+			if v.classify {
+				cfg.Classify = func(_ *http.Request, c shedhttp.Classification) shedhttp.Classification {
+					c.Cost = 2
+					return c
+				}
 			}
 			base := benchMiddleware(b, cfg)
 			cfg.Recorder = rec

@@ -69,12 +69,17 @@ func (e *Engine) Reclassified(before, after string) {
 	if e.rec == nil {
 		return
 	}
-	seen, src := reclassKept, e.KeySource(true)
+	seen := reclassKept
 	if before != after {
-		seen, src = reclassReplaced, record.KeySourceClassify
+		seen = reclassReplaced
 	}
 	for s := e.reclassified.Load(); s&seen == 0; s = e.reclassified.Load() {
 		if e.reclassified.CompareAndSwap(s, s|seen) {
+			// Once for each: the source is built here, off the common path.
+			src := record.KeySourceClassify
+			if seen == reclassKept {
+				src = e.KeySource(true)
+			}
 			_ = e.rec.SetKeySource(src) // checked by SetRecorder
 			return
 		}
