@@ -63,37 +63,7 @@ func TestOverloadProtectsInteractive(t *testing.T) {
 		}
 	}}, s.ServerOptions())
 
-	type tally struct{ ok, shed, pushback, other atomic.Int64 }
-	var inter, batch tally
-	var wg sync.WaitGroup
-	ctx := testCtx(t)
-	start := time.Now()
-	for i := range arrivals {
-		time.Sleep(time.Until(start.Add(time.Duration(i) * interval)))
-		method, tl := mBatch, &batch
-		if i%6 == 0 { // 83 calls/s: about half the capacity
-			method, tl = mInteract, &inter
-		}
-		wg.Go(func() {
-			cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-			defer cancel()
-			var tr metadata.MD
-			_, err := call(cctx, cc, method, "x", grpc.Trailer(&tr))
-			switch status.Code(err) {
-			case codes.OK:
-				tl.ok.Add(1)
-			case codes.Unavailable:
-				tl.shed.Add(1)
-				if len(tr.Get(shedgrpc.PushbackKey)) == 1 {
-					tl.pushback.Add(1)
-				}
-			default:
-				tl.other.Add(1)
-				t.Errorf("%s: %v", method, err)
-			}
-		})
-	}
-	wg.Wait()
+	inter, batch := offerCalls(t, cc, arrivals, interval)
 	iOK, iAll := inter.ok.Load(), inter.ok.Load()+inter.shed.Load()+inter.other.Load()
 	bOK, bAll := batch.ok.Load(), batch.ok.Load()+batch.shed.Load()+batch.other.Load()
 	effective, slowest := time.Duration(worked.Load()/max(works.Load(), 1)), time.Duration(longest.Load())
@@ -120,4 +90,45 @@ func TestOverloadProtectsInteractive(t *testing.T) {
 	if n := lim.InFlight(); n != 0 {
 		t.Errorf("in flight %d after the run", n)
 	}
+}
+
+// callTally counts the outcomes of one class's calls.
+type callTally struct{ ok, shed, pushback, other atomic.Int64 }
+
+// offerCalls makes n calls on cc, one every interval, a sixth of them
+// interactive and the rest batch, and returns each class's tally once
+// all have returned.
+func offerCalls(t *testing.T, cc *grpc.ClientConn, n int, interval time.Duration) (inter, batch *callTally) {
+	t.Helper()
+	inter, batch = new(callTally), new(callTally)
+	var wg sync.WaitGroup
+	ctx := testCtx(t)
+	start := time.Now()
+	for i := range n {
+		time.Sleep(time.Until(start.Add(time.Duration(i) * interval)))
+		method, tl := mBatch, batch
+		if i%6 == 0 { // 83 calls/s: about half the capacity
+			method, tl = mInteract, inter
+		}
+		wg.Go(func() {
+			cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+			defer cancel()
+			var tr metadata.MD
+			_, err := call(cctx, cc, method, "x", grpc.Trailer(&tr))
+			switch status.Code(err) {
+			case codes.OK:
+				tl.ok.Add(1)
+			case codes.Unavailable:
+				tl.shed.Add(1)
+				if len(tr.Get(shedgrpc.PushbackKey)) == 1 {
+					tl.pushback.Add(1)
+				}
+			default:
+				tl.other.Add(1)
+				t.Errorf("%s: %v", method, err)
+			}
+		})
+	}
+	wg.Wait()
+	return inter, batch
 }
