@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -319,5 +320,54 @@ func waitRemovedBeforeExpiry(t *testing.T, client *redis.Client, rkey string) {
 			return
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// A renewal that failed may still run in Redis after a lease's release
+// and write the lease back: a lease released after such a renewal is an
+// orphan, which the next renewal removes again. A renewal that succeeds
+// ends the doubt.
+func TestReleaseAfterFailedRenewalRemovedAgain(t *testing.T) {
+	p := startRedis(t)
+	client := p.client(t)
+	// Renewals only when the test calls renew: the renewer's first tick
+	// is 10 s away.
+	c, err := NewConcurrency(Config{Client: client, Replicas: 1, Timeout: 50 * time.Millisecond, LeaseTTL: 30 * time.Second, BreakerFailures: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	isOrphan := func(l *Lease) bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return slices.Contains(c.orphans, orphan{l.rkey, l.member})
+	}
+	doubted, err := c.Acquire(t.Context(), "k", 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.pause()
+	c.renew() // times out: its pipeline may still run once Redis resumes
+	p.resume()
+	for client.Ping(t.Context()).Err() != nil {
+		time.Sleep(10 * time.Millisecond)
+	}
+	doubted.Release()
+	if !isOrphan(doubted) {
+		t.Fatal("a lease released after a failed renewal is not removed again by the next one")
+	}
+	c.renew()
+	if n, err := client.ZCard(t.Context(), doubted.rkey).Result(); err != nil || n != 0 {
+		t.Fatalf("%d members left after the next renewal (%v), want none", n, err)
+	}
+
+	sure, err := c.Acquire(t.Context(), "k", 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.renew() // succeeds
+	sure.Release()
+	if isOrphan(sure) {
+		t.Error("a lease released after a renewal that succeeded is kept as an orphan")
 	}
 }

@@ -124,6 +124,9 @@ type Lease struct {
 	// timed out, which may still run in Redis after this lease's release.
 	abandoned bool
 	released  atomic.Bool
+	// renewalInDoubt: the last renewal that wrote this lease failed, and
+	// may still run in Redis after the lease's release, writing it back.
+	renewalInDoubt atomic.Bool
 }
 
 // orphan is a member that may be in Redis without a lease behind it: its
@@ -269,9 +272,10 @@ func (l *Lease) Release() {
 	cause := c.g.do(context.Background(), OpRelease, func(ctx context.Context) error {
 		return releaseScript.Run(ctx, c.cfg.Client, []string{l.rkey}, l.member).Err()
 	})
-	if cause != "" || l.abandoned {
-		// The release failed, or the timed-out acquire script may reach
-		// Redis after this removal: the next renewal removes it again.
+	if cause != "" || l.abandoned || l.renewalInDoubt.Load() {
+		// The release failed, or a timed-out acquire or renewal may
+		// reach Redis after this removal: the next renewal removes it
+		// again.
 		c.mu.Lock()
 		c.addOrphan(l.rkey, l.member)
 		c.mu.Unlock()
@@ -321,6 +325,32 @@ func (c *Concurrency) renewer() {
 	}
 }
 
+// renewCall runs, within the renewal's budget, one pipeline that removes
+// the orphans and runs the renewal script for each key of byKey (its
+// arguments: the TTL, then the members), and returns the failure's cause,
+// "" for none.
+func (c *Concurrency) renewCall(byKey map[string][]any, orphans []orphan) string {
+	return c.g.doWithin(context.Background(), OpRenew, c.renewTO, func(ctx context.Context) error {
+		// EVALSHA in a pipeline cannot load a missing script; load it
+		// first (a no-op when Redis has it).
+		if len(byKey) > 0 {
+			if err := renewScript.Load(ctx, c.cfg.Client).Err(); err != nil {
+				return err
+			}
+		}
+		_, err := c.cfg.Client.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for _, o := range orphans {
+				p.ZRem(ctx, o.rkey, o.member)
+			}
+			for rkey, args := range byKey {
+				renewScript.EvalSha(ctx, p, []string{rkey}, args...)
+			}
+			return nil
+		})
+		return err
+	})
+}
+
 // renew sets the expiry of every lease held again, one script per key,
 // and removes the orphans, in one pipeline.
 func (c *Concurrency) renew() {
@@ -343,25 +373,15 @@ func (c *Concurrency) renew() {
 	orphans := c.orphans
 	c.orphans = nil
 	c.mu.Unlock()
-	cause := c.g.doWithin(context.Background(), OpRenew, c.renewTO, func(ctx context.Context) error {
-		// EVALSHA in a pipeline cannot load a missing script; load it
-		// first (a no-op when Redis has it).
-		if len(byKey) > 0 {
-			if err := renewScript.Load(ctx, c.cfg.Client).Err(); err != nil {
-				return err
-			}
-		}
-		_, err := c.cfg.Client.Pipelined(ctx, func(p redis.Pipeliner) error {
-			for _, o := range orphans {
-				p.ZRem(ctx, o.rkey, o.member)
-			}
-			for rkey, args := range byKey {
-				renewScript.EvalSha(ctx, p, []string{rkey}, args...)
-			}
-			return nil
-		})
-		return err
-	})
+	cause := c.renewCall(byKey, orphans)
+	// A renewal that failed may still run in Redis, after the release of
+	// a lease it writes back: a lease released from now on is removed
+	// again by the next renewal (see Release). Marked before the released
+	// flags are read below, so that a release either sees the mark or is
+	// seen.
+	for _, l := range renewed {
+		l.renewalInDoubt.Store(cause != "")
+	}
 	// A lease released after the snapshot above may have been removed
 	// before this renewal wrote it back: remove it again, or it counts
 	// for a whole LeaseTTL with no lease behind it. Its released flag is
