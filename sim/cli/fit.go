@@ -160,7 +160,7 @@ func writeFitted(fit *sim.Fit, path, out string, stdout, stderr io.Writer) int {
 		return ExitFail
 	}
 	var b bytes.Buffer
-	fmt.Fprintf(&b, "# Fitted by shedsim fit from %s.\n", path)
+	fmt.Fprintf(&b, "# Fitted by shedsim fit from %s.\n", commentText(path))
 	for _, n := range fit.Notes {
 		fmt.Fprintf(&b, "# Note: %s\n", commentText(n))
 	}
@@ -177,9 +177,11 @@ func writeFitted(fit *sim.Fit, path, out string, stdout, stderr io.Writer) int {
 }
 
 // commentText makes note fit on one YAML comment line. A note repeats
-// what the recording says (class names, key hashings), and YAML ends a
+// what the recording says (class names, key hashings) and where it is
+// (a file name may hold any byte but '/' and NUL), and YAML ends a
 // comment at a carriage return as at a newline: whatever followed would
-// be read as a field of the scenario. Other control characters and the
+// be read as a field of the scenario. Other control characters (which
+// YAML refuses anywhere, so that the file would not read back) and the
 // line separators of YAML 1.1 go too.
 func commentText(note string) string {
 	return strings.Map(func(r rune) rune {

@@ -218,3 +218,29 @@ func TestFitNotesStayComments(t *testing.T) {
 		t.Fatalf("the scenario read back with %v, description %q, name %q:\n%s", err, sc.Description, sc.Name, out)
 	}
 }
+
+// TestFitPathStaysComment: the path of the recording, which the first
+// comment and the notes repeat, may hold any byte but NUL: a carriage
+// return or a line separator in it must not end the comment (the rest
+// would be read as a field of the scenario), nor an escape make the file
+// unreadable (YAML refuses control characters) or reach a terminal
+// through the report.
+func TestFitPathStaysComment(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "x\rdescription: injected\u2028name: also\x1b[2J", "rec")
+	recordTenants(t, dir, []byte("0123456789abcdef"), 0)
+	recordTenants(t, dir, nil, 1) // keys hashed otherwise: a note names both files
+	code, out, e := run(t, "fit", dir)
+	if code != ExitOK || !strings.Contains(out, "# Fitted by shedsim fit from "+filepath.Dir(filepath.Dir(dir))+"/x description: injected name: also [2J/rec.\n") {
+		t.Fatalf("fit: exit %d, want 0 and the path on one comment line\n%s\n%s", code, e, out)
+	}
+	if strings.ContainsAny(e, "\x1b\r\u2028") || !strings.Contains(e, "also?[2J") {
+		t.Fatalf("report with control characters:\n%q", e)
+	}
+	sc, err := sim.ParseScenario("fitted.yaml", []byte(out))
+	if err != nil {
+		t.Fatalf("the scenario does not read back: %v\n%s", err, out)
+	}
+	if sc.Description == "injected" || sc.Name != "fitted-rec" {
+		t.Fatalf("the scenario read back with description %q, name %q:\n%s", sc.Description, sc.Name, out)
+	}
+}
