@@ -13,7 +13,7 @@ import (
 // New, not written into a header that makes the whole recording
 // unreadable.
 func TestConfigClassesTheReaderRefuses(t *testing.T) {
-	for _, classes := range [][]string{{"a", "a"}, {""}, {"a", ""}, {strings.Repeat("n", 70<<10)}} {
+	for _, classes := range [][]string{{"a", "a"}, {""}, {"a", ""}, {strings.Repeat("n", 70<<10)}, {"a\nb"}, {"a\u202eb"}} {
 		var buf bytes.Buffer
 		rec, err := record.New(record.Config{Writer: &buf, Classes: classes})
 		if err != nil {
@@ -37,7 +37,7 @@ func TestConfigClassesTheReaderRefuses(t *testing.T) {
 // were: "x😀" and "x😁" were both written as "x\ufffd", which the Reader
 // then refused as a repeated name.
 func TestAstralClassNamesRoundTrip(t *testing.T) {
-	names := []string{"x😀", "x😁", "tenant\"{}\n\\"}
+	names := []string{"x😀", "x😁", "tenant\"{}\\ é"}
 	var buf bytes.Buffer
 	rec := newRec(t, record.Config{Writer: &buf, Classes: names, MaxRecordsPerSecond: -1})
 	rec.Add(record.Record{Kind: record.KindRequest, Time: t0, Class: 1, Status: 200})

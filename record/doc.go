@@ -78,8 +78,10 @@
 //
 //	{"k":"header","format":"shedkit-record","v":1,"epoch":"2025-01-01T00:00:00Z","classes":["interactive","batch"],"tick":1000000000,"keys":"fnv1a","keysrc":"header:X-Tenant"}
 //
-// Times ("t") are nanoseconds since the header's epoch; durations ("wait",
-// "lat", "tick") are nanoseconds. "keys" says how the records' keys are
+// "classes" names the classes by index: distinct names that
+// CheckClassName accepts (no control or format characters: fits repeat
+// them in reports and scenarios). Times ("t") are nanoseconds since the
+// header's epoch; durations ("wait", "lat", "tick") are nanoseconds. "keys" says how the records' keys are
 // hashed: "fnv1a" unsalted ([KeyHash]), "hmac-sha256:" and 16 hex digits
 // salted ([KeyHasher]), the digits a fingerprint of the salt: the first 8
 // bytes of HMAC-SHA256(salt, "shedkit-record key salt fingerprint v1"). It
@@ -133,12 +135,16 @@
 // before and ignore the rest. The key is such a field, added to version 1:
 // files written before it read as requests without tenants, and older
 // readers read files with keys as they read those without. So is the
-// header's "keys": readers take any value (up to 128 bytes) as a name to
-// compare, so that a hashing added later stays readable. And so is its
+// header's "keys": readers take any value (up to 128 bytes of visible
+// ASCII) as a name to compare, so that a hashing added later stays
+// readable. And so is its
 // "keysrc": readers take a source they do not know (up to 128 bytes of
 // visible ASCII, MaxKeySourceBytes) as one they cannot act on, and refuse
 // a "header:" that names no valid header (see CheckKeySource).
 //
 // [Reader] reads a file, a directory or a stream; malformed lines are
-// errors that name the file and line (ErrFormat).
+// errors that name the file, the line and the field (ErrFormat). A
+// header with a class name, key hashing or key source that a writer of
+// this package never writes (a control character in a name, say) is
+// malformed too.
 package record

@@ -70,6 +70,16 @@ func FuzzReader(f *testing.F) {
 		f.Add([]byte(`{"k":"header","format":"shedkit-record","v":1,"epoch":"2025-01-01T00:00:00Z","classes":["a"],"tick":1,"keysrc":` + bad + `}` + "\n" +
 			`{"k":"admit","t":1,"c":0,"key":"1"}`))
 	}
+	// Class names and key hashings with control and format characters,
+	// escaped and raw, and invalid UTF-8, which the reader refuses.
+	for _, bad := range []string{`["a\nb"]`, `["a","\u001b[2J"]`, `["\u202e"]`, `["a\u2028"]`, "[\"a\x00\"]", "[\"\xff\"]", `["\ud800"]`} {
+		f.Add([]byte(`{"k":"header","format":"shedkit-record","v":1,"epoch":"2025-01-01T00:00:00Z","classes":` + bad + `,"tick":1}` + "\n" +
+			`{"k":"admit","t":1,"c":0}`))
+	}
+	for _, bad := range []string{`"fnv1a\n"`, `"hmac-sha256:\u0007"`, "\"fnv1a\x7f\""} {
+		f.Add([]byte(`{"k":"header","format":"shedkit-record","v":1,"epoch":"2025-01-01T00:00:00Z","classes":["a"],"tick":1,"keys":` + bad + `}` + "\n" +
+			`{"k":"admit","t":1,"c":0}`))
+	}
 	f.Add([]byte("\n\n{}\n[1]\nnot json"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		rd := record.NewReader(bytes.NewReader(data))
@@ -90,12 +100,36 @@ func FuzzReader(f *testing.F) {
 			if rec.Cost < 0 || rec.Actual < 0 || rec.Wait < 0 || rec.Latency < 0 || int(rec.Class) >= shed.MaxClasses || (rec.ClassName == "") != (rec.Kind == record.KindTick) {
 				t.Fatalf("accepted %+v", rec)
 			}
-			if h, ok := rd.Header(); !ok || len(h.KeyHashing) > 128 || record.CheckKeySource(h.KeySource) != nil {
+			if h, ok := rd.Header(); !ok || !visibleASCII(h.KeyHashing, 128) || record.CheckKeySource(h.KeySource) != nil || !namesOK(h.Classes) {
 				t.Fatalf("record %+v under header %+v (read: %v)", rec, h, ok)
+			}
+			if rec.Kind != record.KindTick && record.CheckClassName(rec.ClassName) != nil {
+				t.Fatalf("class name %q accepted", rec.ClassName)
 			}
 			if (rec.Kind == record.KindTick) != (rec.Tick != nil) || (rec.Tick != nil && (rec.Tick.SampleEvery < 1 || rec.Key != 0)) {
 				t.Fatalf("tick %+v", rec)
 			}
 		}
 	})
+}
+
+// visibleASCII reports whether s is at most n bytes of visible ASCII.
+func visibleASCII(s string, n int) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x21 || s[i] > 0x7e {
+			return false
+		}
+	}
+	return len(s) <= n
+}
+
+// namesOK reports whether a header's class names are ones a writer of
+// the package writes.
+func namesOK(names []string) bool {
+	for _, n := range names {
+		if record.CheckClassName(n) != nil {
+			return false
+		}
+	}
+	return true
 }

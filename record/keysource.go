@@ -51,13 +51,8 @@ func KeySourceHeader(src string) (name string, ok bool) {
 // they are, so that a driver may name its own and a newer writer's stay
 // readable; "" is none.
 func CheckKeySource(src string) error {
-	if len(src) > MaxKeySourceBytes {
-		return fmt.Errorf("%d bytes, at most %d", len(src), MaxKeySourceBytes)
-	}
-	for i := 0; i < len(src); i++ {
-		if c := src[i]; c < 0x21 || c > 0x7e {
-			return fmt.Errorf("byte %#02x at %d: only visible ASCII", c, i)
-		}
+	if err := visibleASCII(src, MaxKeySourceBytes); err != nil {
+		return err
 	}
 	if strings.HasPrefix(src, KeySourceHeaderPrefix) {
 		if _, ok := KeySourceHeader(src); !ok {
@@ -110,4 +105,20 @@ func (r *Recorder) keySourceNow() string {
 		return ""
 	}
 	return r.keySrc.src
+}
+
+// visibleASCII returns an error when s is longer than maxBytes or holds a
+// byte outside visible ASCII (0x21 to 0x7e): the header's names that are
+// not the service's own (a key source, a key hashing) need nothing else,
+// and reports repeat them as they are.
+func visibleASCII(s string, maxBytes int) error {
+	if len(s) > maxBytes {
+		return fmt.Errorf("%d bytes, at most %d", len(s), maxBytes)
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x21 || c > 0x7e {
+			return fmt.Errorf("byte %#02x at %d: only visible ASCII", c, i)
+		}
+	}
+	return nil
 }

@@ -44,8 +44,8 @@ func (e *FormatError) Is(target error) bool { return target == ErrFormat }
 // MaxLineBytes bounds one line of a recording; longer lines are errors.
 const MaxLineBytes = 64 << 10
 
-// maxKeyHashingBytes bounds a header's key hashing, which fits and their
-// reports repeat.
+// maxKeyHashingBytes bounds a header's key hashing (of visible ASCII, as
+// a key source), which fits and their reports repeat.
 const maxKeyHashingBytes = 128
 
 // Reader reads a recording: one stream (NewReader), or a file or a
@@ -272,15 +272,20 @@ func (r *Reader) parseHeader(l *line) error {
 		return r.errf("header: %d classes, at most %d", len(l.Classes), shed.MaxClasses)
 	}
 	for i, c := range l.Classes {
-		if c == "" || slices.Contains(l.Classes[:i], c) {
-			return r.errf("header: class %d: empty or repeated name %q", i, c)
+		if slices.Contains(l.Classes[:i], c) {
+			return r.errf("header: class %d: repeated name %q", i, c)
+		}
+		// Fits repeat the names in their reports and scenarios.
+		if err := CheckClassName(c); err != nil {
+			return r.errf("header: class %d: name %.40q: %v", i, c, err)
 		}
 	}
 	if l.Tick < 0 {
 		return r.errf("header: negative tick %d", l.Tick)
 	}
-	if len(l.Keys) > maxKeyHashingBytes {
-		return r.errf("header: keys %.20q...: longer than %d bytes", l.Keys, maxKeyHashingBytes)
+	if err := visibleASCII(l.Keys, maxKeyHashingBytes); err != nil {
+		// Fits name the hashings they exclude in their reports.
+		return r.errf("header: keys %.40q: %v", l.Keys, err)
 	}
 	// Any other hashing is kept as it is, unknown: compared, never
 	// interpreted, so that a newer writer's scheme stays readable.

@@ -7,6 +7,7 @@ import (
 	"math"
 	"slices"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/shedkit/shedkit/shed"
@@ -223,8 +224,7 @@ type Config struct {
 	// Default DefaultFlushEvery.
 	FlushEvery time.Duration
 	// Classes names the classes by index when no limiter is watched (see
-	// Recorder.Watch): distinct, non-empty, valid UTF-8 names of at most
-	// MaxClassNameBytes.
+	// Recorder.Watch): distinct names that CheckClassName accepts.
 	Classes []string
 	// KeySalt, when set, salts the hashes of tenant keys (see KeyHasher):
 	// Recorder.KeyHash, which the net/http middleware uses, then returns
@@ -240,6 +240,33 @@ type Config struct {
 // MaxClassNameBytes bounds a class name in a header, so that a header of
 // MaxClasses names, escaped, fits in a line (MaxLineBytes).
 const MaxClassNameBytes = 512
+
+// CheckClassName returns an error when name cannot name a class in a
+// recording's header: empty, longer than MaxClassNameBytes, not valid
+// UTF-8, or holding a control or format character, or a line or
+// paragraph separator (Unicode categories Cc, Cf, Zl, Zp). A class name
+// ends up in fit reports, in the YAML of a fitted scenario and in the Go
+// of a tuned configuration, where a line break, a terminal escape or a
+// bidirectional override would change what they say; the Reader refuses
+// a header with such a name, so New refuses it in Config.Classes and
+// Watch leaves a limiter's classes unnamed. Any other character is
+// accepted, one that a newer Unicode assigns too.
+func CheckClassName(name string) error {
+	switch {
+	case name == "":
+		return errors.New("empty")
+	case len(name) > MaxClassNameBytes:
+		return fmt.Errorf("%d bytes, at most %d", len(name), MaxClassNameBytes)
+	case !utf8.ValidString(name):
+		return errors.New("not valid UTF-8")
+	}
+	for i, c := range name {
+		if unicode.In(c, unicode.Cc, unicode.Cf, unicode.Zl, unicode.Zp) {
+			return fmt.Errorf("control or format character %U at byte %d", c, i)
+		}
+	}
+	return nil
+}
 
 // ErrInvalidConfig is wrapped by every error New returns for a bad Config.
 var ErrInvalidConfig = errors.New("record: invalid config")
@@ -298,14 +325,11 @@ func (c Config) validate() (Config, error) {
 	for i, n := range c.Classes {
 		// The Reader refuses a header with such names: the whole
 		// recording would be unreadable.
-		if n == "" || slices.Contains(c.Classes[:i], n) {
-			return c, configError("Classes", "class %d: empty or repeated name %q", i, n)
+		if slices.Contains(c.Classes[:i], n) {
+			return c, configError("Classes", "class %d: repeated name %q", i, n)
 		}
-		if !utf8.ValidString(n) {
-			return c, configError("Classes", "class %d: name %q is not valid UTF-8", i, n)
-		}
-		if len(n) > MaxClassNameBytes {
-			return c, configError("Classes", "class %d: name of %d bytes, at most %d", i, len(n), MaxClassNameBytes)
+		if err := CheckClassName(n); err != nil {
+			return c, configError("Classes", "class %d: name %.40q: %v", i, n, err)
 		}
 	}
 	c.Classes = append([]string(nil), c.Classes...)

@@ -6,7 +6,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-	"unicode/utf8"
 
 	"github.com/shedkit/shedkit/shed"
 )
@@ -118,9 +117,11 @@ func New(cfg Config) (*Recorder, error) {
 func (r *Recorder) KeyHash(key string) uint64 { return r.keys.Hash(key) }
 
 // Watch makes the ticks sample l's limit and in-flight work, and names
-// the classes after l's (unless one of them is not valid UTF-8 or is
-// longer than MaxClassNameBytes: then the header names none). Call it once, right after shed.New, when the
-// Recorder is l's Observer; the net/http middleware calls it itself.
+// the classes after l's, unless CheckClassName refuses one of them (a
+// shed.ClassConfig.Name with a line break, say): then the header names
+// none, rather than one the Reader refuses. Call it once, right after
+// shed.New, when the Recorder is l's Observer; the middleware calls it
+// itself.
 func (r *Recorder) Watch(l *shed.Limiter) {
 	if l == nil {
 		return
@@ -131,7 +132,7 @@ func (r *Recorder) Watch(l *shed.Limiter) {
 		if n == "" {
 			break
 		}
-		if !utf8.ValidString(n) || len(n) > MaxClassNameBytes {
+		if CheckClassName(n) != nil {
 			// A header the Reader would refuse: the classes go
 			// unnamed (the Reader calls them class0, class1, ...).
 			w.names = nil

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shedkit/shedkit/middleware/internal/rectest"
 	"github.com/shedkit/shedkit/middleware/nethttp"
 	"github.com/shedkit/shedkit/middleware/shedhttp"
 	"github.com/shedkit/shedkit/record"
@@ -155,5 +156,36 @@ func TestRecorderStalledWriter(t *testing.T) {
 	}
 	if st.Lost < workers*each-100 {
 		t.Errorf("lost %d of %d records while the writer was stalled", st.Lost, workers*each)
+	}
+}
+
+// A limiter's class names come from the service's code, and shed accepts
+// a line break in one: the recording must stay readable (the Reader
+// refuses such a name in a header), with the classes unnamed rather than
+// a report or a fitted scenario saying what the name's characters make
+// it say.
+func TestRecorderClassNameWithControlCharacters(t *testing.T) {
+	var buf bytes.Buffer
+	rec, err := record.New(record.Config{Writer: &buf, MaxRecordsPerSecond: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lim, err := shed.New(shed.Config{Limit: 4, Classes: []shed.ClassConfig{{Name: "inter\nactive"}, {Name: "batch"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk := &fakeClock{t: time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)}
+	mw, err := nethttp.New(nethttp.Config{Options: shedhttp.Options{Limiter: lim, Clock: clk.now,
+		Routes: map[string]string{"/api/": "inter\nactive"}}, Recorder: rec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mw(app).ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/api/x", nil))
+	if err := rec.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	h, reqs, _ := rectest.ReadRecording(t, buf.Bytes())
+	if len(h.Classes) != 0 || len(reqs) != 1 || reqs[0].Class != 0 || reqs[0].ClassName != "class0" {
+		t.Errorf("header classes %q, records %+v, want the classes unnamed\n%s", h.Classes, reqs, buf.Bytes())
 	}
 }
