@@ -121,7 +121,8 @@
 // release's t is the release (admitted at t - lat). Ticks come every
 // "tick" of record time: limit and n from the watched limiter, and
 // cumulative exact counts per class of arrivals (arr), rejections and
-// cancellations (shed) and ended work (done); lost is the cumulative
+// cancellations (shed) and ended work (done), from zero at the
+// recorder's first tick (so that their differences count every request); lost is the cumulative
 // count of records not written, every the sampling in force. When the
 // records' time goes back by more than ten periods (a clock stepped back,
 // a record dated far ahead), the ticks restart from there. Records are

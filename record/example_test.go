@@ -13,7 +13,8 @@ import (
 // A limiter driven in explicit time (as the simulator drives it) records
 // its decisions through the Recorder, its Observer; a Reader reads them
 // back. In a service, Config.Dir and Start/Stop replace the buffer and
-// Stop below.
+// Stop below. The first tick starts the counts: the ticks' differences
+// count every request.
 func Example() {
 	var buf bytes.Buffer
 	rec, err := record.New(record.Config{Writer: &buf, MaxRecordsPerSecond: -1})
@@ -54,7 +55,7 @@ func Example() {
 	// admit   at 0s: interactive cost 3 none
 	// reject  at 1ms: interactive cost 1 limit_exceeded
 	// release at 20ms: interactive success after 20ms
-	// tick    at 0s: limit 1, arrivals [1], shed [0], done [0]
+	// tick    at 0s: limit 1, arrivals [0], shed [0], done [0]
 	// tick    at 20ms: limit 1, arrivals [2], shed [1], done [1]
 }
 

@@ -118,10 +118,13 @@ type Record struct {
 }
 
 // Tick is a periodic sample. The counters are cumulative since the
-// recorder started, exact (neither sampled nor dropped), per class: the
-// rates of arrival and completion over any span are differences between
-// two ticks. A recorder restarted from zero shows as counters that go
-// down; readers start a new segment there.
+// recorder's first tick, exact (neither sampled nor dropped), per class:
+// the rates of arrival and completion over any span are differences
+// between two ticks. The first tick, at the first time the recorder
+// sees, counts nothing (what it had counted by then is in the next), so
+// that the differences from it count every request. A recorder
+// restarted from zero shows as counters that go down; readers start a
+// new segment there.
 type Tick struct {
 	// Limit and InFlight are the watched limiter's, 0 when none is watched
 	// (InFlight then comes from the event that triggered the tick).

@@ -77,6 +77,7 @@ type Recorder struct {
 	ticks   []tickEntry
 	prevArr uint64
 	prevT   int64
+	taken   int // ticks taken; the first starts the counts
 
 	wmu sync.Mutex // the writer's state below
 	out sink
@@ -351,11 +352,11 @@ func (r *Recorder) jumpedBack(ns, next int64) bool {
 // tick samples the counters, the limit and the work in flight at ns, the
 // first time seen at or after a multiple of TickEvery (or, final, the last
 // time seen), and re-chooses the sampling from the arrival rate since the
-// previous tick.
+// previous tick. The first tick writes zero counts (see startCounts).
 func (r *Recorder) tick(ns int64, inflight int, final bool) {
 	r.tickMu.Lock()
 	defer r.tickMu.Unlock()
-	if next := r.nextTick.Load(); (!final && ns < next && !r.jumpedBack(ns, next)) || (final && ns <= r.prevT) {
+	if next := r.nextTick.Load(); (!final && ns < next && !r.jumpedBack(ns, next)) || (final && ns <= r.prevT && !r.onlyStart(ns)) {
 		return // another caller took this tick
 	}
 	every := int64(r.cfg.TickEvery)
@@ -381,12 +382,46 @@ func (r *Recorder) tick(ns int64, inflight int, final bool) {
 		r.mask.Store(mask)
 	}
 	r.prevArr, r.prevT = arr, ns
+	r.startCounts(&te)
 	te.sampleEach = r.mask.Load() + 1
 	if len(r.ticks) >= maxPendingTicks {
 		r.lost.Add(1)
 		return
 	}
 	r.ticks = append(r.ticks, te)
+}
+
+// startCounts zeroes the counts of the recorder's first tick: the counts
+// start there. Readers take counts only as differences between two ticks
+// (a reader cannot tell a recorder's first tick from the first one left
+// in a directory whose oldest files were deleted), so what the first
+// tick counted was lost to every fit: the arrival that brought the first
+// time (counted before its time is read) and, from the middleware, every
+// request that arrived before the first one ended (counted on arrival,
+// timed when added). The next tick counts them instead, a little later
+// than they came.
+func (r *Recorder) startCounts(te *tickEntry) {
+	r.taken++
+	if r.taken == 1 {
+		te.arr, te.shed, te.done = [shed.MaxClasses]uint64{}, [shed.MaxClasses]uint64{}, [shed.MaxClasses]uint64{}
+	}
+}
+
+// onlyStart reports whether the only tick taken is the first, at ns, and
+// something was counted: the final tick is then taken at the same time,
+// so that a recording whose times are all one instant (a stopped clock
+// in a test) still ends with its counts.
+func (r *Recorder) onlyStart(ns int64) bool {
+	if r.taken != 1 || ns != r.prevT {
+		return false
+	}
+	for i := range r.counts {
+		c := &r.counts[i]
+		if c.arr.Load()|c.shed.Load()|c.done.Load() != 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // takeTicks returns the pending ticks and clears them.
