@@ -104,7 +104,8 @@
 //	{"k":"reject","t":2100000,"c":1,"r":"queue_timeout","cost":1,"q":true,"wait":100000000,"n":80}
 //	{"k":"cancel","t":2200000,"c":1,"cost":1,"q":true,"wait":20000000,"n":79}
 //	{"k":"release","t":2500000,"c":0,"actual":1,"lat":500000,"o":"success","n":11}
-//	{"k":"tick","t":1000003000,"limit":80,"n":37,"arr":[1200,300],"shed":[0,12],"done":[1195,280],"lost":0,"every":2}
+//	{"k":"refuse","t":2600000,"c":1,"st":413,"n":11}
+//	{"k":"tick","t":1000003000,"limit":80,"n":37,"arr":[1200,300],"shed":[0,12],"done":[1195,280],"ref":[0,3],"lost":0,"every":2}
 //
 // Fields: c class index (named by the header), d decision (admit, reject,
 // cancel) of a whole request, r rejection reason (shed.Reason names; on an
@@ -118,12 +119,18 @@
 // key (or its salted [KeyHasher.Hash] with Config.KeySalt) as 16 hex digits, absent when it has none (only the records of
 // arrivals carry it: req, admit, reject, cancel). Absent numbers are zero. A req's t is its arrival; an
 // admit, reject or cancel's t is the decision (the arrival is t - wait); a
-// release's t is the release (admitted at t - lat). Ticks come every
-// "tick" of record time: limit and n from the watched limiter, and
-// cumulative exact counts per class of arrivals (arr), rejections and
-// cancellations (shed) and ended work (done), from zero at the
-// recorder's first tick (so that their differences count every request); lost is the cumulative
-// count of records not written, every the sampling in force. When the
+// release's t is the release (admitted at t - lat). A refuse is a request
+// refused on sight, before admission, for a reason the limiter never saw
+// (the middleware's 413 for a body over its maximum; a cost over the
+// limiter's whole budget is a reject, cost_too_large, since the limiter
+// decides it): t its arrival, st the response; it was no work. Ticks
+// come every "tick" of record time: limit and n from the watched
+// limiter, and cumulative exact counts per class of arrivals (arr),
+// rejections and cancellations (shed), ended work (done) and refusals
+// (ref, which arr and shed do not count; absent while there are none),
+// from zero at the recorder's first tick (so that their differences
+// count every request); lost is the cumulative count of records not
+// written, every the sampling in force. When the
 // records' time goes back by more than ten periods (a clock stepped back,
 // a record dated far ahead), the ticks restart from there. Records are
 // roughly, not strictly, in time order. Readers skip lines of kinds they do
@@ -141,7 +148,10 @@
 // readable. And so is its
 // "keysrc": readers take a source they do not know (up to 128 bytes of
 // visible ASCII, MaxKeySourceBytes) as one they cannot act on, and refuse
-// a "header:" that names no valid header (see CheckKeySource).
+// a "header:" that names no valid header (see CheckKeySource). The
+// refuse lines and the ticks' "ref" were added the same way: older
+// readers skip them and read the arrivals as before, which never counted
+// a refusal.
 //
 // [Reader] reads a file, a directory or a stream; malformed lines are
 // errors that name the file, the line and the field (ErrFormat). A

@@ -1,6 +1,7 @@
 package record
 
 import (
+	"slices"
 	"strconv"
 	"time"
 	"unicode/utf16"
@@ -152,6 +153,11 @@ func appendTick(b []byte, te *tickEntry, epoch int64, classes int) []byte {
 	b = appendCounts(b, "arr", te.arr[:classes])
 	b = appendCounts(b, "shed", te.shed[:classes])
 	b = appendCounts(b, "done", te.done[:classes])
+	if slices.ContainsFunc(te.ref[:classes], func(n uint64) bool { return n != 0 }) {
+		// Only then: older readers skip the field, and the ticks of a
+		// service that refuses nothing stay as they were.
+		b = appendCounts(b, "ref", te.ref[:classes])
+	}
 	b = append(b, `,"lost":`...)
 	b = strconv.AppendUint(b, te.lost, 10)
 	b = append(b, `,"every":`...)

@@ -80,6 +80,11 @@ func FuzzReader(f *testing.F) {
 		f.Add([]byte(`{"k":"header","format":"shedkit-record","v":1,"epoch":"2025-01-01T00:00:00Z","classes":["a"],"tick":1,"keys":` + bad + `}` + "\n" +
 			`{"k":"admit","t":1,"c":0}`))
 	}
+	// Refusals (optional in version 1): a refuse line, ticks' ref, and
+	// malformed ones.
+	f.Add([]byte(`{"k":"header","format":"shedkit-record","v":1,"epoch":"2025-01-01T00:00:00Z","classes":["a","b"],"tick":1}` + "\n" +
+		`{"k":"refuse","t":1,"c":1,"st":413,"n":2}` + "\n" + `{"k":"tick","t":2,"arr":[1,0],"ref":[0,1]}` + "\n" +
+		`{"k":"refuse","t":3}` + "\n" + `{"k":"tick","t":4,"ref":[0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,1]}` + "\n" + `{"k":"refuse","t":5,"c":0,"st":-1}`))
 	f.Add([]byte("\n\n{}\n[1]\nnot json"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		rd := record.NewReader(bytes.NewReader(data))
@@ -106,7 +111,7 @@ func FuzzReader(f *testing.F) {
 			if rec.Kind != record.KindTick && record.CheckClassName(rec.ClassName) != nil {
 				t.Fatalf("class name %q accepted", rec.ClassName)
 			}
-			if (rec.Kind == record.KindTick) != (rec.Tick != nil) || (rec.Tick != nil && (rec.Tick.SampleEvery < 1 || rec.Key != 0)) {
+			if (rec.Kind == record.KindTick) != (rec.Tick != nil) || (rec.Tick != nil && (rec.Tick.SampleEvery < 1 || rec.Key != 0 || len(rec.Tick.Refused) > shed.MaxClasses)) {
 				t.Fatalf("tick %+v", rec)
 			}
 		}

@@ -220,6 +220,7 @@ type line struct {
 	Arr     []uint64 `json:"arr"`
 	Shed    []uint64 `json:"shed"`
 	Done    []uint64 `json:"done"`
+	Ref     []uint64 `json:"ref"`
 	Lost    uint64   `json:"lost"`
 	Every   uint64   `json:"every"`
 	Format  string   `json:"format"`
@@ -381,12 +382,13 @@ func lookup(names []string, s string) (int, bool) {
 }
 
 func (r *Reader) tick(rec *Record, l *line) error {
-	if len(l.Arr) > shed.MaxClasses || len(l.Shed) > shed.MaxClasses || len(l.Done) > shed.MaxClasses {
+	if len(l.Arr) > shed.MaxClasses || len(l.Shed) > shed.MaxClasses || len(l.Done) > shed.MaxClasses || len(l.Ref) > shed.MaxClasses {
 		return r.errf("tick: more than %d classes", shed.MaxClasses)
 	}
 	if l.Limit < 0 || l.Limit > math.MaxInt32 {
 		return r.errf("tick: limit %d out of range", l.Limit)
 	}
-	rec.Tick = &Tick{Limit: l.Limit, InFlight: l.N, Arrivals: l.Arr, Shed: l.Shed, Done: l.Done, Lost: l.Lost, SampleEvery: max(l.Every, 1)}
+	rec.Tick = &Tick{Limit: l.Limit, InFlight: l.N, Arrivals: l.Arr, Shed: l.Shed, Done: l.Done, Refused: l.Ref, Lost: l.Lost,
+		SampleEvery: max(l.Every, 1)}
 	return nil
 }

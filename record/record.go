@@ -35,12 +35,20 @@ const (
 	// KindTick is a periodic sample: the limit, the work in flight and
 	// the recorder's exact per-class counters (see Tick).
 	KindTick
+	// KindRefused is a request its driver refused on sight, before
+	// admission, for a reason the limiter never saw: the middleware's 413
+	// for a body larger than shedhttp.Options.MaxBodyBytes. Time is its
+	// arrival (and the refusal), Status the response, Class the one the
+	// middleware's own classification gave it (no Classify function runs
+	// for it). Ticks count these apart (Tick.Refused), not among the
+	// arrivals: they never reached admission, and were no work.
+	KindRefused
 )
 
-var kindNames = [...]string{"", "req", "admit", "reject", "cancel", "release", "tick"}
+var kindNames = [...]string{"", "req", "admit", "reject", "cancel", "release", "tick", "refuse"}
 
 // String returns the kind's name as written in the file ("req", "admit",
-// "reject", "cancel", "release", "tick").
+// "reject", "cancel", "release", "tick", "refuse").
 func (k Kind) String() string {
 	if int(k) < len(kindNames) && k != 0 {
 		return kindNames[k]
@@ -74,8 +82,8 @@ func (d Decision) String() string {
 // zero means unknown for the costs.
 type Record struct {
 	Kind Kind
-	// Time is the request's arrival (KindRequest), the decision
-	// (KindAdmitted, KindRejected, KindCancelled), the release
+	// Time is the request's arrival (KindRequest, KindRefused), the
+	// decision (KindAdmitted, KindRejected, KindCancelled), the release
 	// (KindReleased) or the sample (KindTick).
 	Time time.Time
 	// Class is the request's class; ClassName its name, from the file's
@@ -100,9 +108,9 @@ type Record struct {
 	// Outcome is how admitted work ended (KindRequest admitted,
 	// KindReleased).
 	Outcome shed.Outcome
-	// Status is the HTTP status of a KindRequest record, 0 when none
-	// (the gRPC interceptors record a call's code as the HTTP status it
-	// maps to).
+	// Status is the HTTP status of a KindRequest or KindRefused record,
+	// 0 when none (the gRPC interceptors record a call's code as the
+	// HTTP status it maps to).
 	Status int
 	// InFlight is the limiter's work in flight after the decision or
 	// release, when known.
@@ -132,6 +140,10 @@ type Tick struct {
 	// Arrivals counts requests that reached admission, Shed those
 	// rejected or cancelled, Done admitted work that ended.
 	Arrivals, Shed, Done []uint64
+	// Refused counts requests refused on sight, before admission
+	// (KindRefused), which Arrivals and Shed do not count; nil when none
+	// was (the field is written only then).
+	Refused []uint64
 	// Lost counts records that were not written: dropped while the
 	// writer was behind, over the size cap, or after a write error.
 	Lost uint64

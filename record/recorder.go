@@ -32,17 +32,17 @@ const (
 
 // tickEntry is a tick on its way to the writer.
 type tickEntry struct {
-	t                int64
-	limit, inflight  int
-	arr, shed, done  [shed.MaxClasses]uint64
-	lost, sampleEach uint64
+	t                    int64
+	limit, inflight      int
+	arr, shed, done, ref [shed.MaxClasses]uint64
+	lost, sampleEach     uint64
 }
 
 // maxPendingTicks bounds the ticks waiting for the writer: at one a second
 // it is minutes of a stalled writer.
 const maxPendingTicks = 1024
 
-type classCount struct{ arr, shed, done atomic.Uint64 }
+type classCount struct{ arr, shed, done, ref atomic.Uint64 }
 
 // watched is the limiter whose limit and in-flight work the ticks sample.
 type watched struct {
@@ -241,6 +241,19 @@ func (r *Recorder) Arrive(c shed.Class) bool {
 	return r.counts[c].arr.Add(1)&r.mask.Load() == 0
 }
 
+// Refuse counts a request of class c that the driver refused on sight,
+// before admission (KindRefused: the middleware's 413 for a body over
+// its maximum), and reports whether to record it: then the caller Adds a
+// KindRefused record. Such a request is not an arrival (Arrive): it
+// never reached admission, and a fit must not offer it to a simulated
+// service as work. It costs one atomic add.
+func (r *Recorder) Refuse(c shed.Class) bool {
+	if int(c) >= shed.MaxClasses {
+		return false
+	}
+	return r.counts[c].ref.Add(1)&r.mask.Load() == 0
+}
+
 // Shed counts a request of class c that was rejected or cancelled.
 func (r *Recorder) Shed(c shed.Class) {
 	if int(c) < shed.MaxClasses {
@@ -255,14 +268,17 @@ func (r *Recorder) Done(c shed.Class) {
 	}
 }
 
-// Add records rec, a record its caller sampled (see Arrive); it does not
-// count it. Tick records, records without a time or with one outside the
-// years 1678-2261, and records the format cannot hold (negative costs or
-// durations, a Status outside 0-999, an InFlight outside the int32 range,
-// an unknown Decision, Reason or Outcome) are ignored. For a KindRequest record, Time is the arrival and
-// the request ended at Time + Wait + Latency, which advances the ticks.
+// Add records rec, a record its caller sampled (see Arrive and Refuse);
+// it does not count it. Tick records, records of unknown kinds, records
+// without a time or with one outside the years 1678-2261, and records
+// the format cannot hold (negative costs or durations, a Status outside
+// 0-999, an InFlight outside the int32 range, an unknown Decision,
+// Reason or Outcome) are ignored. For a KindRequest record, Time is the
+// arrival and the request ended at Time + Wait + Latency, which advances
+// the ticks.
 func (r *Recorder) Add(rec Record) {
-	if rec.Kind == 0 || rec.Kind >= KindTick || rec.Time.IsZero() || int(rec.Class) >= shed.MaxClasses || !fits(&rec) {
+	if rec.Kind == 0 || rec.Kind == KindTick || int(rec.Kind) >= len(kindNames) || rec.Time.IsZero() ||
+		int(rec.Class) >= shed.MaxClasses || !fits(&rec) {
 		return
 	}
 	end := rec.Time
@@ -365,11 +381,11 @@ func (r *Recorder) tick(ns int64, inflight int, final bool) {
 	if w := r.watch.Load(); w != nil {
 		te.limit, te.inflight = w.lim.Limit(), w.lim.InFlight()
 	}
-	var arr uint64
+	var arr uint64 // what the sampling applies to: arrivals and refusals
 	for i := range r.counts {
 		c := &r.counts[i]
-		te.arr[i], te.shed[i], te.done[i] = c.arr.Load(), c.shed.Load(), c.done.Load()
-		arr += te.arr[i]
+		te.arr[i], te.shed[i], te.done[i], te.ref[i] = c.arr.Load(), c.shed.Load(), c.done.Load(), c.ref.Load()
+		arr += te.arr[i] + te.ref[i]
 	}
 	if limit := r.cfg.MaxRecordsPerSecond; limit > 0 && r.prevT != 0 && ns > r.prevT {
 		rate := float64(arr-r.prevArr) / (float64(ns-r.prevT) / 1e9)
@@ -403,7 +419,7 @@ func (r *Recorder) tick(ns int64, inflight int, final bool) {
 func (r *Recorder) startCounts(te *tickEntry) {
 	r.taken++
 	if r.taken == 1 {
-		te.arr, te.shed, te.done = [shed.MaxClasses]uint64{}, [shed.MaxClasses]uint64{}, [shed.MaxClasses]uint64{}
+		te.arr, te.shed, te.done, te.ref = [shed.MaxClasses]uint64{}, [shed.MaxClasses]uint64{}, [shed.MaxClasses]uint64{}, [shed.MaxClasses]uint64{}
 	}
 }
 
@@ -417,7 +433,7 @@ func (r *Recorder) onlyStart(ns int64) bool {
 	}
 	for i := range r.counts {
 		c := &r.counts[i]
-		if c.arr.Load()|c.shed.Load()|c.done.Load() != 0 {
+		if c.arr.Load()|c.shed.Load()|c.done.Load()|c.ref.Load() != 0 {
 			return true
 		}
 	}

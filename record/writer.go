@@ -165,7 +165,7 @@ func (r *Recorder) writeEntry(e *entry) {
 func (r *Recorder) classCount(te *tickEntry) int {
 	n := max(len(r.classNames()), 1)
 	for i := n; i < len(te.arr); i++ {
-		if te.arr[i]|te.shed[i]|te.done[i] != 0 {
+		if te.arr[i]|te.shed[i]|te.done[i]|te.ref[i] != 0 {
 			n = i + 1
 		}
 	}

@@ -98,7 +98,7 @@ func (m *mw) serve(c echov4.Context, next echov4.HandlerFunc) error {
 	if m.skipper(c) || e.Skip(r) {
 		return next(c)
 	}
-	if rej, tooLarge := e.CheckBody(r); tooLarge {
+	if rej, tooLarge := e.CheckBody(r, c.Path()); tooLarge {
 		return m.rejectWith(c, rej)
 	}
 	cl := e.Classify(r, c.Path())

@@ -92,7 +92,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.next.ServeHTTP(w, r)
 		return
 	}
-	if rej, tooLarge := e.CheckBody(r); tooLarge {
+	if rej, tooLarge := e.CheckBody(r, ""); tooLarge {
 		h.rejectWith(w, r, rej)
 		return
 	}

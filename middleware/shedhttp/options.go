@@ -106,6 +106,8 @@ type Options struct {
 	// MaxBodyBytes, when > 0, bounds the request body: a request whose
 	// Content-Length exceeds it gets 413 at once, and the handler reads
 	// the body through http.MaxBytesReader, which fails past the bound.
+	// A recorder (the adapter's Config.Recorder) records such a request
+	// as refused on sight (record.KindRefused), not as an arrival.
 	MaxBodyBytes int64
 
 	// SkipPaths are request paths (such as "/healthz" or "/metrics") that

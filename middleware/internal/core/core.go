@@ -307,10 +307,12 @@ func (e *Engine) Skip(r *http.Request) bool {
 }
 
 // CheckBody returns a 413 rejection when r announces a body larger than
-// the maximum.
-func (e *Engine) CheckBody(r *http.Request) (shedhttp.Rejection, bool) {
+// the maximum, and records the refusal (see recRefused). route is the
+// framework's route pattern, as for Classify.
+func (e *Engine) CheckBody(r *http.Request, route string) (shedhttp.Rejection, bool) {
 	if e.maxBody > 0 && r.ContentLength > e.maxBody {
 		e.annotateRejected(r.Context(), inbound{r: r}, shedhttp.ReasonBodyTooLarge, 0, 0, false, false)
+		e.recRefused(r, route, e.bodyTooLarge)
 		return e.bodyTooLarge, true
 	}
 	return shedhttp.Rejection{}, false

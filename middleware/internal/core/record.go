@@ -125,6 +125,22 @@ func (e *Engine) RecRejected(rq *Recording, rej shedhttp.Rejection) {
 		Cost: rq.cost, Status: rej.Status, InFlight: e.lim.InFlight(), Key: rq.key})
 }
 
+// recRefused records a request that was refused on sight with rej,
+// before any classification or admission (a body over MaxBodyBytes), as
+// record.KindRefused: a recording shows every request's decision, and a
+// fit must not take it for work the service did or could have admitted.
+// Its class is the middleware's own classification of r (route as for
+// Classify): the adapter's Classify function does not run for it.
+func (e *Engine) recRefused(r *http.Request, route string, rej shedhttp.Rejection) {
+	if e.rec == nil {
+		return
+	}
+	c := e.classOf(r, route)
+	if e.rec.Refuse(c) {
+		e.rec.Add(record.Record{Kind: record.KindRefused, Time: e.clock(), Class: c, Status: rej.Status, InFlight: e.lim.InFlight()})
+	}
+}
+
 // RecDone records admitted work that ended with outcome o and the given
 // status (0 when the handler panicked; see SentStatus), its actual cost
 // read before the release. The latency runs from the admission (arrival

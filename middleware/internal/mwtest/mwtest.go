@@ -278,6 +278,7 @@ func Run(t *testing.T, a Adapter) {
 		{"Recorder", testRecorder},
 		{"RecorderUnsampled", testRecorderUnsampled},
 		{"RecorderKeySource", testRecorderKeySource},
+		{"RecorderTooLarge", testRecorderTooLarge},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) { c.run(t, a) })

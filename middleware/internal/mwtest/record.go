@@ -72,6 +72,52 @@ func testRecorder(t *testing.T, a Adapter) {
 	}
 }
 
+// testRecorderTooLarge: over 127.0.0.1, both requests answered 413 are
+// recorded with their decision, so that a recording shows every request:
+// one whose body is over MaxBodyBytes as refused on sight, not an arrival
+// (the limiter never saw it), one whose cost is over the limiter's whole
+// budget as the limiter's rejection (cost_too_large). Both are recorded
+// before the answer is written: the test needs no wait.
+func testRecorderTooLarge(t *testing.T, a Adapter) {
+	var buf bytes.Buffer
+	rec, err := record.New(record.Config{Writer: &buf, MaxRecordsPerSecond: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := newLimiter(t, shed.Config{Limit: 10, MaxCost: 100, Classes: []shed.ClassConfig{{Name: "interactive"}, {Name: "batch"}}})
+	costly := func(r *http.Request, def shedhttp.Classification) shedhttp.Classification {
+		if r.URL.Path == "/api/costly" {
+			def.Cost = 101
+		}
+		return def
+	}
+	s := a.start(t, Options{Options: shedhttp.Options{Limiter: l, MaxBodyBytes: 8, Routes: map[string]string{"/api/": "interactive"}},
+		Classify: costly, Recorder: rec}, http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	if resp, _ := s.do(http.MethodPost, "/api/upload", nil, strings.NewReader("123456789")); resp.StatusCode != http.StatusRequestEntityTooLarge {
+		t.Fatalf("a body over the maximum: status %d, want 413", resp.StatusCode)
+	}
+	if resp, _ := s.get("/api/costly", nil); resp.StatusCode != http.StatusRequestEntityTooLarge {
+		t.Fatalf("a cost over the budget: status %d, want 413", resp.StatusCode)
+	}
+	if err := rec.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	_, reqs, last := rectest.ReadRecording(t, buf.Bytes())
+	if len(reqs) != 2 || last == nil {
+		t.Fatalf("%d records, last tick %+v, want both 413s\n%s", len(reqs), last, buf.Bytes())
+	}
+	if body := reqs[0]; body.Kind != record.KindRefused || body.ClassName != "interactive" || body.Status != 413 || body.Cost != 0 {
+		t.Errorf("a body over the maximum recorded as %+v", body)
+	}
+	if cost := reqs[1]; cost.Kind != record.KindRequest || cost.Decision != record.Rejected || cost.Reason != shed.ReasonCostTooLarge ||
+		cost.Status != 413 || cost.Cost != 101 {
+		t.Errorf("a cost over the budget recorded as %+v", cost)
+	}
+	if len(last.Refused) == 0 || last.Refused[0] != 1 || last.Arrivals[0] != 1 || last.Shed[0] != 1 {
+		t.Errorf("last tick %+v, want 1 refused, and 1 arrival shed", last)
+	}
+}
+
 // testRecorderUnsampled: a request the recorder does not sample reads no
 // clock (Options.Clock, which the recorder's clock is), and is counted
 // all the same.
