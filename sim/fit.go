@@ -45,7 +45,9 @@ const (
 // bounded samples, so a recording of any length fits in little memory.
 //
 // It infers each class's arrival rate over time, 429s included (a request
-// a rate limit refused was offered all the same), its tenants (KeysFit,
+// a rate limit refused was offered all the same), 413s not (a request
+// refused on sight was no work, and never could be: ClassFit.Refused),
+// its tenants (KeysFit,
 // when the records carry keys), its costs, the
 // upstream's service time and capacity, and, for a class whose records
 // show at least FitMinRateLimited 429s, its rate limit (see
@@ -92,16 +94,19 @@ type fitCells struct {
 	latSum, latN    []float64 // timed successes and drops
 	inflSum, inflN  []float64 // tick samples of the work in flight
 	// shedRec and rlRec count the sampled records of rejections (and
-	// cancellations) and of 429s among them, by decision time.
-	shedRec, rlRec [shed.MaxClasses][]float64
+	// cancellations) and of 429s among them, by decision time;
+	// tooLargeRec those for a cost too large (see fit_refused.go).
+	shedRec, rlRec, tooLargeRec [shed.MaxClasses][]float64
+	// ref counts the requests refused before admission (Tick.Refused).
+	ref [shed.MaxClasses][]float64
 	// partial marks the cells whose records are a sample, or lost some:
 	// from a tick in them with SampleEvery > 1 or a higher Lost.
 	partial []bool
 }
 
 type fitTick struct {
-	t               int64
-	arr, shed, done []uint64
+	t                    int64
+	arr, shed, done, ref []uint64
 }
 
 // ErrInvalidConfig is wrapped by the errors NewFitter returns for invalid
@@ -237,7 +242,11 @@ func (f *Fitter) Add(r record.Record) {
 	if r.ClassName != "" {
 		f.names[c] = r.ClassName
 	}
-	if r.Cost > 0 {
+	refused := f.refusedRecord(&r)
+	if r.Kind == record.KindRefused {
+		return // not an arrival, nor a rejection: no work, no cost
+	}
+	if r.Cost > 0 && !refused {
 		f.cost[c].add(f.rng, 0, float64(r.Cost))
 	}
 	if r.Actual > 0 {
@@ -289,10 +298,10 @@ func (f *Fitter) tick(t int64, tk *record.Tick) {
 	}
 	f.cells.inflSum[i] += float64(tk.InFlight)
 	f.cells.inflN[i]++
-	cur := &fitTick{t: t, arr: tk.Arrivals, shed: tk.Shed, done: tk.Done}
+	cur := &fitTick{t: t, arr: tk.Arrivals, shed: tk.Shed, done: tk.Done, ref: tk.Refused}
 	p := f.prev
 	f.prev = cur
-	if p == nil || t <= p.t || fell(p.arr, cur.arr) || fell(p.shed, cur.shed) || fell(p.done, cur.done) {
+	if p == nil || t <= p.t || fell(p.arr, cur.arr) || fell(p.shed, cur.shed) || fell(p.done, cur.done) || fell(p.ref, cur.ref) {
 		return // the first tick, or a restarted recorder: a new segment
 	}
 	a := max(p.t, f.start)
@@ -306,6 +315,7 @@ func (f *Fitter) tick(t int64, tk *record.Tick) {
 				f.addCount(&f.cells.arr[c], j, w*diff(p.arr, cur.arr, c))
 				f.addCount(&f.cells.shed[c], j, w*diff(p.shed, cur.shed, c))
 				f.addCount(&f.cells.done[c], j, w*diff(p.done, cur.done, c))
+				f.addCount(&f.cells.ref[c], j, w*diff(p.ref, cur.ref, c))
 			}
 		}
 		if hi >= t {

@@ -19,7 +19,11 @@ func WriteFitReport(w io.Writer, fit *Fit) {
 		fit.Span, fit.Start.Format(time.RFC3339), fit.Intervals, fit.Scenario.Interval, fit.Records, fit.SampleEvery, fit.Lost)
 	fmt.Fprintln(w, "arrivals (exact counts; the schedule is each class's spans of constant rate):")
 	for _, c := range fit.Classes {
-		fmt.Fprintf(w, "  %-14s %s/s on average, %.0f requests, %.0f shed; %d span(s):\n", c.Name, rate(c.MeanRate), c.Arrivals, c.Shed, len(c.Segments))
+		refused := ""
+		if c.Refused >= 0.5 {
+			refused = fmt.Sprintf(" (and %.0f refused on sight, 413)", c.Refused)
+		}
+		fmt.Fprintf(w, "  %-14s %s/s on average, %.0f requests, %.0f shed%s; %d span(s):\n", c.Name, rate(c.MeanRate), c.Arrivals, c.Shed, refused, len(c.Segments))
 		for _, s := range c.Segments {
 			se := "n/a"
 			if s.Count > 0 {

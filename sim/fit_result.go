@@ -47,10 +47,19 @@ type ClassFit struct {
 	// Arrivals counts the requests that reached admission (exact, from
 	// the recorder's counters), those a rate limit refused with 429
 	// included: they were offered all the same, and the fitted scenario
-	// offers them to its rate limit. MeanRate is per second over the span.
+	// offers them to its rate limit. Those refused on sight are not
+	// (Refused). MeanRate is per second over the span.
 	Arrivals, MeanRate float64
 	// Shed counts the rejected and cancelled ones, 429s included.
 	Shed float64
+	// Refused counts the requests answered 413 that never could have
+	// been admitted, which the fitted scenario does not offer (its
+	// service has no such limits, and would serve them): a body over the
+	// middleware's maximum (exact, from the ticks), and a cost over the
+	// limiter's whole budget (shed.ReasonCostTooLarge: estimated as the
+	// 429s are, see RateLimitFit.RateLimited; exact when every rejection
+	// was recorded). Arrivals, Shed and the costs leave them out.
+	Refused float64
 	// Segments are the spans of constant rate: the schedule.
 	Segments []Segment
 	// Cost is fitted to the estimated costs, Actual to actual/estimate.
@@ -120,6 +129,7 @@ func (f *Fitter) fitClasses(fit *Fit) {
 	for c := range f.classCount() {
 		counts := pad(f.cells.arr[c], n)
 		cf := ClassFit{Name: f.className(c)}
+		tooLarge := f.withoutRefused(c, counts, &cf)
 		starts := segmentRates(counts, f.cells.expo, f.opt.MaxSteps+1)
 		cf.Segments = segments(starts, counts, f.cells.expo, f.opt.Interval)
 		var expo float64
@@ -130,11 +140,13 @@ func (f *Fitter) fitClasses(fit *Fit) {
 		for _, v := range f.cells.shed[c] {
 			cf.Shed += v
 		}
+		cf.Shed = max(cf.Shed-tooLarge, 0)
 		if expo > 0 {
 			cf.MeanRate = cf.Arrivals / expo
 		}
 		fit.Classes = append(fit.Classes, cf)
 	}
+	refusedNote(fit)
 }
 
 // pad returns s extended with zeros to n cells.

@@ -231,6 +231,12 @@ func FuzzFit(f *testing.F) {
 	b.WriteString(`{"k":"reject","t":9000000000000000000,"c":0,"r":"rate_limited"}` + "\n" + `{"k":"admit","t":-9000000000000000000,"c":0}` + "\n")
 	b.WriteString(tick(3e9, 400))
 	f.Add([]byte(b.String()))
+	// Requests refused on sight: bodies (refuse, the ticks' ref) and
+	// costs over the budget (cost_too_large), some at times far apart.
+	b.WriteString(`{"k":"refuse","t":3100000000,"c":0,"st":413}` + "\n" + `{"k":"reject","t":3200000000,"c":0,"r":"cost_too_large","cost":9}` + "\n" +
+		`{"k":"req","t":9000000000000000000,"c":0,"d":"reject","r":"cost_too_large"}` + "\n" +
+		`{"k":"tick","t":4000000000,"arr":[420],"shed":[30],"done":[390],"ref":[3]}` + "\n" + `{"k":"tick","t":5000000000,"arr":[430],"ref":[1]}` + "\n")
+	f.Add([]byte(b.String()))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		fit, err := FitRecording(record.NewReader(bytes.NewReader(data)), FitOptions{})
 		if err != nil {
