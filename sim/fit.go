@@ -194,19 +194,22 @@ func (f *Fitter) cell(t int64) (int, bool) {
 }
 
 // index returns the cell of Unix time t (ns), as cell does, without
-// growing the cells or counting the times outside the span.
+// growing the cells or counting the times outside the span. It takes
+// differences in uint64: a damaged recording's times may lie up to 2^64
+// ns apart, which int64 wraps into negative cells.
 func (f *Fitter) index(t int64) (int, bool) {
 	if !f.began {
 		f.start, f.began = t-t%f.dt, true
 	}
-	i := 0
-	if t > f.start {
-		i = int(min((t-f.start)/f.dt, fitMaxCells))
+	dt := uint64(f.dt)
+	if t < f.start {
+		return 0, uint64(f.start)-uint64(t) <= dt
 	}
-	if i >= fitMaxCells || t < f.start-f.dt {
+	i := (uint64(t) - uint64(f.start)) / dt
+	if i >= fitMaxCells {
 		return 0, false
 	}
-	return i, true
+	return int(i), true
 }
 
 func (c *fitCells) grow(n int) {
@@ -305,8 +308,11 @@ func (f *Fitter) tick(t int64, tk *record.Tick) {
 		return // the first tick, or a restarted recorder: a new segment
 	}
 	a := max(p.t, f.start)
-	for j, _ := f.cell(a); ; j++ {
-		lo, hi := f.start+int64(j)*f.dt, f.start+int64(j+1)*f.dt
+	first, _ := f.cell(a)
+	last, _ := f.index(t)
+	for j := first; j <= last; j++ {
+		lo := f.start + int64(j)*f.dt
+		hi := lo + min(f.dt, math.MaxInt64-lo) // the last cell of time ends there
 		over := min(hi, t) - max(lo, a)
 		if over > 0 {
 			w := float64(over) / float64(t-p.t)
@@ -317,9 +323,6 @@ func (f *Fitter) tick(t int64, tk *record.Tick) {
 				f.addCount(&f.cells.done[c], j, w*diff(p.done, cur.done, c))
 				f.addCount(&f.cells.ref[c], j, w*diff(p.ref, cur.ref, c))
 			}
-		}
-		if hi >= t {
-			break
 		}
 	}
 }

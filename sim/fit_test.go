@@ -215,6 +215,11 @@ func FuzzFit(f *testing.F) {
 	}
 	f.Add([]byte(b.String()))
 	f.Add([]byte(head + tick(0, 0) + tick(9e18, 5) + tick(-9e18, 7) + tick(1e9, 1)))
+	// Times at both ends of int64 nanoseconds, further apart than int64
+	// holds: their differences must not wrap into negative intervals.
+	unix := strings.Replace(head, "2025-01-01T00:00:00Z", "1970-01-01T00:00:00Z", 1)
+	f.Add([]byte(unix + tick(math.MaxInt64-5e8, 0) + tick(math.MaxInt64, 3) + tick(math.MinInt64+1, 4) + tick(math.MinInt64+2e9, 9)))
+	f.Add([]byte(unix + tick(math.MinInt64, 0) + tick(math.MaxInt64, 3)))
 	// Keys under two hashings, and a header that does not say.
 	keyed := func(keys string) string {
 		h := strings.TrimSuffix(head, "}\n")
