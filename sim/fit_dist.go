@@ -103,17 +103,20 @@ func candidate(k DistKind, xs []float64, m float64) (Dist, bool) {
 }
 
 // ksDistance is the Kolmogorov-Smirnov distance between sorted xs and d.
+// Equal values are one step of the empirical CDF, compared once on each
+// side: from the share below them to the share up to the last of them.
+// Compared one by one, a sample of one repeated value (a cost that is
+// always 1) lay as far as possible from the constant that it is.
 func ksDistance(xs []float64, d Dist) float64 {
 	n := float64(len(xs))
 	var D float64
-	for i, x := range xs {
-		// Ties: the empirical CDF jumps after the last of equal values.
+	for i := 0; i < len(xs); {
 		j := i
-		for j+1 < len(xs) && xs[j+1] == x {
+		for j+1 < len(xs) && xs[j+1] == xs[i] {
 			j++
 		}
-		F := d.cdf(x)
-		D = max(D, math.Abs(F-float64(j+1)/n), math.Abs(float64(i)/n-d.cdfBelow(x)))
+		D = max(D, math.Abs(d.cdf(xs[i])-float64(j+1)/n), math.Abs(float64(i)/n-d.cdfBelow(xs[i])))
+		i = j + 1
 	}
 	return D
 }
