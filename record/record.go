@@ -7,8 +7,6 @@ import (
 	"math"
 	"slices"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/shedkit/shedkit/shed"
 )
@@ -257,30 +255,17 @@ type Config struct {
 const MaxClassNameBytes = 512
 
 // CheckClassName returns an error when name cannot name a class in a
-// recording's header: empty, longer than MaxClassNameBytes, not valid
-// UTF-8, or holding a control or format character, or a line or
-// paragraph separator (Unicode categories Cc, Cf, Zl, Zp). A class name
-// ends up in fit reports, in the YAML of a fitted scenario and in the Go
-// of a tuned configuration, where a line break, a terminal escape or a
-// bidirectional override would change what they say; the Reader refuses
-// a header with such a name, so New refuses it in Config.Classes and
-// Watch leaves a limiter's classes unnamed. Any other character is
-// accepted, one that a newer Unicode assigns too.
+// recording's header: when shed.CheckClassName refuses it (a line break,
+// a terminal escape or a bidirectional override would change what fit
+// reports, scenarios and tuned configurations say), or when it is longer
+// than MaxClassNameBytes. The Reader refuses a header with such a name,
+// so New refuses it in Config.Classes and Watch leaves a limiter's
+// classes unnamed.
 func CheckClassName(name string) error {
-	switch {
-	case name == "":
-		return errors.New("empty")
-	case len(name) > MaxClassNameBytes:
+	if len(name) > MaxClassNameBytes {
 		return fmt.Errorf("%d bytes, at most %d", len(name), MaxClassNameBytes)
-	case !utf8.ValidString(name):
-		return errors.New("not valid UTF-8")
 	}
-	for i, c := range name {
-		if unicode.In(c, unicode.Cc, unicode.Cf, unicode.Zl, unicode.Zp) {
-			return fmt.Errorf("control or format character %U at byte %d", c, i)
-		}
-	}
-	return nil
+	return shed.CheckClassName(name)
 }
 
 // ErrInvalidConfig is wrapped by every error New returns for a bad Config.

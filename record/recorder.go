@@ -118,8 +118,8 @@ func New(cfg Config) (*Recorder, error) {
 func (r *Recorder) KeyHash(key string) uint64 { return r.keys.Hash(key) }
 
 // Watch makes the ticks sample l's limit and in-flight work, and names
-// the classes after l's, unless CheckClassName refuses one of them (a
-// shed.ClassConfig.Name with a line break, say): then the header names
+// the classes after l's, unless CheckClassName refuses one of them (one
+// longer than MaxClassNameBytes, which shed accepts): then the header names
 // none, rather than one the Reader refuses. Call it once, right after
 // shed.New, when the Recorder is l's Observer; the middleware calls it
 // itself.

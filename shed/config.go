@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 	"time"
+	"unicode"
+	"unicode/utf8"
 )
 
 // Limits of the packed in-flight state. The count and the cost of the work
@@ -158,9 +160,32 @@ type Config struct {
 	Clock func() time.Time
 }
 
+// CheckClassName returns an error when name cannot name a class: empty,
+// not valid UTF-8, or holding a control or format character, or a line
+// or paragraph separator (Unicode categories Cc, Cf, Zl, Zp). A class
+// name ends up in logs, metric attributes, recordings and the reports
+// and configurations fitted from them, where a line break, a terminal
+// escape or a bidirectional override would change what they say. New
+// refuses such a name in Config.Classes.
+func CheckClassName(name string) error {
+	switch {
+	case name == "":
+		return errors.New("empty")
+	case !utf8.ValidString(name):
+		return errors.New("not valid UTF-8")
+	}
+	for i, c := range name {
+		if unicode.In(c, unicode.Cc, unicode.Cf, unicode.Zl, unicode.Zp) {
+			return fmt.Errorf("control or format character %U at byte %d", c, i)
+		}
+	}
+	return nil
+}
+
 // ClassConfig configures one priority class.
 type ClassConfig struct {
-	// Name identifies the class in snapshots, events and errors.
+	// Name identifies the class in snapshots, events and errors, in
+	// metric attributes and in recordings: CheckClassName must accept it.
 	Name string
 	// Protected is the share of the limit (and of MaxCost) reserved for
 	// this class, in [0, 1]. Other classes may borrow it while the class
@@ -252,8 +277,8 @@ func (c *Config) classConfig() error {
 	queue := 0
 	for i, cl := range c.Classes {
 		field := fmt.Sprintf("Classes[%d]", i)
-		if cl.Name == "" {
-			return configError(field+".Name", "must not be empty")
+		if err := CheckClassName(cl.Name); err != nil {
+			return configError(field+".Name", "%.40q: %v", cl.Name, err)
 		}
 		if seen[cl.Name] {
 			return configError(field+".Name", "duplicate class %q", cl.Name)

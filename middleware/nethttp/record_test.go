@@ -2,9 +2,11 @@ package nethttp_test
 
 import (
 	"bytes"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -159,24 +161,28 @@ func TestRecorderStalledWriter(t *testing.T) {
 	}
 }
 
-// A limiter's class names come from the service's code, and shed accepts
-// a line break in one: the recording must stay readable (the Reader
-// refuses such a name in a header), with the classes unnamed rather than
-// a report or a fitted scenario saying what the name's characters make
-// it say.
-func TestRecorderClassNameWithControlCharacters(t *testing.T) {
+// A limiter's class names come from the service's code. shed refuses a
+// line break in one; a name longer than the format holds it accepts, and
+// the recording must stay readable (the Reader refuses such a name in a
+// header), with the classes unnamed rather than a report or a fitted
+// scenario saying what a cut name would make it say.
+func TestRecorderClassNameTheFormatCannotHold(t *testing.T) {
+	if _, err := shed.New(shed.Config{Limit: 4, Classes: []shed.ClassConfig{{Name: "inter\nactive"}}}); !errors.Is(err, shed.ErrInvalidConfig) {
+		t.Fatalf("shed.New with a line break in a class name: %v, want shed.ErrInvalidConfig", err)
+	}
 	var buf bytes.Buffer
 	rec, err := record.New(record.Config{Writer: &buf, MaxRecordsPerSecond: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	lim, err := shed.New(shed.Config{Limit: 4, Classes: []shed.ClassConfig{{Name: "inter\nactive"}, {Name: "batch"}}})
+	long := strings.Repeat("i", record.MaxClassNameBytes+1)
+	lim, err := shed.New(shed.Config{Limit: 4, Classes: []shed.ClassConfig{{Name: long}, {Name: "batch"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	clk := &fakeClock{t: time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)}
 	mw, err := nethttp.New(nethttp.Config{Options: shedhttp.Options{Limiter: lim, Clock: clk.now,
-		Routes: map[string]string{"/api/": "inter\nactive"}}, Recorder: rec})
+		Routes: map[string]string{"/api/": long}}, Recorder: rec})
 	if err != nil {
 		t.Fatal(err)
 	}
