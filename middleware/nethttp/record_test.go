@@ -111,18 +111,25 @@ func TestRecorder(t *testing.T) {
 	}
 }
 
-// stalled blocks every Write until release is closed.
-type stalled struct{ release chan struct{} }
+// stalled blocks every Write until release is closed, then keeps what
+// it is given.
+type stalled struct {
+	release chan struct{}
+	got     *bytes.Buffer
+}
 
 func (s stalled) Write(p []byte) (int, error) {
 	<-s.release
-	return len(p), nil
+	return s.got.Write(p)
 }
 
 // TestRecorderStalledWriter: a recorder whose disk stopped answering
 // never holds requests up; what it cannot write it drops and counts.
+// How many records the writer took before its first write blocked
+// depends on the scheduler, so the test checks that every record was
+// either written or counted as lost, and that most were lost.
 func TestRecorderStalledWriter(t *testing.T) {
-	w := stalled{make(chan struct{})}
+	w := stalled{make(chan struct{}), &bytes.Buffer{}}
 	rec, err := record.New(record.Config{Writer: w, Buffer: 16, FlushEvery: time.Millisecond, MaxRecordsPerSecond: -1})
 	if err != nil {
 		t.Fatal(err)
@@ -156,8 +163,12 @@ func TestRecorderStalledWriter(t *testing.T) {
 	if elapsed > 10*time.Second {
 		t.Errorf("%d requests took %v with the recorder's writer stalled", workers*each, elapsed)
 	}
-	if st.Lost < workers*each-100 {
-		t.Errorf("lost %d of %d records while the writer was stalled", st.Lost, workers*each)
+	if st.Lost < workers*each/2 {
+		t.Errorf("lost %d of %d records while the writer was stalled, want most", st.Lost, workers*each)
+	}
+	_, reqs, _ := rectest.ReadRecording(t, w.got.Bytes())
+	if lost := rec.Stats().Lost; uint64(len(reqs))+lost != workers*each {
+		t.Errorf("%d records written and %d lost, want %d in all", len(reqs), lost, workers*each)
 	}
 }
 
