@@ -133,6 +133,9 @@
 //	    #                        # header:NAME, addr or classify; tune's snippet sets KeyHeader from a header
 //	    #   surge: {at: 60s, for: 30s, factor: 8}  # key 0 (the heaviest) sends 8x its share meanwhile,
 //	    #                        # the others as before (open-loop classes of two keys or more)
+//	    key_concurrency: {limit: 20, shared: true}  # requests of one key in flight, 429 before the
+//	                             # rate limit: for the fleet (shedredis.ConcurrencyMiddleware), or with
+//	                             # shared: false (the default) in each replica; each class its own
 //	gateway:                     # optional proxy layer
 //	  timeout: 500ms             # per attempt
 //	  retry: {max_attempts: 2}
@@ -149,7 +152,7 @@
 //	  no_deadline_propagation: false  # replicas see no deadline (callers send none)
 //	  deadline_margin: 0         # shed.Config.DeadlineMargin
 //	  store_outages:             # the shared limits' store (Redis) is out: each replica
-//	    - {at: 60s, for: 20s}    # enforces rps/replicas and burst/replicas on its own
+//	    - {at: 60s, for: 20s}    # enforces rps/replicas, burst/replicas and limit/replicas on its own
 //	                             # (the breaker's wait to probe it again is not modelled)
 //	upstream:
 //	  capacity: 100              # servers: the concurrency where latency starts to grow

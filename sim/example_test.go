@@ -54,7 +54,7 @@ classes:
 `))
 	fmt.Println(err)
 	// Output:
-	// my.yaml:6:5: classes[0].timout: unknown field "timout" (known: actual, attempt_timeout, cost, keys, lifo, max_wait, name, protected, queue, rate, rate_limit, retry, schedule, think, timeout, users)
+	// my.yaml:6:5: classes[0].timout: unknown field "timout" (known: actual, attempt_timeout, cost, key_concurrency, keys, lifo, max_wait, name, protected, queue, rate, rate_limit, retry, schedule, think, timeout, users)
 }
 
 // A policy of one's own: here shedkit's Gradient with a latency ceiling.

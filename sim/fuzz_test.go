@@ -84,6 +84,14 @@ classes:
 service: {replicas: 2}
 upstream: {capacity: 2, service_time: {dist: constant, value: 10ms}}
 `))
+	f.Add([]byte(`name: leases
+duration: 3s
+classes:
+  - {name: a, rate: 80, keys: {count: 3, zipf: 1}, key_concurrency: {limit: 2, shared: true}, retry: {max_attempts: 2, honor_retry_after: true}}
+  - {name: b, users: 3, key_concurrency: {limit: 1}, queue: 2, max_wait: 20ms}
+service: {replicas: 2, store_outages: [{at: 1s, for: 1s}]}
+upstream: {capacity: 2, service_time: {dist: constant, value: 10ms}}
+`))
 	f.Add([]byte("name: ovf\nduration: 10s\nclasses: [{name: a, rate: 1}]\nupstream: {capacity: 1, service_time: {dist: constant, value: 1ms}, events: [{at: 1h, for: 2562047h}]}\n"))
 }
 

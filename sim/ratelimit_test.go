@@ -2,7 +2,6 @@ package sim
 
 import (
 	"bytes"
-	"errors"
 	"io"
 	"math"
 	"slices"
@@ -208,7 +207,7 @@ func TestRateLimitYAML(t *testing.T) {
 	if err != nil || n.Classes[0].RateLimit.Burst != 4 || sc.Classes[0].RateLimit.Burst != 0 {
 		t.Errorf("default burst: %v, normalized %+v, original %+v (want 4, and the original untouched)", err, n.Classes[0].RateLimit, sc.Classes[0].RateLimit)
 	}
-	for _, tc := range []struct{ limit, want string }{
+	checkClassFieldErrors(t, "rate_limit", []fieldCase{
 		{"{rps: 0}", `f.yaml:6:23: classes[0].rate_limit.rps: must be in (0, 1e+09], got 0`},
 		{"{burst: 5}", `f.yaml:6:17: classes[0].rate_limit.rps: must be in (0, 1e+09], got 0`},
 		{"{rps: -5}", `f.yaml:6:23: classes[0].rate_limit.rps: must be in (0, 1e+09], got -5`},
@@ -217,13 +216,7 @@ func TestRateLimitYAML(t *testing.T) {
 		{"{rps: 10, burst: 1.5}", `f.yaml:6:34: classes[0].rate_limit.burst: want an integer, got "1.5"`},
 		{"{rps: 10, rate: 5}", `f.yaml:6:27: classes[0].rate_limit.rate: unknown field "rate" (known: burst, rps, shared)`},
 		{"200", `f.yaml:6:17: classes[0].rate_limit: want a mapping (key: value lines), got "200"`},
-	} {
-		src := strings.Replace(validYAML, "rate: 100", "rate: 100\n    rate_limit: "+tc.limit, 1)
-		_, err := ParseScenario("f.yaml", []byte(src))
-		if err == nil || !errors.Is(err, ErrInvalidScenario) || !strings.HasPrefix(err.Error(), tc.want) {
-			t.Errorf("rate_limit: %s: error %v, want prefix %q and ErrInvalidScenario", tc.limit, err, tc.want)
-		}
-	}
+	})
 }
 
 // TestRateLimitRecorded: a recorder attached with RecordPolicy sees the

@@ -118,6 +118,64 @@ type Class struct {
 	// Keys spreads the class's traffic over tenants (the middleware's
 	// rate-limit keys). Default nil: the class is one key.
 	Keys *Keys
+	// KeyConcurrency, when set, bounds the requests of one key in flight,
+	// as shedredis.ConcurrencyMiddleware does in front of the shedkit
+	// middleware: a request over it is answered 429 before the rate limit
+	// and the limiter see it. A rate limit bounds how fast a tenant
+	// sends, not how much work it holds: a tenant whose requests are slow
+	// fills the fleet at a modest rate, and only a cap on its requests in
+	// flight stops that. Default nil: no cap.
+	KeyConcurrency *KeyConcurrency
+}
+
+// KeyConcurrency bounds the requests of each key (tenant) of a class in
+// flight: a request takes a lease of its key when it reaches a replica
+// and holds it until the replica answers (its queue wait in the limiter,
+// its upstream calls and their retries included), whatever the answer.
+// A request of a key at its limit is answered 429 with a Retry-After of
+// a second and "do not retry", as shedredis.ConcurrencyMiddleware
+// answers; the 429s count as rate limited (Summary.RateLimited). Each
+// class counts its own leases, as a ConcurrencyMiddleware on the class's
+// routes alone would (a Concurrency with its own Config.Prefix).
+type KeyConcurrency struct {
+	// Limit is the number of requests of one key in flight, in
+	// [1, MaxKeyConcurrency]: in each replica, or in the fleet when
+	// Shared.
+	Limit int
+	// Shared: one count per key for the whole fleet, as
+	// shedredis.Concurrency keeps leases in Redis. During
+	// Service.StoreOutages each replica falls back, as shedredis does, to
+	// Limit/Replicas (rounded up) counted on the leases it took during
+	// the fallback; once the store is back, the fleet's count includes
+	// them again (the real renewer writes them back within LeaseTTL/3).
+	// The store's round trip, the leases' TTL and the breaker's wait are
+	// not modelled: a lease counts from when it is taken to when its
+	// request ends. Without Shared each replica counts its own, so a key
+	// spread over n replicas may hold up to n x Limit.
+	Shared bool
+}
+
+// MaxKeyConcurrency bounds KeyConcurrency.Limit: no run holds more
+// requests of one key in flight (Upstream.Capacity and Class.Users stop
+// at a million too), so a larger limit is a typo.
+const MaxKeyConcurrency = 1_000_000
+
+// clone returns a copy of k (nil for nil), so that a setting handed on
+// is not shared with its source.
+func (k *KeyConcurrency) clone() *KeyConcurrency {
+	if k == nil {
+		return nil
+	}
+	c := *k
+	return &c
+}
+
+// validate checks a key concurrency limit; p is its path.
+func (k *KeyConcurrency) validate(p string) error {
+	if k.Limit < 1 || k.Limit > MaxKeyConcurrency {
+		return fieldErr(p+".limit", "must be in [1, %d], got %d", MaxKeyConcurrency, k.Limit)
+	}
+	return nil
 }
 
 // Keys spreads a class's requests over Count keys (tenants): key k, from
@@ -164,6 +222,15 @@ const MaxSurgeFactor = 1000
 
 // span returns the surge's time span.
 func (s *KeySurge) span() Span { return Span{At: s.At, For: s.For} }
+
+// keyCount returns the number of keys of the class's traffic: one
+// without Keys.
+func (cl *Class) keyCount() int {
+	if cl.Keys == nil {
+		return 1
+	}
+	return cl.Keys.Count
+}
 
 // MaxKeys bounds Keys.Count, MaxZipf Keys.Zipf.
 const (
@@ -425,8 +492,9 @@ type Service struct {
 	// only a passed deadline and the expected queue wait count.
 	DeadlineMargin float64
 	// StoreOutages are the spans during which the store of Shared rate
-	// limits (Redis) cannot be reached: each replica then decides on its
-	// own share of each limit. In order, not overlapping, within the run.
+	// limits and Shared key concurrency limits (Redis) cannot be reached:
+	// each replica then decides on its own share of each limit. In order,
+	// not overlapping, within the run.
 	StoreOutages []Span
 }
 
@@ -815,6 +883,12 @@ func (cl *Class) normalizeAdmission(p string) error {
 		}
 		cl.Keys = cl.Keys.clone()
 	}
+	if cl.KeyConcurrency != nil {
+		if err := cl.KeyConcurrency.validate(p + ".key_concurrency"); err != nil {
+			return err
+		}
+		cl.KeyConcurrency = cl.KeyConcurrency.clone()
+	}
 	return nil
 }
 
@@ -893,6 +967,9 @@ func (s *Service) normalize(sc *Scenario) error {
 	if err := s.checkKeyBuckets(sc); err != nil {
 		return err
 	}
+	if err := s.checkLeaseCounts(sc); err != nil {
+		return err
+	}
 	if err := s.normalizeOutages(sc); err != nil {
 		return err
 	}
@@ -927,14 +1004,40 @@ func (s *Service) checkKeyBuckets(sc *Scenario) error {
 	return nil
 }
 
+// MaxLeaseCounts bounds the counts that the key concurrency limits of a
+// scenario may need: a key's in each replica, and the fleet's. Each is
+// an int32 whether its key comes or not: at most 40 MB per run.
+const MaxLeaseCounts = 10_000_000
+
+// checkLeaseCounts bounds the key concurrency limits' counts (see
+// MaxLeaseCounts).
+func (s *Service) checkLeaseCounts(sc *Scenario) error {
+	total := 0
+	for i, c := range sc.Classes {
+		if c.KeyConcurrency == nil {
+			continue
+		}
+		if total += c.keyCount() * (s.Replicas + 1); total > MaxLeaseCounts {
+			return fieldErr(fmt.Sprintf("classes[%d].key_concurrency", i), "needs %d counts (keys x (replicas + 1), summed over classes), more than %d", total, MaxLeaseCounts)
+		}
+	}
+	return nil
+}
+
+// usesStore reports whether class c keeps a limit in the fleet's store
+// (Redis): a shared rate limit, or a shared key concurrency.
+func usesStore(c Class) bool {
+	return (c.RateLimit != nil && c.RateLimit.Shared) || (c.KeyConcurrency != nil && c.KeyConcurrency.Shared)
+}
+
 // normalizeOutages checks the store outages: in order, not overlapping,
 // within the run, and of a store that some class's limit uses.
 func (s *Service) normalizeOutages(sc *Scenario) error {
 	if len(s.StoreOutages) == 0 {
 		return nil
 	}
-	if !slices.ContainsFunc(sc.Classes, func(c Class) bool { return c.RateLimit != nil && c.RateLimit.Shared }) {
-		return fieldErr("service.store_outages", "no class has a shared rate limit (rate_limit.shared) for the store to fail")
+	if !slices.ContainsFunc(sc.Classes, usesStore) {
+		return fieldErr("service.store_outages", "no class has a shared rate limit (rate_limit.shared) or a shared key concurrency (key_concurrency.shared) for the store to fail")
 	}
 	s.StoreOutages = slices.Clone(s.StoreOutages)
 	end := time.Duration(0)

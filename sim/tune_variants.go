@@ -176,6 +176,7 @@ func cloneScenario(sc *Scenario, suffix string, win Span) *Scenario {
 		c.Classes[i].Retry = cloneRetry(c.Classes[i].Retry)
 		c.Classes[i].RateLimit = c.Classes[i].RateLimit.clone()
 		c.Classes[i].Keys = c.Classes[i].Keys.clone()
+		c.Classes[i].KeyConcurrency = c.Classes[i].KeyConcurrency.clone()
 	}
 	c.Service.StoreOutages = slices.Clone(sc.Service.StoreOutages)
 	c.Service.Retry = cloneRetry(c.Service.Retry)

@@ -522,6 +522,10 @@ func (d *decoder) class(c *Class) fieldFunc {
 				return d.mapping(n, p, map[string]fieldFunc{"rps": d.float(&c.RateLimit.RPS), "burst": d.integer(&c.RateLimit.Burst),
 					"shared": d.boolean(&c.RateLimit.Shared)})
 			},
+			"key_concurrency": func(n *yaml.Node, p string) error {
+				c.KeyConcurrency = &KeyConcurrency{}
+				return d.mapping(n, p, map[string]fieldFunc{"limit": d.integer(&c.KeyConcurrency.Limit), "shared": d.boolean(&c.KeyConcurrency.Shared)})
+			},
 			"keys": func(n *yaml.Node, p string) error {
 				c.Keys = &Keys{}
 				return d.mapping(n, p, map[string]fieldFunc{"count": d.integer(&c.Keys.Count), "zipf": d.float(&c.Keys.Zipf),

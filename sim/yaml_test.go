@@ -17,6 +17,24 @@ upstream:
   service_time: {dist: lognormal, median: 50ms, sigma: 0.5}
 `
 
+// fieldCase is a value of a class's field and the start of the error it
+// must give (file, line, column, path, message).
+type fieldCase struct{ value, want string }
+
+// checkClassFieldErrors gives validYAML's class field: value for each
+// case, on the line after its rate (line 6), and checks that parsing
+// fails with ErrInvalidScenario and the case's error.
+func checkClassFieldErrors(t *testing.T, field string, cases []fieldCase) {
+	t.Helper()
+	for _, tc := range cases {
+		src := strings.Replace(validYAML, "rate: 100", "rate: 100\n    "+field+": "+tc.value, 1)
+		_, err := ParseScenario("f.yaml", []byte(src))
+		if err == nil || !errors.Is(err, ErrInvalidScenario) || !strings.HasPrefix(err.Error(), tc.want) {
+			t.Errorf("%s: %s: error %v, want prefix %q and ErrInvalidScenario", field, tc.value, err, tc.want)
+		}
+	}
+}
+
 func TestParseScenarioErrors(t *testing.T) {
 	tests := []struct {
 		name, yaml, want string

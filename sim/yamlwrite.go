@@ -198,6 +198,12 @@ func classNode(c *Class) *yaml.Node {
 		}
 		m.node("keys", km.n)
 	}
+	if k := c.KeyConcurrency; k != nil {
+		km := newMap(true)
+		km.integer("limit", int64(k.Limit))
+		km.boolean("shared", k.Shared)
+		m.node("key_concurrency", km.n)
+	}
 	return m.n
 }
 

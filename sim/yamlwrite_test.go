@@ -71,10 +71,11 @@ func TestMarshalScenarioYAMLEveryField(t *testing.T) {
 				Retry: Retry{MaxAttempts: 3, Backoff: 20 * time.Millisecond, MaxBackoff: time.Second, HonorNoRetry: true, HonorRetryAfter: true,
 					Budget: &Budget{}, Throttle: &Throttle{K: 2, Window: time.Minute}},
 				Protected: 0.5, Queue: 10, MaxWait: 100 * time.Millisecond, LIFO: true,
-				RateLimit: &RateLimit{RPS: 50, Burst: 7, Shared: true}, Keys: &Keys{Count: 20, Zipf: 1.1, Source: `#a:b'"{}`, Surge: &KeySurge{At: 30 * time.Second, For: 15 * time.Second, Factor: 7.5}}},
+				RateLimit: &RateLimit{RPS: 50, Burst: 7, Shared: true}, Keys: &Keys{Count: 20, Zipf: 1.1, Source: `#a:b'"{}`, Surge: &KeySurge{At: 30 * time.Second, For: 15 * time.Second, Factor: 7.5}},
+				KeyConcurrency: &KeyConcurrency{Limit: 12, Shared: true}},
 			{Name: "closed", Users: 50, Think: Dist{Kind: Exponential, Mean: 1e9, ClampMax: 5e9}, Cost: Par(10, 1.5),
 				Retry: Retry{Budget: &Budget{Ratio: -1, MinPerSecond: 5, TTL: time.Second}}},
-			{Name: "c", Rate: 1e15, Cost: Bimod(100, 0.5, 10, 0.1)},
+			{Name: "c", Rate: 1e15, Cost: Bimod(100, 0.5, 10, 0.1), KeyConcurrency: &KeyConcurrency{Limit: 1}},
 		},
 		Gateway: &Gateway{},
 		Service: Service{Replicas: 3, Balancer: PowerOfTwo, MaxCost: 10000, StaticLimit: 40, Strict: true, MaxQueue: 30,
@@ -107,6 +108,8 @@ func FuzzScenarioYAMLRoundTrip(f *testing.F) {
 	}
 	f.Add([]byte("name: r\nduration: 5s\nclasses: [{name: a, rate: 10, rate_limit: {rps: 0.1}}]\nupstream: {capacity: 1, service_time: 1ms}\n"))
 	f.Add([]byte("name: k\nduration: 5s\nclasses: [{name: a, rate: 10, keys: {count: 7, zipf: 1.2}, rate_limit: {rps: 2, shared: true}}]\n" +
+		"service: {replicas: 3, store_outages: [{at: 1s, for: 2s}]}\nupstream: {capacity: 1, service_time: 1ms}\n"))
+	f.Add([]byte("name: c\nduration: 5s\nclasses: [{name: a, rate: 10, keys: {count: 7, zipf: 1}, key_concurrency: {limit: 3, shared: true}}, {name: b, rate: 1, key_concurrency: {limit: 1}}]\n" +
 		"service: {replicas: 3, store_outages: [{at: 1s, for: 2s}]}\nupstream: {capacity: 1, service_time: 1ms}\n"))
 	f.Add([]byte("name: k\nduration: 5s\nclasses: [{name: a, rate: 10, keys: {count: 7, source: header:X-Tenant}}, {name: b, rate: 1, keys: {count: 2, source: \"#x: y\"}}]\n" +
 		"upstream: {capacity: 1, service_time: 1ms}\n"))
