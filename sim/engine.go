@@ -70,8 +70,9 @@ type task struct {
 	state    uint8
 	res      result
 	nanc     int8
-	fail     bool // upstream jobs: the job fails
-	refused  bool // upstream jobs: refused at once (Upstream.MaxInFlight)
+	fail     bool  // upstream jobs: the job fails
+	refused  bool  // upstream jobs: refused at once (Upstream.MaxInFlight)
+	lease    uint8 // service requests: where their key's lease counts (leaseIn*), 0 for none
 	replica  int32
 	attempts int32
 	// anc are the callers above the task (parent first) with the
@@ -152,9 +153,12 @@ type engine struct {
 	// rates holds the buckets of the classes' rate limits, in front of
 	// the limiters as the middleware's KeyStore is; nil: none.
 	rates *rateStore
-	ups   []*upstream
-	lbRng *rand.Rand
-	rr    int
+	// leases counts the classes' key concurrency leases, taken before
+	// the rate limits as the middleware's are; nil: none.
+	leases *keyLeases
+	ups    []*upstream
+	lbRng  *rand.Rand
+	rr     int
 
 	tasks   []*task  // by slot
 	gens    []uint32 // by slot
@@ -167,6 +171,10 @@ type engine struct {
 	onTick func()
 	onJob  func(*task) // tests: called when a job's work is done
 	err    error
+
+	// afterEvent, for tests, is called after every event, to check
+	// invariants of the engine's state.
+	afterEvent func()
 }
 
 // Options tune a run.
@@ -286,6 +294,7 @@ func (e *engine) initReplicas(p Policy, shedClasses []shed.ClassConfig, seed uin
 	}
 	e.replicas = make([]replica, sc.Service.Replicas)
 	e.rates = newRateStore(sc)
+	e.leases = newKeyLeases(sc)
 	for i := range e.replicas {
 		r := &e.replicas[i]
 		cfg := shed.Config{
@@ -372,6 +381,9 @@ func (e *engine) run() error {
 			e.nowT = epoch.Add(time.Duration(ev.at))
 		}
 		e.dispatch(&ev)
+		if e.afterEvent != nil {
+			e.afterEvent()
+		}
 		if e.err != nil {
 			return e.err
 		}
@@ -638,6 +650,9 @@ func (e *engine) serviceArrive(t *task) {
 	if r.keys != nil {
 		r.keys.cur = e.recordedKey(t) // its own decisions, made at once, below
 	}
+	if e.leases != nil && !e.takeLease(t) {
+		return
+	}
 	if e.rates != nil {
 		if b, ok := e.rates.allow(e.nowT, ri, int(t.class), t.key); !ok {
 			e.rateLimited(t, r, b)
@@ -823,6 +838,7 @@ func (e *engine) finish(t *task, res result) {
 			r.inFlight--
 			e.rec.release(e, t, res)
 		}
+		e.releaseLease(t) // after the permit: the middleware holding the lease is outside
 		e.respond(t, res, t.retryAfter)
 	default:
 		e.respond(t, res, t.retryAfter)

@@ -24,8 +24,8 @@ type Row struct {
 	Admitted int64
 	Rejected [shed.NumReasons]int64
 	// RateLimited counts requests reaching the service that a class's
-	// rate limit refused (429) before the limiter saw them. They count
-	// in Attempts, not in Rejected.
+	// rate limit or key concurrency refused (429) before the limiter saw
+	// them. They count in Attempts, not in Rejected.
 	RateLimited int64
 	// Completed counts admitted requests that finished (permit released).
 	Completed int64
@@ -371,8 +371,9 @@ type Summary struct {
 	Logical, Goodput, Timeouts, Failed int64
 	// Attempts reaching the service, admitted and rejected by limiters.
 	Attempts, Admitted, Rejected int64
-	// RateLimited counts attempts that a class's rate limit refused (429)
-	// before the limiter: in Attempts, apart from Rejected (503).
+	// RateLimited counts attempts that a class's rate limit or key
+	// concurrency refused (429) before the limiter: in Attempts, apart
+	// from Rejected (503).
 	RateLimited int64
 	// Retries made by clients, the gateway and the replicas.
 	ClientRetries, GatewayRetries, ServiceRetries int64
@@ -438,7 +439,8 @@ type Summary struct {
 type ClassSummary struct {
 	Name                               string
 	Offered, Goodput, Timeouts, Failed int64
-	// RateLimited counts the class's attempts refused by its rate limit.
+	// RateLimited counts the class's attempts refused by its rate limit
+	// or its key concurrency (429).
 	RateLimited int64
 	// GoodputShare is Goodput / Offered; TriggerGoodputShare the same
 	// during the trigger (NaN without one).

@@ -56,7 +56,7 @@ func simReason(r shed.Reason) bool {
 
 // SeriesColumns returns the column names of the series of sc, in the
 // order of WriteSeriesCSV (after the policy column). rate_limited (429s
-// of the classes' rate limits) and then the adaptive limits' windows by
+// of the classes' rate limits and key concurrency limits) and then the adaptive limits' windows by
 // the reason of their decision (limit_cut_queue, limit_grow, ...: see
 // limits.Reason) come last, after the per-class columns, so that they
 // moved no column of the outputs written before they existed.
@@ -363,12 +363,13 @@ func WriteSummaryJSON(w io.Writer, sums []*Summary) error {
 // scenario in the order given. Goodput is against the ideal; "trigger"
 // columns cover the trigger window; per-class goodput is against the
 // class's offered requests. A "429" column (attempts refused by rate
-// limits, a share of attempts like "rejected") follows "rejected" only
+// limits and key concurrency limits, a share of attempts like "rejected") follows "rejected" only
 // when some summary has any, so that tables without rate limits read as
 // they always did.
 //
 // A class spread over keys also shows the goodput of its heaviest key
-// (key 0) and of the others: what a per-tenant rate limit is for.
+// (key 0) and of the others: what a per-tenant rate limit or
+// concurrency limit is for.
 func WriteTable(w io.Writer, sums []*Summary) error {
 	header := []string{"scenario", "policy", "goodput", "trigger", "recovery", "p50", "p99", "adm p99", "trig p99", "amp", "wasted", "rejected", "limit", "classes (goodput/offered)"}
 	limited := slices.ContainsFunc(sums, func(s *Summary) bool { return s.RateLimited > 0 })

@@ -116,10 +116,7 @@ func newRateStore(sc *Scenario) *rateStore {
 				s.local[r] = make([]keyBuckets, len(sc.Classes))
 			}
 		}
-		keys := 1
-		if k := sc.Classes[c].Keys; k != nil {
-			keys = k.Count
-		}
+		keys := sc.Classes[c].keyCount()
 		rps, burst := l.RPS, l.Burst
 		if l.Shared {
 			s.shared[c] = newKeyBuckets(rps, burst, keys)
@@ -143,7 +140,7 @@ func newRateStore(sc *Scenario) *rateStore {
 // outage starts from the replica's recent use rather than a full burst.
 func (s *rateStore) allow(now time.Time, r, c int, key int32) (*xrate.Limiter, bool) {
 	local := &s.local[r][c]
-	if b := &s.shared[c]; b.b != nil && !s.down(now.Sub(epoch)) {
+	if b := &s.shared[c]; b.b != nil && !inSpans(s.outages, now.Sub(epoch)) {
 		l, ok := b.allow(now, key)
 		if ok && local.b != nil {
 			local.allow(now, key)
@@ -154,14 +151,4 @@ func (s *rateStore) allow(now time.Time, r, c int, key int32) (*xrate.Limiter, b
 		return nil, true
 	}
 	return local.allow(now, key)
-}
-
-// down reports whether the shared store is out at at, from the start.
-func (s *rateStore) down(at time.Duration) bool {
-	for _, o := range s.outages {
-		if at >= o.At && at < o.End() {
-			return true
-		}
-	}
-	return false
 }
