@@ -52,6 +52,17 @@
 // service time. With service.no_deadline_propagation replicas see no
 // deadline at all, as a service whose callers send none.
 //
+// A class may spread its traffic over tenants (Keys, whose heaviest may
+// surge), and limit each tenant before the limiter sees it, as the
+// middlewares do: a cap on the tenant's requests in flight
+// (KeyConcurrency, shedredis.ConcurrencyMiddleware in front of the
+// shedkit middleware), then a rate limit (RateLimit, the shedkit
+// middleware's), each answered 429. Each is counted in every replica on
+// its own or, Shared, once for the fleet as shedredis keeps it in Redis;
+// during Service.StoreOutages a shared limit falls back to each
+// replica's share. A rate limit bounds how fast a tenant sends; only the
+// cap bounds how much of the fleet its slow requests hold.
+//
 // The replica admits the request through its limiter (built by the
 // [Policy]), calls the upstream (retrying per its own policy) and releases
 // the permit when the upstream answers, even after the deadline: the
