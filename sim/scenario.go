@@ -795,8 +795,9 @@ func (s *Scenario) checkWork() error {
 }
 
 func (cl *Class) normalize(p string, names map[string]bool) error {
-	if cl.Name == "" {
-		return fieldErr(p+".name", "must not be empty")
+	if err := shed.CheckClassName(cl.Name); err != nil {
+		// The limiter would refuse it at the start of every run.
+		return fieldErr(p+".name", "%.40q: %v", cl.Name, err)
 	}
 	if names[cl.Name] {
 		return fieldErr(p+".name", "duplicate class %q", cl.Name)

@@ -57,6 +57,7 @@ func TestParseScenarioErrors(t *testing.T) {
 		{"event past the end", validYAML + "  events:\n    - {at: 50s, for: 20s, slowdown: 3}\n", `f.yaml:10:7: upstream.events[0]: needs at >= 0, for > 0 and at+for <= duration (1m0s), got at 50s for 20s`},
 		{"overlapping schedule", strings.Replace(validYAML, "rate: 100", "rate: 100\n    schedule:\n      - {at: 10s, factor: 2, for: 10s}\n      - {at: 15s, rate: 5}", 1), `f.yaml:8:14: classes[0].schedule[1].at: 15s is before the end of the previous change (20s)`},
 		{"rate and factor", strings.Replace(validYAML, "rate: 100", "rate: 100\n    schedule:\n      - {at: 10s, factor: 2, rate: 5}", 1), `f.yaml:7:9: classes[0].schedule[0]: a change sets exactly one of rate and factor`},
+		{"class name with a tab", strings.Replace(validYAML, "name: a", `name: "a\tb"`, 1), `f.yaml:4:11: classes[0].name: "a\tb": control or format character U+0009 at byte 1`},
 		{"open and closed loop", strings.Replace(validYAML, "rate: 100", "rate: 100\n    users: 5", 1), `f.yaml:6:12: classes[0].users: a class is either open-loop`},
 		{"bad discipline", strings.Replace(validYAML, "capacity: 10", "capacity: 10\n  discipline: lifo", 1), `f.yaml:8:15: upstream.discipline: want one of fifo, ps, got "lifo"`},
 		{"negative max in flight", strings.Replace(validYAML, "capacity: 10", "capacity: 10\n  max_in_flight: -1", 1), `f.yaml:8:18: upstream.max_in_flight: must be >= 0, got -1`},
