@@ -121,17 +121,7 @@ func TestStressVariantsFlood(t *testing.T) {
 // least the mean key's, per replica), and the draws of the other
 // settings and classes stay as they are without keys.
 func TestTuneSpaceKeyRateLimits(t *testing.T) {
-	sc := tinyTune()
-	sc.Service.Replicas = 2
-	plain, err := TuneSpace(sc, 60, 1, TuneSpaceOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sc.Classes[0].Keys = &Keys{Count: 100, Zipf: 1.2}
-	cs, err := TuneSpace(sc, 60, 1, TuneSpaceOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	sc, plain, cs := keyedSpaces(t)
 	hot := 150 * sc.Classes[0].Keys.hotShare()
 	var quotas []float64
 	for _, f := range tuneKeyRateFactors {
@@ -159,6 +149,24 @@ func TestTuneSpaceKeyRateLimits(t *testing.T) {
 	if len(seen) != len(tuneKeyRateFactors) {
 		t.Errorf("quotas drawn: %v, want every factor of %v", seen, tuneKeyRateFactors)
 	}
+}
+
+// keyedSpaces returns tinyTune on two replicas with its first class
+// spread over 100 keys, and the 60 candidates TuneSpace draws with seed 1
+// without the keys and with them.
+func keyedSpaces(t *testing.T) (sc *Scenario, plain, keyed []TuneCandidate) {
+	t.Helper()
+	sc = tinyTune()
+	sc.Service.Replicas = 2
+	plain, err := TuneSpace(sc, 60, 1, TuneSpaceOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc.Classes[0].Keys = &Keys{Count: 100, Zipf: 1.2}
+	if keyed, err = TuneSpace(sc, 60, 1, TuneSpaceOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	return sc, plain, keyed
 }
 
 func sameLimit(a, b *RateLimit) bool {

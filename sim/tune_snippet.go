@@ -27,8 +27,11 @@ var tuneFields = map[string]map[string]string{
 // middleware's shedhttp.Options with the limiter and the rate limits
 // (RateLimits), and KeyHeader when the scenario's keys came from a
 // trusted request header (Keys.Source, as shedsim fit carries it from a
-// recording). Pasted after a package clause it compiles; a test builds
-// it. An error says that the policy is not one Tune sweeps.
+// recording). When a class has a key concurrency, a function
+// newTenantConcurrency returns the shedredis.ConcurrencyMiddleware that
+// caps each tenant's requests in flight (see keyConcurrencySource).
+// Pasted after a package clause it compiles; a test builds it. An error
+// says that the policy is not one Tune sweeps.
 func (c *TuneCandidate) GoSnippet(sc *Scenario) (string, error) {
 	limit, err := limitSource(c.Policy)
 	if err != nil {
@@ -63,15 +66,27 @@ func (c *TuneCandidate) GoSnippet(sc *Scenario) (string, error) {
 	fmt.Fprintf(&body, "\treturn limiter, %s, nil\n}\n", budget)
 	rates := c.rateLimitsSource(sc)
 	body.WriteString(rates)
+	conc := c.keyConcurrencySource(sc)
+	body.WriteString(conc)
 
 	var out strings.Builder
 	out.WriteString("import (\n")
+	if conc != "" {
+		out.WriteString("\t\"net/http\"\n")
+	}
 	if usesTime {
-		out.WriteString("\t\"time\"\n\n")
+		out.WriteString("\t\"time\"\n")
+	}
+	out.WriteString("\n")
+	if conc != "" {
+		out.WriteString("\t\"github.com/redis/go-redis/v9\"\n")
 	}
 	out.WriteString("\t\"github.com/shedkit/shedkit/limits\"\n")
 	if rates != "" {
 		out.WriteString("\t\"github.com/shedkit/shedkit/middleware/shedhttp\"\n")
+	}
+	if conc != "" {
+		out.WriteString("\t\"github.com/shedkit/shedkit/middleware/shedredis\"\n")
 	}
 	out.WriteString("\t\"github.com/shedkit/shedkit/retrybudget\"\n\t\"github.com/shedkit/shedkit/shed\"\n)\n\n")
 	out.WriteString("// newAdmission builds the service's admission control as shedsim tune\n// recommends it. Share the budget (nil: keep your own) between the\n// service's outgoing calls: retrybudget.TransportConfig{Budget: budget}.\n")
@@ -130,6 +145,66 @@ func (c *TuneCandidate) rateLimitsSource(sc *Scenario) string {
 		"\treturn shedhttp.Options{\n\t\tLimiter: limiter,\n" + keyHeaderField(header) +
 		"\t\tRateLimits: map[string]shedhttp.RateLimit{\n" +
 		m.String() + "\t\t},\n\t}\n}\n"
+}
+
+// keyConcurrencySource returns the function newTenantConcurrency, which
+// builds a shedredis.ConcurrencyMiddleware per class with a key
+// concurrency (each class counts its own leases, under a Config.Prefix
+// of its own, as the simulator counts them), or "" when no class has
+// one. shedredis keeps the leases in Redis for the fleet; the scenario's
+// replica count is its Config.Replicas, the share each replica enforces
+// alone while Redis cannot be used. A cap the simulator kept per replica
+// (one replica, or not Shared) is said to be one in the comment.
+func (c *TuneCandidate) keyConcurrencySource(sc *Scenario) string {
+	var caps strings.Builder
+	perReplica := false
+	for i, k := range c.Classes {
+		if l := k.KeyConcurrency; l != nil {
+			fmt.Fprintf(&caps, "\t\t{%q, %d},\n", sc.Classes[i].Name, l.Limit)
+			perReplica = perReplica || (!l.Shared && sc.Service.Replicas > 1)
+		}
+	}
+	if caps.Len() == 0 {
+		return ""
+	}
+	n := sc.Service.Replicas
+	comment := fmt.Sprintf("// Replicas (%d) is the fleet the caps were tried on: the leases are kept in\n"+
+		"// Redis for all of it, and while Redis cannot be used each replica enforces\n"+
+		"// Limit/Replicas (rounded up) alone. Set it to the replicas you run.\n", n)
+	if perReplica {
+		comment += "// The simulator kept these caps per replica: in Redis they hold for the\n" +
+			"// fleet, so multiply a limit by the replicas to keep what was tried.\n"
+	}
+	if h := keyHeader(sc); h != "" {
+		comment += "// The recording took the tenant from the header " + strconv.Quote(h) + ": return\n" +
+			"// r.Header.Get(" + strconv.Quote(h) + ") for the class's requests, kept trusted.\n"
+	}
+	return "\n// newTenantConcurrency returns the caps on each tenant's requests in flight\n" +
+		"// shedsim tune recommends, per class, as middleware to put outside the\n" +
+		"// shedkit middleware: handler := perTenant(admission(app)), so that a tenant\n" +
+		"// at its cap takes no place in the admission queue. tenant returns the\n" +
+		"// tenant of a request of the class named, \"\" for a request of another class\n" +
+		"// (not capped). client must have ContextTimeoutEnabled (see\n" +
+		"// shedredis.Config.Client). Close the Concurrency values when the service\n" +
+		"// stops.\n" +
+		comment +
+		"func newTenantConcurrency(client redis.UniversalClient, tenant func(r *http.Request, class string) string) (func(http.Handler) http.Handler, []*shedredis.Concurrency, error) {\n" +
+		"\twrap := func(h http.Handler) http.Handler { return h }\n" +
+		"\tvar concs []*shedredis.Concurrency\n" +
+		"\tfail := func(err error) (func(http.Handler) http.Handler, []*shedredis.Concurrency, error) {\n" +
+		"\t\tfor _, c := range concs {\n\t\t\t_ = c.Close()\n\t\t}\n\t\treturn nil, nil, err\n\t}\n" +
+		"\tfor _, c := range []struct {\n\t\tclass string\n\t\tlimit int\n\t}{\n" + caps.String() + "\t} {\n" +
+		fmt.Sprintf("\t\tconc, err := shedredis.NewConcurrency(shedredis.Config{Client: client, Replicas: %d, Prefix: shedredis.DefaultPrefix + c.class + \":\"})\n", n) +
+		"\t\tif err != nil {\n\t\t\treturn fail(err)\n\t\t}\n" +
+		"\t\tconcs = append(concs, conc)\n" +
+		"\t\tmw, err := shedredis.ConcurrencyMiddleware(shedredis.MiddlewareConfig{\n" +
+		"\t\t\tConcurrency: conc,\n" +
+		"\t\t\tKey:         func(r *http.Request) string { return tenant(r, c.class) },\n" +
+		"\t\t\tLimit:       c.limit,\n\t\t})\n" +
+		"\t\tif err != nil {\n\t\t\treturn fail(err)\n\t\t}\n" +
+		"\t\tinner := wrap\n" +
+		"\t\twrap = func(h http.Handler) http.Handler { return inner(mw(h)) }\n" +
+		"\t}\n\treturn wrap, concs, nil\n}\n"
 }
 
 // keyHeader returns the trusted request header the scenario's keys came

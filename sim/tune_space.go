@@ -28,7 +28,7 @@ type TuneCandidate struct {
 
 // TuneClass is a class's setting in the service: its protected share and
 // its queue in the limiter (Class.Protected, Queue and MaxWait), and the
-// rate limit in front of it (Class.RateLimit).
+// per-key limits in front of it (Class.RateLimit, KeyConcurrency).
 type TuneClass struct {
 	Protected float64
 	Queue     int
@@ -37,6 +37,10 @@ type TuneClass struct {
 	// admission): a quota per tenant for a class spread over Keys, the
 	// whole class's otherwise; per replica unless Shared. Nil for none.
 	RateLimit *RateLimit
+	// KeyConcurrency caps each tenant's requests in flight (429 before
+	// the rate limit), for a class spread over Keys; for the fleet when
+	// Shared. Nil for none.
+	KeyConcurrency *KeyConcurrency
 }
 
 // Apply returns a copy of sc with the candidate's settings. sc must have
@@ -52,6 +56,7 @@ func (c *TuneCandidate) Apply(sc *Scenario) *Scenario {
 			cl.MaxWait = 0
 		}
 		cl.RateLimit = k.RateLimit.clone() // the candidate's stays its own
+		cl.KeyConcurrency = k.KeyConcurrency.clone()
 		setBudget(&cl.Retry, c.Budget)
 	}
 	if out.Gateway != nil {
@@ -70,8 +75,8 @@ func setBudget(r *Retry, b *Budget) {
 }
 
 // String names the candidate in one line: the policy, then each class's
-// protected share, queue (depth/max wait) and rate limit (rps/burst), then
-// the budget.
+// protected share, queue (depth/max wait), rate limit (rps/burst) and key
+// concurrency (kc=limit, "/fleet" when shared), then the budget.
 func (c *TuneCandidate) String() string {
 	var b strings.Builder
 	b.WriteString(c.Policy)
@@ -82,6 +87,12 @@ func (c *TuneCandidate) String() string {
 		}
 		if l := k.RateLimit; l != nil {
 			fmt.Fprintf(&b, " rl=%g/%d", l.RPS, l.Burst)
+		}
+		if k := k.KeyConcurrency; k != nil {
+			fmt.Fprintf(&b, " kc=%d", k.Limit)
+			if k.Shared {
+				b.WriteString("/fleet")
+			}
 		}
 	}
 	if c.Budget != nil {
@@ -132,14 +143,28 @@ var tuneBurstSeconds = []float64{0.05, 0.1, 0.2, 1}
 // draw.
 var tuneKeyRateFactors = []float64{0.5, 1, 2, 4}
 
+// tuneKeyConcurrencyFactors are the per-key caps on requests in flight
+// [TuneSpace] draws for a class spread over keys, as multiples of the
+// heaviest key's rate at the class's peak: the cap at factor f lets that
+// key send f times its ordinary rate, its Poisson bursts included (see
+// keyCap). A cap is for a tenant whose requests hold the fleet: at 1x it
+// holds the heaviest tenant to its ordinary concurrency, at 2x and 4x it
+// leaves a spike of its own alone and still stops a flood, or a slowdown
+// of its requests, from taking more than a few times its share. Not
+// below 1x: a cap under the heaviest tenant's ordinary concurrency
+// refuses its requests every second, a cost on the healthy scenario that
+// no stress variant pays back.
+var tuneKeyConcurrencyFactors = []float64{1, 2, 4}
+
 // TuneSpaceOptions narrows the space [TuneSpace] draws from. The zero
 // value sweeps all of it.
 type TuneSpaceOptions struct {
-	// KeepRateLimits gives every candidate each class's rate limit as the
-	// scenario sets it (or none) instead of drawing one: for rate limits
-	// that are a promise to callers rather than a setting to tune, and
-	// for callers that cannot apply a drawn one (make tune-demo: the
-	// demo's gateway has no flag for them).
+	// KeepRateLimits gives every candidate each class's rate limit and
+	// key concurrency (the per-key limits) as the scenario sets them (or
+	// none) instead of drawing them: for limits that are a promise to
+	// callers rather than a setting to tune, and for callers that cannot
+	// apply a drawn one (make tune-demo: the demo's gateway has no flag
+	// for them).
 	KeepRateLimits bool
 }
 
@@ -151,9 +176,15 @@ type TuneSpaceOptions struct {
 // shares' sum at most 1), a queue depth with a max wait of a share
 // (tuneWaitShares) of the class's deadline and, unless
 // opt.KeepRateLimits, a rate limit with its burst (see drawRateLimit: a
-// per-key quota for a class spread over keys); and
-// a retry budget's ratio and floor when some layer of sc retries. Draws
-// stop early when the space is exhausted.
+// per-key quota for a class spread over keys) and, for a class spread
+// over keys, a cap on each key's requests in flight (see
+// drawKeyConcurrency); and a retry budget's ratio and floor when some
+// layer of sc retries. Draws stop early when the space is exhausted.
+//
+// The cap is one more axis of the random draw, not a grid multiplied
+// into it: the budget bounds the candidates (and so the runs) whatever
+// the space, and a scenario without keys draws exactly the candidates it
+// drew before caps existed.
 func TuneSpace(sc *Scenario, budget int, seed uint64, opt TuneSpaceOptions) ([]TuneCandidate, error) {
 	n, err := sc.normalize()
 	if err != nil {
@@ -162,14 +193,16 @@ func TuneSpace(sc *Scenario, budget int, seed uint64, opt TuneSpaceOptions) ([]T
 	base := TuneCandidate{Policy: "shedkit-gradient"}
 	for i, cl := range sc.Classes {
 		// The normalized rate limit: its burst filled in, as it runs.
-		base.Classes = append(base.Classes, TuneClass{cl.Protected, cl.Queue, cl.MaxWait, n.Classes[i].RateLimit.clone()})
+		base.Classes = append(base.Classes, TuneClass{cl.Protected, cl.Queue, cl.MaxWait, n.Classes[i].RateLimit.clone(), cl.KeyConcurrency.clone()})
 	}
 	out := []TuneCandidate{base}
 	seen := map[string]bool{base.String(): true}
 	rng := rand.New(rand.NewPCG(seed, 0x7475_6e65)) // "tune"
-	// Rate limits have a stream of their own, so that turning their sweep
-	// off leaves the draws of everything else as they were.
+	// Per-key limits have streams of their own, so that turning their
+	// sweep off, or a scenario without keys, leaves the draws of
+	// everything else as they were.
 	rateRng := rand.New(rand.NewPCG(seed, 0x7261_7465)) // "rate"
+	concRng := rand.New(rand.NewPCG(seed, 0x636f_6e63)) // "conc"
 	retries := scenarioRetries(n)
 	hot := make([]float64, len(n.Classes))
 	for i := range n.Classes {
@@ -178,9 +211,11 @@ func TuneSpace(sc *Scenario, budget int, seed uint64, opt TuneSpaceOptions) ([]T
 	for tries := 0; len(out) < budget && tries < 50*budget; tries++ {
 		c := drawCandidate(rng, n, retries)
 		for i := range c.Classes {
-			c.Classes[i].RateLimit = n.Classes[i].RateLimit.clone()
+			k := &c.Classes[i]
+			k.RateLimit, k.KeyConcurrency = n.Classes[i].RateLimit.clone(), n.Classes[i].KeyConcurrency.clone()
 			if !opt.KeepRateLimits {
-				c.Classes[i].RateLimit = drawRateLimit(rateRng, n, i, hot[i])
+				k.RateLimit = drawRateLimit(rateRng, n, i, hot[i])
+				k.KeyConcurrency = drawKeyConcurrency(concRng, n, i, hot[i])
 			}
 		}
 		if k := c.String(); !seen[k] {
@@ -200,9 +235,8 @@ func TuneSpace(sc *Scenario, budget int, seed uint64, opt TuneSpaceOptions) ([]T
 // the scenario's limits are Shared: one bucket for the fleet), with a
 // burst of tuneBurstSeconds of that rate (at least 1). The rates come
 // from the class's schedule, not from a surge of its keys: a quota is
-// set for ordinary traffic. A closed-loop class keeps its own: its rate
-// follows its latency, so it has no peak to scale. No limit is drawn as
-// none when the scenario takes the shared store away. It draws the same
+// set for ordinary traffic (see tunePeak). No limit is drawn as none
+// when the scenario takes the shared store away. It draws the same
 // three numbers for every class, whatever it returns, so that a class's
 // draw does not shift the next class's; hot is the class's key 0's share
 // of its traffic (Keys.hotShare, computed once per tune).
@@ -210,7 +244,8 @@ func drawRateLimit(rng *rand.Rand, n *Scenario, i int, hot float64) *RateLimit {
 	none, f := rng.IntN(2) == 0, rng.IntN(len(tuneRateFactors))
 	burst := tuneBurstSeconds[rng.IntN(len(tuneBurstSeconds))]
 	cl := &n.Classes[i]
-	if cl.Users > 0 {
+	peak, ok := tunePeak(cl)
+	if !ok {
 		return cl.RateLimit.clone()
 	}
 	// One store keeps every class's limits: the fleet's if any is shared.
@@ -219,19 +254,93 @@ func drawRateLimit(rng *rand.Rand, n *Scenario, i int, hot float64) *RateLimit {
 	if shared {
 		perBucket = 1
 	}
-	rf, _ := buildRate(cl.Rate, cl.Schedule, "")
-	peak := rf.max()
 	if (none && !(shared && len(n.Service.StoreOutages) > 0)) || !(peak > 0) {
 		return nil // a store with outages keeps a limit to fail
 	}
 	rate := tuneRateFactors[f] * peak
-	if cl.Keys != nil && cl.Keys.Count > 1 {
+	if tenanted(cl) {
 		rate = keyRate(peak, cl.Keys.Count, hot, tuneKeyRateFactors[f])
 	}
 	// Three significant digits: a limit to read and paste, not a fit.
 	rps, _ := strconv.ParseFloat(strconv.FormatFloat(rate/perBucket, 'g', 3, 64), 64)
 	rps = math.Min(math.Max(rps, 1e-3), MaxRateLimitRPS)
 	return &RateLimit{RPS: rps, Burst: int(math.Min(math.Max(math.Round(burst*rps), 1), math.MaxInt32)), Shared: shared}
+}
+
+// tunePeak returns the peak of class cl's scheduled arrival rate, the
+// rate per-key limits are derived from, or false for a closed-loop class,
+// which keeps its own limits: its rate follows its latency, so it has no
+// peak to scale.
+func tunePeak(cl *Class) (float64, bool) {
+	if cl.Users > 0 {
+		return 0, false
+	}
+	rf, _ := buildRate(cl.Rate, cl.Schedule, "")
+	return rf.max(), true
+}
+
+// tenanted reports whether class cl is spread over keys (tenants): then
+// its rate limit is a quota per tenant, and a cap on each tenant's
+// requests in flight is a setting to tune.
+func tenanted(cl *Class) bool { return cl.Keys != nil && cl.Keys.Count > 1 }
+
+// drawKeyConcurrency draws the cap on each key's requests in flight of
+// class i of the normalized scenario n, for the classes whose rate limit
+// drawRateLimit draws as a per-key quota (open-loop, spread over keys);
+// the others keep their own. It is none half of the time, as a rate limit
+// is, else the cap (keyCap) of a multiple (tuneKeyConcurrencyFactors) of
+// what the heaviest key holds in flight at the peak (keyInFlight): for the
+// fleet (Shared, as shedredis.Concurrency keeps it) when the service has
+// several replicas, since a tenant's requests spread over them; per
+// replica with one, where both are the same. Never none when the store
+// has outages and the cap would be shared: the scenario may have no other
+// limit for the store to fail. Like drawRateLimit it draws the same two
+// numbers for every class, and leaves the scenario's own cap when the
+// counts would exceed MaxLeaseCounts.
+func drawKeyConcurrency(rng *rand.Rand, n *Scenario, i int, hot float64) *KeyConcurrency {
+	none, f := rng.IntN(2) == 0, rng.IntN(len(tuneKeyConcurrencyFactors))
+	cl := &n.Classes[i]
+	peak, ok := tunePeak(cl)
+	if !ok || !tenanted(cl) || cl.keyCount()*(n.Service.Replicas+1) > MaxLeaseCounts {
+		return cl.KeyConcurrency.clone()
+	}
+	shared := n.Service.Replicas > 1
+	if (none && !(shared && len(n.Service.StoreOutages) > 0)) || !(peak > 0) {
+		return nil
+	}
+	return &KeyConcurrency{Limit: keyCap(tuneKeyConcurrencyFactors[f] * keyInFlight(n, cl, peak, hot)), Shared: shared}
+}
+
+// keyCap is the cap on a key's requests in flight that lets a key
+// holding mean requests in flight by Little's law through with its
+// bursts: the 99.9th percentile of a Poisson count of that mean (the
+// count in flight of Poisson arrivals, whatever their service times), by
+// its normal approximation, rounded up, in [1, MaxKeyConcurrency].
+// Little's law alone is the mean: a cap there refuses the key's requests
+// whenever more than the mean are in flight, a fifth of them at a mean
+// of 6.
+func keyCap(mean float64) int {
+	c := math.Ceil(mean + 3.1*math.Sqrt(mean))
+	return int(math.Min(math.Max(c, 1), MaxKeyConcurrency))
+}
+
+// keyInFlight is what the heaviest key of class cl of the normalized
+// scenario n holds in flight at the class's peak, by Little's law: its
+// rate (keyRate at 1x) times the class's latency, the upstream's mean
+// service time at the class's mean cost (a median for a distribution
+// without a mean), at most the class's deadline, after which its client
+// gives up.
+func keyInFlight(n *Scenario, cl *Class, peak, hot float64) float64 {
+	u := &n.Upstream
+	st := u.ServiceTime.MeanValue()
+	if math.IsInf(st, 0) || math.IsNaN(st) {
+		st = u.ServiceTime.Median
+	}
+	if u.CostScaling != 0 && u.CostRef > 0 {
+		st *= math.Pow(cl.Cost.MeanValue()/u.CostRef, u.CostScaling)
+	}
+	latency := math.Min(st/float64(time.Second), cl.Timeout.Seconds())
+	return keyRate(peak, cl.Keys.Count, hot, 1) * latency
 }
 
 // keyRate is the per-key quota of a class of count keys at peak rate

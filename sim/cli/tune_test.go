@@ -113,7 +113,9 @@ func TestTuneUsage(t *testing.T) {
 // the recommendation always compiles, its rate limits too (the AIMD
 // candidate has one, set in the middleware's options), and a per-key
 // quota of a class spread over keys, with and without the KeyHeader its
-// recorded keys came from.
+// recorded keys came from, and a cap on each tenant's requests in flight
+// (a shedredis.ConcurrencyMiddleware: the module requires shedredis too,
+// replaced by this repository's, and its go.sum has shedredis's sums).
 func TestTuneSnippetCompiles(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds a module with the go command")
@@ -162,16 +164,21 @@ func TestTuneSnippetCompiles(t *testing.T) {
 	if !regexp.MustCompile(`KeyHeader: +"X-Tenant",`).MatchString(header) || strings.Contains(quota, "KeyHeader:") {
 		t.Errorf("KeyHeader is not set from the header, or set without one:\n%s\n%s", header, quota)
 	}
+	conc := concurrencySnippet(t)
 	root, err := filepath.Abs(filepath.Join("..", ".."))
 	if err != nil {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	gomod := "module tunecheck\n\ngo 1.26\n\nrequire github.com/shedkit/shedkit v0.0.0\n\nreplace github.com/shedkit/shedkit => " + root + "\n"
+	redis := filepath.Join(root, "middleware", "shedredis")
+	gomod := "module tunecheck\n\ngo 1.26\n\nrequire (\n\tgithub.com/shedkit/shedkit v0.0.0\n\tgithub.com/shedkit/shedkit/middleware/shedredis v0.0.0\n)\n\n" +
+		"replace github.com/shedkit/shedkit => " + root + "\n\nreplace github.com/shedkit/shedkit/middleware/shedredis => " + redis + "\n"
 	sum, _ := os.ReadFile(filepath.Join(root, "go.sum"))
+	redisSum, _ := os.ReadFile(filepath.Join(redis, "go.sum"))
 	files := map[string]string{
 		"go.mod":      gomod,
-		"go.sum":      string(sum),
+		"go.sum":      string(sum) + string(redisSum),
+		"e/conc.go":   "package e\n\n" + conc + "\nvar New, Caps = newAdmission, newTenantConcurrency\n",
 		"main.go":     "package main\n\n" + snippet + "\nfunc main() { _, _, _ = newAdmission() }\n",
 		"b/aimd.go":   "package b\n\n" + aimd + "\nvar New, Options = newAdmission, newHTTPOptions\n",
 		"c/quota.go":  "package c\n\n" + quota + "\nvar New, Options = newAdmission, newHTTPOptions\n",
@@ -186,18 +193,45 @@ func TestTuneSnippetCompiles(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	for _, args := range [][]string{{"mod", "tidy"}, {"vet", "./..."}, {"run", "."}} {
+	for _, args := range [][]string{{"mod", "tidy", "-e"}, {"vet", "./..."}, {"run", "."}} {
 		cmd := exec.Command(goBin, args...)
 		cmd.Dir = dir
 		cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=mod", "GOPROXY=off")
 		b, err := cmd.CombinedOutput()
-		if err != nil && args[0] == "mod" && strings.Contains(string(b), "GOPROXY=off") {
+		// tidy -e: go-redis's own tests import modules the build does not
+		// need, which are not in the cache; a build that needs one fails
+		// below, saying GOPROXY=off.
+		if err != nil && strings.Contains(string(b), "GOPROXY=off") {
 			t.Skipf("the library's dependencies are not in the module cache (go mod download in the repository root):\n%s", b)
 		}
 		if err != nil {
-			t.Fatalf("go %v: %v\n%s\nmain.go:\n%s\nb/aimd.go:\n%s\nc/quota.go:\n%s\nd/header.go:\n%s", args, err, b, files["main.go"], aimd, quota, header)
+			t.Fatalf("go %v: %v\n%s\nmain.go:\n%s\nb/aimd.go:\n%s\nc/quota.go:\n%s\nd/header.go:\n%s\ne/conc.go:\n%s", args, err, b, files["main.go"], aimd, quota, header, conc)
 		}
 	}
+}
+
+// concurrencySnippet returns the Go snippet of a candidate with a fleet
+// cap on each tenant's requests in flight and a quota, on tenantsTune
+// with four replicas and keys taken from a header.
+func concurrencySnippet(t *testing.T) string {
+	t.Helper()
+	y := strings.Replace(tenantsTune, "zipf: 1.5}", "zipf: 1.5, source: header:X-Tenant}", 1) + "service: {replicas: 4}\n"
+	sc, err := sim.ParseScenario("tenants.yaml", []byte(y))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := sim.TuneCandidate{Policy: "shedkit-gradient", Classes: []sim.TuneClass{{
+		RateLimit: &sim.RateLimit{RPS: 100, Burst: 10, Shared: true}, KeyConcurrency: &sim.KeyConcurrency{Limit: 8, Shared: true}}}}
+	src, err := c.GoSnippet(sc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"shedredis.NewConcurrency(shedredis.Config{Client: client, Replicas: 4,", `{"api", 8},`} {
+		if !strings.Contains(src, want) {
+			t.Errorf("the cap's snippet lacks %q:\n%s", want, src)
+		}
+	}
+	return src
 }
 
 // TestTuneRateLimitsFlag: by default some candidates carry a rate limit
@@ -216,11 +250,11 @@ func TestTuneRateLimitsFlag(t *testing.T) {
 
 // TestTuneKeysOutput: on a class spread over keys, tune runs the flood
 // variant of that class, ranks by the other tenants' goodput during it,
-// shows it and names the class, and draws per-key quotas; the printed
+// shows it and names the class, and draws per-key quotas and caps; the printed
 // scenario keeps the keys.
 func TestTuneKeysOutput(t *testing.T) {
 	out := runTuneOn(t, tenantsTune, "-budget", "6", "-top", "6")
-	for _, want := range []string{"tenants-flood", "then the other tenants' goodput during the flood", "goodput of class api while its heaviest tenant floods", "worst                   fairness  ", " rl=", "keys: {count: 10, zipf: 1.5}"} {
+	for _, want := range []string{"tenants-flood", "then the other tenants' goodput during the flood", "goodput of class api while its heaviest tenant floods", "worst                   fairness  ", " rl=", " kc=", "keys: {count: 10, zipf: 1.5}"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
