@@ -207,5 +207,8 @@
 // that peers can be compared on scenarios that need thousands in flight.
 // [Grid], [Objective] and [Rank] implement sweeps; [Tune], [TuneSpace]
 // and [StressVariants] search whole configurations on stressed copies of
-// a scenario (shedsim tune).
+// a scenario (shedsim tune), a class's per-tenant quota and cap on
+// requests in flight included when it is spread over tenants: only a
+// stressed copy where one tenant floods shows what either is worth, and
+// the healthy scenario what it costs.
 package sim

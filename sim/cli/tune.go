@@ -45,9 +45,13 @@ the class's deadline) and a rate limit (429 before admission: none, or
 0.5, 1, 1.5 or 2x the class's peak arrival rate or, for a class spread
 over keys, a quota per key of 0.5, 1, 2 or 4x its heaviest key's rate at
 the peak (at least the mean key's), shared among the replicas, with a
-burst of 0.05, 0.1, 0.2 or 1 s of that rate, at least 1;
--rate-limits=false keeps the scenario's own), and the retry
-budget's ratio and floor when a layer of the scenario retries. Not
+burst of 0.05, 0.1, 0.2 or 1 s of that rate, at least 1), for a class
+spread over keys a cap on each key's requests in flight (none, or what
+its heaviest key holds in flight by Little's law at 1, 2 or 4x its rate
+at the peak, with room for its bursts: the count's 99.9th percentile;
+for the fleet with several replicas, as shedredis.Concurrency), and the
+retry budget's ratio and floor when a layer of the scenario retries
+(-rate-limits=false keeps the scenario's rate limits and caps). Not
 expressed by scenarios, so not tuned: the limits' window and bounds,
 Retry-After.
 
@@ -65,7 +69,8 @@ demand to serve. Do no harm: a candidate whose healthy goodput is below
 Output (stdout): the ranking with each variant's figures
 (interactive goodput / its p99 / other classes' goodput; with a flood,
 the other tenants' goodput during it), the winner as Go
-code (with the rate limits as shedhttp.Options.RateLimits) and the
+code (with the rate limits as shedhttp.Options.RateLimits, the caps as
+a shedredis.ConcurrencyMiddleware to put outside it) and the
 scenario's YAML with the winner's settings (or -o FILE).
 Exit codes: 0, 1 when a run fails, 2 bad flags or scenario.
 `
@@ -75,8 +80,8 @@ type tuneOptions struct {
 	seed                        uint64
 	out                         string
 	quiet                       bool
-	// rateLimits sweeps the classes' rate limits; off, the candidates
-	// keep the scenario's own.
+	// rateLimits sweeps the classes' per-key limits (rate limits and
+	// key concurrency); off, the candidates keep the scenario's own.
 	rateLimits bool
 }
 
@@ -92,7 +97,7 @@ func runTune(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&o.workers, "workers", 0, "runs in parallel (default GOMAXPROCS); results do not depend on it")
 	fs.StringVar(&o.out, "o", "", "write the tuned scenario YAML to this file instead of stdout")
 	fs.BoolVar(&o.quiet, "quiet", false, "no progress bar on stderr")
-	fs.BoolVar(&o.rateLimits, "rate-limits", true, "sweep each class's rate limit (false: keep the scenario's own)")
+	fs.BoolVar(&o.rateLimits, "rate-limits", true, "sweep each class's rate limit and per-key cap on requests in flight (false: keep the scenario's own)")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), tuneUsageHead)
 		fs.PrintDefaults()
