@@ -39,6 +39,16 @@ const DefaultTuneBudget = 120
 // (unstressed) scenario.
 const TuneHealthyShare = 0.98
 
+// TuneBaselineSlack is the other half of do no harm: a candidate must
+// serve the first class, on the scenario itself, within this share of
+// what the baseline (the first candidate: the scenario's own settings)
+// serves it. The scenario is what happened (a fitted recording, its
+// incident included); the stress variants are what might. A winner that
+// buys a better worst case with fewer answers to the users of the day it
+// was fitted on is not a recommendation. One point is two of the
+// ranking's half-percent steps of noise.
+const TuneBaselineSlack = 0.01
+
 // TuneFigures are a candidate's figures on one variant (means over the
 // seeds), or its worst case over the variants.
 type TuneFigures struct {
@@ -68,7 +78,7 @@ type TuneRanked struct {
 	Variants []TuneFigures
 	Worst    TuneFigures
 	// Feasible reports whether the candidate meets the do-no-harm
-	// constraint (see TuneHealthyShare).
+	// constraints (see TuneHealthyShare and TuneBaselineSlack).
 	Feasible bool
 	// Tenants is what the other tenants get when one floods: the lowest,
 	// over the variants and the classes whose heaviest key surges in them,
@@ -92,6 +102,10 @@ type TuneResult struct {
 	// BestHealthy is the best healthy goodput of any candidate, the
 	// reference of the do-no-harm constraint.
 	BestHealthy float64
+	// BaselineInteractive is the baseline's (the first candidate's)
+	// interactive goodput share on the scenario itself, the reference of
+	// TuneBaselineSlack.
+	BaselineInteractive float64
 }
 
 // Tune searches the configurations of the service's admission control for
@@ -114,8 +128,9 @@ type TuneResult struct {
 // every candidate alike, and would hide what a quota does for the other
 // tenants; it comes after the first class's goodput so that a quota that
 // costs interactive users their answers elsewhere does not win for it.
-// Candidates that break the do-no-harm constraint rank after all
-// others. Ties keep the order of the candidates (the baseline first).
+// Candidates that break a do-no-harm constraint (TuneHealthyShare,
+// TuneBaselineSlack) rank after all others. Ties keep the order of the
+// candidates (the baseline first).
 func Tune(sc *Scenario, opt TuneOptions) (*TuneResult, error) {
 	opt = opt.withDefaults()
 	cands := opt.Candidates
@@ -153,8 +168,9 @@ func Tune(sc *Scenario, opt TuneOptions) (*TuneResult, error) {
 		res.BestHealthy = math.Max(res.BestHealthy, r.Variants[0].Goodput)
 		res.Ranked = append(res.Ranked, r)
 	}
+	res.BaselineInteractive = res.Ranked[0].Variants[0].Interactive
 	for i := range res.Ranked {
-		res.Ranked[i].Feasible = res.Ranked[i].Variants[0].Goodput >= TuneHealthyShare*res.BestHealthy
+		res.Ranked[i].Feasible = feasible(&res.Ranked[i], res.BestHealthy, res.BaselineInteractive)
 	}
 	slices.SortStableFunc(res.Ranked, compareTuned)
 	return res, nil
@@ -241,6 +257,15 @@ func tuneFigures(rs []*Result) (TuneFigures, float64) {
 	}
 	n := float64(len(rs))
 	return TuneFigures{f.Goodput / n, f.Interactive / n, f.InteractiveP99 / n, f.Others / n}, tenants / n
+}
+
+// feasible reports whether r does no harm: on the scenario itself (the
+// first variant) it keeps TuneHealthyShare of the best goodput
+// (bestHealthy), and serves the first class within TuneBaselineSlack of
+// the baseline's share (baseline).
+func feasible(r *TuneRanked, bestHealthy, baseline float64) bool {
+	self := r.Variants[0]
+	return self.Goodput >= TuneHealthyShare*bestHealthy && !(self.Interactive < baseline-TuneBaselineSlack)
 }
 
 // worstFigures returns the worst of each figure over the variants.

@@ -193,3 +193,31 @@ func TestTuneSnippetRateLimits(t *testing.T) {
 		t.Errorf("snippet without rate limits mentions shedhttp:\n%s", src)
 	}
 }
+
+// TestTuneFeasible checks both do-no-harm constraints: the healthy
+// goodput against the best candidate's, and the first class's goodput on
+// the scenario itself against the baseline's (what happened matters
+// more than what might: a better worst case does not excuse fewer
+// answers on the recorded day).
+func TestTuneFeasible(t *testing.T) {
+	const best, baseline = 0.95, 0.875
+	tests := []struct {
+		name                 string
+		goodput, interactive float64
+		want                 bool
+	}{
+		{"as good as both", 0.95, 0.875, true},
+		{"within the slack of the baseline", 0.95, 0.866, true},
+		{"a point and more below the baseline", 0.95, 0.85, false},
+		{"healthy goodput too low", 0.90, 0.90, false},
+		{"no interactive traffic", 0.95, math.NaN(), true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := TuneRanked{Variants: []TuneFigures{{Goodput: tt.goodput, Interactive: tt.interactive}}}
+			if got := feasible(&r, best, baseline); got != tt.want {
+				t.Errorf("feasible = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
