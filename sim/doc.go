@@ -60,7 +60,8 @@
 // middleware's), each answered 429. Each is counted in every replica on
 // its own or, Shared, once for the fleet as shedredis keeps it in Redis;
 // during Service.StoreOutages a shared limit falls back to each
-// replica's share. A rate limit bounds how fast a tenant sends; only the
+// replica's share, and with Service.Store each decision waits the
+// store's round trip, behind shedredis's time budget and breaker. A rate limit bounds how fast a tenant sends; only the
 // cap bounds how much of the fleet its slow requests hold.
 //
 // The replica admits the request through its limiter (built by the
@@ -164,7 +165,14 @@
 //	  deadline_margin: 0         # shed.Config.DeadlineMargin
 //	  store_outages:             # the shared limits' store (Redis) is out: each replica
 //	    - {at: 60s, for: 20s}    # enforces rps/replicas, burst/replicas and limit/replicas on its own
-//	                             # (the breaker's wait to probe it again is not modelled)
+//	                             # (without store: below, back as soon as the outage ends)
+//	  store:                     # the calls to that store, as shedredis makes them (default: none,
+//	                             # they take no time); only with a shared limit
+//	    latency: {dist: lognormal, median: 1ms, sigma: 0.5}  # round trip of each call, before its
+//	                             # decision: one per shared limit (a lease, then a rate limit)
+//	    timeout: 5ms             # shedredis Config.Timeout: a call out or slower costs this and fails
+//	    breaker_failures: 5      # consecutive failures that open a replica's breaker (one per client)
+//	    breaker_open: 1s         # open: no calls, local decisions; then one probe
 //	upstream:
 //	  capacity: 100              # servers: the concurrency where latency starts to grow
 //	  discipline: fifo           # fifo: the rest wait; ps: all share the servers

@@ -64,17 +64,23 @@ const (
 type task struct {
 	// Hot fields first: a job's completion and its parent's answer touch
 	// only the first cache line.
-	slot     int32
-	kind     layer
-	class    uint8
-	state    uint8
-	res      result
-	nanc     int8
-	fail     bool  // upstream jobs: the job fails
-	refused  bool  // upstream jobs: refused at once (Upstream.MaxInFlight)
-	lease    uint8 // service requests: where their key's lease counts (leaseIn*), 0 for none
-	replica  int32
-	attempts int32
+	slot    int32
+	kind    layer
+	class   uint8
+	state   uint8
+	res     result
+	nanc    int8
+	fail    bool  // upstream jobs: the job fails
+	refused bool  // upstream jobs: refused at once (Upstream.MaxInFlight)
+	lease   uint8 // service requests: where their key's lease counts (leaseIn*), 0 for none
+	// service requests waiting for the store (Service.Store): which
+	// client's call is out (store*, 0 for none), its breaker generation
+	// and whether it succeeds.
+	storeKind uint8
+	storeOK   bool
+	storeGen  uint32
+	replica   int32
+	attempts  int32
 	// anc are the callers above the task (parent first) with the
 	// generation each was at when it sent the request below it.
 	anc      [3]ref
@@ -156,9 +162,12 @@ type engine struct {
 	// leases counts the classes' key concurrency leases, taken before
 	// the rate limits as the middleware's are; nil: none.
 	leases *keyLeases
-	ups    []*upstream
-	lbRng  *rand.Rand
-	rr     int
+	// store models the calls of the Shared limits to the store; nil:
+	// they take no time.
+	store *storeCalls
+	ups   []*upstream
+	lbRng *rand.Rand
+	rr    int
 
 	tasks   []*task  // by slot
 	gens    []uint32 // by slot
@@ -295,6 +304,7 @@ func (e *engine) initReplicas(p Policy, shedClasses []shed.ClassConfig, seed uin
 	e.replicas = make([]replica, sc.Service.Replicas)
 	e.rates = newRateStore(sc)
 	e.leases = newKeyLeases(sc)
+	e.store = newStoreCalls(sc, seed)
 	for i := range e.replicas {
 		r := &e.replicas[i]
 		cfg := shed.Config{
@@ -440,6 +450,8 @@ func (e *engine) dispatch(ev *event) {
 		e.ups[ev.arg].change(e)
 	case evPSDone:
 		e.ups[ev.arg].psDone(e, ev.gen)
+	case evStore:
+		e.storeAnswered(t)
 	}
 }
 
@@ -641,23 +653,54 @@ func (e *engine) pick() int {
 	}
 }
 
+// serviceArrive takes service request t in at a replica: its key's
+// lease, its rate limit, then its limiter, in the middleware's order.
+// Decisions of Shared limits may wait for the store (askStore).
 func (e *engine) serviceArrive(t *task) {
 	ri := e.pick()
 	r := &e.replicas[ri]
 	t.replica = int32(ri)
 	r.active++
 	e.rec.attempt(e)
-	if r.keys != nil {
-		r.keys.cur = e.recordedKey(t) // its own decisions, made at once, below
+	e.step(t, storeLease)
+}
+
+// step takes service request t's decision of kind (its key's lease,
+// storeLease, or its rate limit, storeRate) once the store has answered
+// the call the decision needs, if any.
+func (e *engine) step(t *task, kind uint8) {
+	if fallback, wait := e.askStore(t, kind); !wait {
+		e.decided(t, kind, fallback)
 	}
-	if e.leases != nil && !e.takeLease(t) {
+}
+
+// decided takes t's decision of kind, on the replica's share of a Shared
+// limit when fallback, and goes on to the next unless it refused t.
+func (e *engine) decided(t *task, kind uint8, fallback bool) {
+	if kind == storeLease {
+		if e.leases == nil || e.takeLease(t, fallback) {
+			e.step(t, storeRate)
+		}
 		return
 	}
 	if e.rates != nil {
-		if b, ok := e.rates.allow(e.nowT, ri, int(t.class), t.key); !ok {
+		r := &e.replicas[t.replica]
+		if r.keys != nil {
+			r.keys.cur = e.recordedKey(t) // the rate observer's decision, below
+		}
+		if b, ok := e.rates.allow(e.nowT, int(t.replica), int(t.class), t.key, fallback); !ok {
 			e.rateLimited(t, r, b)
 			return
 		}
+	}
+	e.limiterStep(t)
+}
+
+// limiterStep hands service request t to its replica's limiter.
+func (e *engine) limiterStep(t *task) {
+	r := &e.replicas[t.replica]
+	if r.keys != nil {
+		r.keys.cur = e.recordedKey(t) // its own decisions, made at once, below
 	}
 	req := serviceRequest(t)
 	var p shed.Permit

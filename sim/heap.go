@@ -26,6 +26,7 @@ const (
 	evUpstream               // upstream arg changes state (a schedule boundary)
 	evPhase                  // a summary window opens or closes
 	evPSDone                 // the next job of PS upstream arg finishes (stale unless gen is the upstream's)
+	evStore                  // the store answers service request t's call (Service.Store)
 )
 
 // eventHeap is a 4-ary min-heap ordered by (at, seq), plus lanes: FIFO

@@ -28,7 +28,6 @@ const (
 // starts, so that taking and releasing a lease allocates nothing.
 type keyLeases struct {
 	classes []classLeases // by class
-	outages []Span        // the store's (Service.StoreOutages)
 }
 
 // classLeases is one class's counts; a zero limit means no limit.
@@ -53,23 +52,23 @@ func newKeyLeases(sc *Scenario) *keyLeases {
 	if !slices.ContainsFunc(sc.Classes, func(c Class) bool { return c.KeyConcurrency != nil }) {
 		return nil
 	}
-	s := &keyLeases{classes: make([]classLeases, len(sc.Classes)), outages: sc.Service.StoreOutages}
+	s := &keyLeases{classes: make([]classLeases, len(sc.Classes))}
 	for c := range sc.Classes {
 		if k := sc.Classes[c].KeyConcurrency; k != nil {
-			s.classes[c] = newClassLeases(k, sc.Classes[c].keyCount(), sc.Service.Replicas, len(s.outages) > 0)
+			s.classes[c] = newClassLeases(k, sc.Classes[c].keyCount(), sc.Service.Replicas, sc.Service.storeFails())
 		}
 	}
 	return s
 }
 
 // newClassLeases returns the counts of limit k over keys keys in a fleet
-// of n replicas, whose store fails when outages is set.
-func newClassLeases(k *KeyConcurrency, keys, n int, outages bool) classLeases {
+// of n replicas, whose store may fail when fails is set.
+func newClassLeases(k *KeyConcurrency, keys, n int, fails bool) classLeases {
 	cl := classLeases{limit: int32(k.Limit), shared: k.Shared}
 	cl.share = int32((k.Limit-1)/n + 1) // rounded up, at least 1, as shedredis's
 	if k.Shared {
 		cl.fleet = make([]int32, keys)
-		if !outages {
+		if !fails {
 			return cl // never a fallback
 		}
 	}
@@ -82,18 +81,19 @@ func newClassLeases(k *KeyConcurrency, keys, n int, outages bool) classLeases {
 
 // acquire takes a lease of key for a request of class c at replica r, at
 // time at from the start, and returns where it counts (zero for a class
-// without a limit) or false when the key is at its limit there. During a
-// store outage a Shared limit is decided on the replica's fallback count
+// without a limit) or false when the key is at its limit there. When
+// fallback (the store could not be used: an outage, a failed call, an
+// open breaker) a Shared limit is decided on the replica's fallback count
 // against its share; the lease counts in the fleet too, where the
 // renewer writes it once the store is back.
-func (s *keyLeases) acquire(at time.Duration, r, c int, key int32) (uint8, bool) {
+func (s *keyLeases) acquire(fallback bool, r, c int, key int32) (uint8, bool) {
 	cl := &s.classes[c]
 	switch {
 	case cl.limit == 0:
 		return 0, true
 	case !cl.shared:
 		return leaseInReplica, take(&cl.replica[r][key], cl.limit)
-	case !inSpans(s.outages, at):
+	case !fallback:
 		return leaseInFleet, take(&cl.fleet[key], cl.limit)
 	}
 	if !take(&cl.replica[r][key], cl.share) {
@@ -123,6 +123,11 @@ func (s *keyLeases) release(r, c int, key int32, held uint8) {
 	}
 }
 
+// storeFails reports whether the store of Shared limits may fail, so
+// that replicas need their fallback shares: it has outages, or its calls
+// are modelled (a round trip may exceed the time budget).
+func (s *Service) storeFails() bool { return len(s.StoreOutages) > 0 || s.Store != nil }
+
 // inSpans reports whether at falls in one of spans (ends excluded).
 func inSpans(spans []Span, at time.Duration) bool {
 	for _, o := range spans {
@@ -141,8 +146,8 @@ func inSpans(spans []Span, at time.Duration) bool {
 // the rate limits' 429s are. The replica's rate observer is not told:
 // the middleware's Observer and Recorder sit inside, and never see it.
 // It reports whether t goes on.
-func (e *engine) takeLease(t *task) bool {
-	held, ok := e.leases.acquire(time.Duration(e.now), int(t.replica), int(t.class), t.key)
+func (e *engine) takeLease(t *task, fallback bool) bool {
+	held, ok := e.leases.acquire(fallback, int(t.replica), int(t.class), t.key)
 	if !ok {
 		e.rec.rateLimited(t.class)
 		t.retryAfter = shedhttp.RetryAfterSeconds(keyConcurrencyRetryAfter) * int64(time.Second)

@@ -219,7 +219,7 @@ func TestRateStoreOutage(t *testing.T) {
 		when   time.Duration
 		shared bool
 	}{{5 * time.Second, true}, {10 * time.Second, false}, {19 * time.Second, false}, {20 * time.Second, true}} {
-		b, ok := s.allow(epoch.Add(tc.when), 2, 0, 1)
+		b, ok := s.allow(epoch.Add(tc.when), 2, 0, 1, inSpans(n.Service.StoreOutages, tc.when))
 		if !ok || b == nil {
 			t.Fatalf("at %v: the first request of a key was refused", tc.when)
 		}
@@ -230,7 +230,7 @@ func TestRateStoreOutage(t *testing.T) {
 			t.Errorf("at %v: fallback bucket %v/s burst %d, want replica 2's at 12.5/s burst 3", tc.when, b.Limit(), b.Burst())
 		}
 	}
-	if b, ok := s.allow(epoch.Add(time.Second), 0, 1, 0); b != nil || !ok {
+	if b, ok := s.allow(epoch.Add(time.Second), 0, 1, 0, false); b != nil || !ok {
 		t.Error("a class without a rate limit was limited")
 	}
 	if newRateStore(&Scenario{Classes: []Class{{Name: "a"}}, Service: Service{Replicas: 2}}) != nil {

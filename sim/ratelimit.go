@@ -94,9 +94,8 @@ func (k *keyBuckets) allow(now time.Time, key int32) (*xrate.Limiter, bool) {
 // MemoryStore, and the fallback share of shared limits when the store
 // has outages) and, for Shared limits, the fleet's (shedredis.Store).
 type rateStore struct {
-	local   [][]keyBuckets // by replica, then class; a zero keyBuckets: no limit
-	shared  []keyBuckets   // by class
-	outages []Span
+	local  [][]keyBuckets // by replica, then class; a zero keyBuckets: no limit
+	shared []keyBuckets   // by class
 }
 
 // newRateStore returns the buckets of sc's rate limits, or nil when no
@@ -111,7 +110,7 @@ func newRateStore(sc *Scenario) *rateStore {
 			continue
 		}
 		if s == nil {
-			s = &rateStore{local: make([][]keyBuckets, n), shared: make([]keyBuckets, len(sc.Classes)), outages: sc.Service.StoreOutages}
+			s = &rateStore{local: make([][]keyBuckets, n), shared: make([]keyBuckets, len(sc.Classes))}
 			for r := range s.local {
 				s.local[r] = make([]keyBuckets, len(sc.Classes))
 			}
@@ -120,7 +119,7 @@ func newRateStore(sc *Scenario) *rateStore {
 		rps, burst := l.RPS, l.Burst
 		if l.Shared {
 			s.shared[c] = newKeyBuckets(rps, burst, keys)
-			if len(s.outages) == 0 {
+			if !sc.Service.storeFails() {
 				continue // never a fallback
 			}
 			// The fallback share, rounded up as shedredis's is.
@@ -133,14 +132,16 @@ func newRateStore(sc *Scenario) *rateStore {
 	return s
 }
 
-// allow decides request t of class c with key at replica r at now: the
+// allow decides request t of class c with key at replica r at now, on
+// the replica's share of a Shared limit when fallback (the store could
+// not be used): the
 // bucket that decided, and whether it let t through. A class without a
 // rate limit always passes (nil bucket). What the fleet's bucket admits
 // is charged to the replica's share too, as shedredis does, so that an
 // outage starts from the replica's recent use rather than a full burst.
-func (s *rateStore) allow(now time.Time, r, c int, key int32) (*xrate.Limiter, bool) {
+func (s *rateStore) allow(now time.Time, r, c int, key int32, fallback bool) (*xrate.Limiter, bool) {
 	local := &s.local[r][c]
-	if b := &s.shared[c]; b.b != nil && !inSpans(s.outages, now.Sub(epoch)) {
+	if b := &s.shared[c]; b.b != nil && !fallback {
 		l, ok := b.allow(now, key)
 		if ok && local.b != nil {
 			local.allow(now, key)

@@ -148,9 +148,11 @@ type KeyConcurrency struct {
 	// Limit/Replicas (rounded up) counted on the leases it took during
 	// the fallback; once the store is back, the fleet's count includes
 	// them again (the real renewer writes them back within LeaseTTL/3).
-	// The store's round trip, the leases' TTL and the breaker's wait are
-	// not modelled: a lease counts from when it is taken to when its
-	// request ends. Without Shared each replica counts its own, so a key
+	// Without Service.Store the store's round trip and the breaker's wait
+	// take no time; with it each acquire waits the round trip and a
+	// replica's breaker keeps it on its share for BreakerOpen after
+	// repeated failures. The leases' TTL is not modelled: a lease counts
+	// from when it is taken to when its request ends. Without Shared each replica counts its own, so a key
 	// spread over n replicas may hold up to n x Limit.
 	Shared bool
 }
@@ -299,11 +301,12 @@ type RateLimit struct {
 	// keeps in Redis (its GCRA admits what this token bucket admits).
 	// During Service.StoreOutages each replica falls back, as shedredis
 	// does, to buckets of its own with RPS/Replicas and Burst/Replicas
-	// (rounded up), charged meanwhile with what the store admits. The
-	// store's round trip takes no simulated time, and replicas use it
-	// again as soon as it is back (shedredis's breaker waits up to
-	// BreakerOpen to probe it). The same for every class: one KeyStore
-	// keeps every class's limits.
+	// (rounded up), charged meanwhile with what the store admits.
+	// Without Service.Store the store's round trip takes no simulated
+	// time and replicas use it again as soon as it is back; with it each
+	// decision waits the round trip, and a replica's breaker keeps it off
+	// the store for BreakerOpen after repeated failures. The same for
+	// every class: one KeyStore keeps every class's limits.
 	Shared bool
 }
 
@@ -496,6 +499,87 @@ type Service struct {
 	// each replica then decides on its own share of each limit. In order,
 	// not overlapping, within the run.
 	StoreOutages []Span
+	// Store, when set, models the calls to that store as shedredis makes
+	// them: each decision of a Shared limit waits its round trip, and the
+	// client's time budget and breaker decide when a replica falls back.
+	// Nil: the round trip takes no time and no breaker delays the return
+	// to the store after an outage, as before the model existed, so that
+	// older scenarios keep their figures.
+	Store *StoreModel
+}
+
+// StoreModel is the shared store (Redis) as a replica's shedredis client
+// sees it. A request of a class with a Shared rate limit or a Shared key
+// concurrency makes one call per decision before the decision is taken
+// (two with both: shedredis's Concurrency and Store are separate clients,
+// each with its own breaker, so each replica has two breakers); it holds
+// nothing of its limiter meanwhile, and its latency includes the wait. A
+// call during Service.StoreOutages, or one whose round trip exceeds
+// Timeout, costs Timeout and fails: the decision is taken on the
+// replica's share. BreakerFailures consecutive failures of a client open
+// its breaker: its calls are skipped (no wait, local decisions) for
+// BreakerOpen, then one call probes the store, and the others fall back
+// until it answers; a success closes the breaker, a failure opens it
+// again. Releases of leases and their renewals are not modelled (they
+// happen after the answer, and the real ones count toward the breaker).
+type StoreModel struct {
+	// Latency is the round trip of one call. Zero: none.
+	Latency Dist
+	// Timeout is shedredis's Config.Timeout, the time budget of a call.
+	// Default DefaultStoreTimeout.
+	Timeout time.Duration
+	// BreakerFailures is Config.BreakerFailures, the consecutive failures
+	// that open the breaker. Default DefaultStoreBreakerFailures.
+	BreakerFailures int
+	// BreakerOpen is Config.BreakerOpen, how long an open breaker skips
+	// the store before it probes. Default DefaultStoreBreakerOpen.
+	BreakerOpen time.Duration
+}
+
+// Defaults of StoreModel: shedredis's (DefaultTimeout,
+// DefaultBreakerFailures, DefaultBreakerOpen), repeated because sim does
+// not import shedredis (see keyConcurrencyRetryAfter).
+const (
+	DefaultStoreTimeout         = 5 * time.Millisecond
+	DefaultStoreBreakerFailures = 5
+	DefaultStoreBreakerOpen     = time.Second
+)
+
+// clone returns a copy of m (nil for nil).
+func (m *StoreModel) clone() *StoreModel {
+	if m == nil {
+		return nil
+	}
+	c := *m
+	return &c
+}
+
+// normalize checks m and fills in its defaults.
+func (m *StoreModel) normalize() error {
+	if err := m.Latency.validate("service.store.latency"); err != nil {
+		return err
+	}
+	if err := orDefault("service.store.timeout", &m.Timeout, DefaultStoreTimeout, 0); err != nil {
+		return err
+	}
+	if err := orDefault("service.store.breaker_failures", &m.BreakerFailures, DefaultStoreBreakerFailures, math.MaxInt32); err != nil {
+		return err
+	}
+	return orDefault("service.store.breaker_open", &m.BreakerOpen, DefaultStoreBreakerOpen, 0)
+}
+
+// orDefault checks a setting *v of field, >= 0 and at most most unless
+// that is 0, and gives it def when zero, as shedredis's Config does.
+func orDefault[T int | time.Duration](field string, v *T, def, most T) error {
+	switch {
+	case *v < 0:
+		return fieldErr(field, "must be >= 0, got %v", *v)
+	case most > 0 && *v > most:
+		return fieldErr(field, "must be at most %v, got %v", most, *v)
+	case *v == 0:
+		*v = def
+	}
+	return nil
 }
 
 // Upstream is what each replica depends on: Capacity servers, with
@@ -974,6 +1058,9 @@ func (s *Service) normalize(sc *Scenario) error {
 	if err := s.normalizeOutages(sc); err != nil {
 		return err
 	}
+	if err := s.normalizeStore(sc); err != nil {
+		return err
+	}
 	return s.Retry.normalize("service.retry")
 }
 
@@ -1049,6 +1136,19 @@ func (s *Service) normalizeOutages(sc *Scenario) error {
 		end = o.End()
 	}
 	return nil
+}
+
+// normalizeStore checks the store's model, of a store that some class's
+// limit uses, on a copy: the caller's scenario keeps its zero fields.
+func (s *Service) normalizeStore(sc *Scenario) error {
+	if s.Store == nil {
+		return nil
+	}
+	if !slices.ContainsFunc(sc.Classes, usesStore) {
+		return fieldErr("service.store", "no class has a shared rate limit (rate_limit.shared) or a shared key concurrency (key_concurrency.shared) that calls the store")
+	}
+	s.Store = s.Store.clone()
+	return s.Store.normalize()
 }
 
 func (u *Upstream) normalize(sc *Scenario) error {

@@ -179,6 +179,7 @@ func cloneScenario(sc *Scenario, suffix string, win Span) *Scenario {
 		c.Classes[i].KeyConcurrency = c.Classes[i].KeyConcurrency.clone()
 	}
 	c.Service.StoreOutages = slices.Clone(sc.Service.StoreOutages)
+	c.Service.Store = sc.Service.Store.clone()
 	c.Service.Retry = cloneRetry(c.Service.Retry)
 	if sc.Gateway != nil {
 		g := *sc.Gateway

@@ -595,6 +595,14 @@ func (d *decoder) service(s *Service) fieldFunc {
 					return err
 				})
 			},
+			"store": func(n *yaml.Node, p string) error {
+				m := &StoreModel{}
+				s.Store = m
+				return d.mapping(n, p, map[string]fieldFunc{
+					"latency": d.dist(&m.Latency, true), "timeout": d.duration(&m.Timeout),
+					"breaker_failures": d.integer(&m.BreakerFailures), "breaker_open": d.duration(&m.BreakerOpen),
+				})
+			},
 		})
 	}
 }

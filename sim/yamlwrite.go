@@ -265,6 +265,14 @@ func serviceNode(s *Service) *yaml.Node {
 		}
 		m.node("store_outages", os)
 	}
+	if st := s.Store; st != nil {
+		sm := newMap(false)
+		sm.node("latency", distNode(st.Latency, true))
+		sm.dur("timeout", st.Timeout)
+		sm.integer("breaker_failures", int64(st.BreakerFailures))
+		sm.dur("breaker_open", st.BreakerOpen)
+		m.node("store", sm.n) // an empty mapping still says "model the store"
+	}
 	if len(m.n.Content) == 0 {
 		return nil
 	}
