@@ -127,43 +127,7 @@ func TestTuneSnippetCompiles(t *testing.T) {
 	out := runTuneCLI(t, "-budget", "3")
 	_, snippet, _ := strings.Cut(out, "// Go: paste into your service's package.\n")
 	snippet, _, _ = strings.Cut(snippet, "\n# Scenario with these settings")
-	sc, err := sim.ParseScenario("tiny.yaml", []byte(tinyTune))
-	if err != nil {
-		t.Fatal(err)
-	}
-	sc.Service.DemandHold, sc.Service.MaxCost = time.Second, 100
-	c := sim.TuneCandidate{Policy: "shedkit-aimd:backoff=0.8,tolerance=3",
-		Classes: []sim.TuneClass{{Protected: 0.5, Queue: 8, MaxWait: 50 * time.Millisecond}, {Queue: 32, MaxWait: 1500 * time.Microsecond, RateLimit: &sim.RateLimit{RPS: 112.5, Burst: 11, Shared: true}}},
-		Budget:  &sim.Budget{Ratio: 0.1, MinPerSecond: 5}}
-	aimd, err := c.GoSnippet(sc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyed, err := sim.ParseScenario("tenants.yaml", []byte(tenantsTune))
-	if err != nil {
-		t.Fatal(err)
-	}
-	k := sim.TuneCandidate{Policy: "shedkit-gradient", Classes: []sim.TuneClass{{RateLimit: &sim.RateLimit{RPS: 100, Burst: 10}}}}
-	quota, err := k.GoSnippet(keyed)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(quota, `"api": {Rate: 100, Burst: 10},`) || !strings.Contains(quota, "quotas per tenant") {
-		t.Errorf("the per-key quota's snippet lacks the limit or says nothing of the key:\n%s", quota)
-	}
-	// Keys recorded from a trusted header (keys.source, as shedsim fit
-	// writes it): the options set KeyHeader.
-	fromHeader, err := sim.ParseScenario("tenants.yaml", []byte(strings.Replace(tenantsTune, "zipf: 1.5}", "zipf: 1.5, source: header:X-Tenant}", 1)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	header, err := k.GoSnippet(fromHeader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !regexp.MustCompile(`KeyHeader: +"X-Tenant",`).MatchString(header) || strings.Contains(quota, "KeyHeader:") {
-		t.Errorf("KeyHeader is not set from the header, or set without one:\n%s\n%s", header, quota)
-	}
+	aimd, quota, header := candidateSnippets(t)
 	conc := concurrencySnippet(t)
 	root, err := filepath.Abs(filepath.Join("..", ".."))
 	if err != nil {
@@ -208,6 +172,52 @@ func TestTuneSnippetCompiles(t *testing.T) {
 			t.Fatalf("go %v: %v\n%s\nmain.go:\n%s\nb/aimd.go:\n%s\nc/quota.go:\n%s\nd/header.go:\n%s\ne/conc.go:\n%s", args, err, b, files["main.go"], aimd, quota, header, conc)
 		}
 	}
+}
+
+// candidateSnippets returns the Go snippets of an AIMD candidate with
+// queues, a shared rate limit and a budget; of a per-key quota; and of
+// the same quota with keys recorded from a trusted header, which sets
+// KeyHeader.
+func candidateSnippets(t *testing.T) (aimd, quota, header string) {
+	t.Helper()
+	sc, err := sim.ParseScenario("tiny.yaml", []byte(tinyTune))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc.Service.DemandHold, sc.Service.MaxCost = time.Second, 100
+	c := sim.TuneCandidate{Policy: "shedkit-aimd:backoff=0.8,tolerance=3",
+		Classes: []sim.TuneClass{{Protected: 0.5, Queue: 8, MaxWait: 50 * time.Millisecond}, {Queue: 32, MaxWait: 1500 * time.Microsecond, RateLimit: &sim.RateLimit{RPS: 112.5, Burst: 11, Shared: true}}},
+		Budget:  &sim.Budget{Ratio: 0.1, MinPerSecond: 5}}
+	aimd, err = c.GoSnippet(sc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyed, err := sim.ParseScenario("tenants.yaml", []byte(tenantsTune))
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := sim.TuneCandidate{Policy: "shedkit-gradient", Classes: []sim.TuneClass{{RateLimit: &sim.RateLimit{RPS: 100, Burst: 10}}}}
+	quota, err = k.GoSnippet(keyed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(quota, `"api": {Rate: 100, Burst: 10},`) || !strings.Contains(quota, "quotas per tenant") {
+		t.Errorf("the per-key quota's snippet lacks the limit or says nothing of the key:\n%s", quota)
+	}
+	// Keys recorded from a trusted header (keys.source, as shedsim fit
+	// writes it): the options set KeyHeader.
+	fromHeader, err := sim.ParseScenario("tenants.yaml", []byte(strings.Replace(tenantsTune, "zipf: 1.5}", "zipf: 1.5, source: header:X-Tenant}", 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	header, err = k.GoSnippet(fromHeader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !regexp.MustCompile(`KeyHeader: +"X-Tenant",`).MatchString(header) || strings.Contains(quota, "KeyHeader:") {
+		t.Errorf("KeyHeader is not set from the header, or set without one:\n%s\n%s", header, quota)
+	}
+	return aimd, quota, header
 }
 
 // concurrencySnippet returns the Go snippet of a candidate with a fleet
