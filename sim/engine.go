@@ -683,11 +683,13 @@ func (e *engine) decided(t *task, kind uint8, fallback bool) {
 		}
 		return
 	}
+	r := &e.replicas[t.replica]
+	if r.keys != nil {
+		// The rate observer's decision and the limiter's, both made at
+		// once, below: the key is hashed once.
+		r.keys.cur = e.recordedKey(t)
+	}
 	if e.rates != nil {
-		r := &e.replicas[t.replica]
-		if r.keys != nil {
-			r.keys.cur = e.recordedKey(t) // the rate observer's decision, below
-		}
 		if b, ok := e.rates.allow(e.nowT, int(t.replica), int(t.class), t.key, fallback); !ok {
 			e.rateLimited(t, r, b)
 			return
@@ -696,12 +698,10 @@ func (e *engine) decided(t *task, kind uint8, fallback bool) {
 	e.limiterStep(t)
 }
 
-// limiterStep hands service request t to its replica's limiter.
+// limiterStep hands service request t to its replica's limiter; its
+// key's hash for the recorder is in place (decided).
 func (e *engine) limiterStep(t *task) {
 	r := &e.replicas[t.replica]
-	if r.keys != nil {
-		r.keys.cur = e.recordedKey(t) // its own decisions, made at once, below
-	}
 	req := serviceRequest(t)
 	var p shed.Permit
 	var queued bool
