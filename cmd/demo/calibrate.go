@@ -32,7 +32,9 @@ import (
 // from -capacity: the protected run rarely saturates the upstream when it
 // is healthy, and during the slowdown it does, but at a tenth of its
 // speed, which a fit reads as a tenth of the capacity. The fitted estimate
-// is printed beside it.
+// is printed beside it. The slowdown slows the upstream's work only, not
+// the gateway's and the loopback's part of the fitted time
+// (upstreamSlowdown).
 
 // newRecording returns the recorder of the protected run when -record is
 // set, nil otherwise. It refuses a directory that already holds a
@@ -200,7 +202,7 @@ func demoScenario(o *options, fit *sim.Fit) *sim.Scenario {
 	}
 	up := sim.Upstream{Capacity: o.capacity, Discipline: sim.PS, MaxInFlight: 25 * o.capacity, ServiceTime: fit.ServiceTime.Dist}
 	if s := o.sched; s.Factor > 1 && s.SlowFor > 0 {
-		up.Events = append(up.Events, sim.UpstreamEvent{At: s.SlowStart, For: s.SlowFor, Slowdown: s.Factor})
+		up.Events = append(up.Events, sim.UpstreamEvent{At: s.SlowStart, For: s.SlowFor, Slowdown: upstreamSlowdown(s, fit.ServiceTime.Dist)})
 	}
 	if s := o.sched; s.DownFor > 0 {
 		// The demo answers 503 at once; the simulator fails the work
@@ -209,6 +211,23 @@ func demoScenario(o *options, fit *sim.Fit) *sim.Scenario {
 	}
 	sc.Upstream = up
 	return sc
+}
+
+// upstreamSlowdown is the factor by which the slowdown multiplies the
+// fitted service time. The demo's upstream multiplies its own work
+// (median -latency) by -slow-factor, but the fitted time is measured at
+// the gateway: it also holds the gateway's and the loopback's time, which
+// the slowdown leaves alone. Multiplying that overhead by the factor too
+// would make every slow job longer than the demo's, and the upstream,
+// saturated during the slowdown, would serve fewer of them. So the slowed
+// median is the fitted one plus (factor - 1) times -latency. A fit no
+// slower than -latency shows no overhead: the factor applies as is.
+func upstreamSlowdown(s schedule, fitted sim.Dist) float64 {
+	m, h := float64(medianOf(fitted)), float64(s.Healthy)
+	if !(m > h) || h <= 0 {
+		return s.Factor
+	}
+	return (m + (s.Factor-1)*h) / m
 }
 
 // demoPolicy builds the gateway's limiter as gateway.go does: the limit

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -84,6 +85,35 @@ func TestDemoScenario(t *testing.T) {
 	u := sc.Upstream
 	if u.Discipline != sim.PS || u.Capacity != 30 || u.MaxInFlight != 750 || len(u.Events) != 1 || u.Events[0].Slowdown != 4 || u.Events[0].At != 8*time.Second {
 		t.Errorf("upstream: %+v", u)
+	}
+}
+
+// The fitted service time holds the gateway's and the loopback's time on
+// top of the upstream's work: the slowdown multiplies the work alone, as
+// the demo's upstream does, so the slowed median is the fitted one plus
+// (factor - 1) times -latency, not factor times the fitted one.
+func TestDemoScenarioSlowdownSparesOverhead(t *testing.T) {
+	o, err := parseFlags([]string{"-latency", "40ms", "-slow-factor", "10"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name   string
+		median float64 // ns
+		want   float64 // slowed median, ns
+	}{
+		{"1ms of overhead", 41e6, 41e6 + 9*40e6},
+		{"no overhead", 40e6, 400e6},
+		{"fit faster than -latency", 39e6, 390e6}, // nothing to spare: the factor as is
+	} {
+		fit := &sim.Fit{Scenario: &sim.Scenario{}, ServiceTime: sim.DistFit{Dist: sim.LogNorm(c.median, 0.25)}}
+		ev := demoScenario(o, fit).Upstream.Events
+		if len(ev) != 1 {
+			t.Fatalf("%s: events %+v", c.name, ev)
+		}
+		if got := c.median * ev[0].Slowdown; math.Abs(got-c.want) > 1 {
+			t.Errorf("%s: slowed median %.0f ns, want %.0f (slowdown %g)", c.name, got, c.want, ev[0].Slowdown)
+		}
 	}
 }
 
