@@ -117,6 +117,48 @@ func TestDemoScenarioSlowdownSparesOverhead(t *testing.T) {
 	}
 }
 
+// The prediction replays the run's offered load second by second: a run
+// whose slowdown got half the usual interactive requests is simulated
+// with that many, not at the fitted mean rate; a class the run did not
+// offer keeps the fit.
+func TestCalibrationReplaysOfferedLoad(t *testing.T) {
+	o, err := parseFlags([]string{"-duration", "10s", "-slow-start", "4s", "-slow-for", "4s", "-batch-rate", "0"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fit := &sim.Fit{Scenario: &sim.Scenario{Classes: []sim.Class{{Name: "interactive", Rate: 120}, {Name: "batch", Rate: 100}}},
+		ServiceTime: sim.DistFit{Dist: sim.LogNorm(4e7, 0.25)}}
+	measured := make([]second, 11)
+	for i := range measured {
+		measured[i].offered[interactive] = 120
+		if i >= 4 && i < 8 {
+			measured[i].offered[interactive] = 60
+		}
+	}
+	sc := replayOffered(demoScenario(o, fit), measured)
+	if err := sc.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if b := sc.Classes[batch]; b.Rate != 100 || len(b.Schedule) != 0 {
+		t.Errorf("batch, never offered in the run, left its fit: rate %v, schedule %v", b.Rate, b.Schedule)
+	}
+	preds, err := predict(sc, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range preds {
+		slow := 0
+		for i := 4; i < 8; i++ {
+			slow += p[i].offered[interactive]
+		}
+		// 240 offered: the fitted rate would give 480. 60 is about four
+		// standard deviations of a Poisson count of 240.
+		if slow < 180 || slow > 300 {
+			t.Errorf("interactive requests offered in seconds 4-8: %d, want about 240", slow)
+		}
+	}
+}
+
 // comparePhases cuts both series at the same seconds, and the table shows
 // the gap in points and percent.
 func TestComparePhases(t *testing.T) {
