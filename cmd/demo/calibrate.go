@@ -33,12 +33,11 @@ import (
 // from -capacity: the protected run rarely saturates the upstream when it
 // is healthy, and during the slowdown it does, but at a tenth of its
 // speed, which a fit reads as a tenth of the capacity. The fitted estimate
-// is printed beside it. The prediction replays the run's offered load
-// second by second (replayOffered): what is checked is the model of the
-// gateway and the upstream, not the luck of one run's arrivals. The
-// slowdown slows the upstream's work only, not
+// is printed beside it. The slowdown slows the upstream's work only, not
 // the gateway's and the loopback's part of the fitted time
-// (upstreamSlowdown).
+// (upstreamSlowdown). The prediction replays the run's offered load
+// second by second (replayOffered): what is checked is the model of the
+// gateway and the upstream, not the luck of one run's arrivals.
 
 // newRecording returns the recorder of the protected run when -record is
 // set, nil otherwise. It refuses a directory that already holds a
@@ -140,7 +139,11 @@ func fitDemo(o *options) (*sim.Fit, *sim.Scenario, error) {
 var classNames = [numClasses]string{"interactive", "batch"}
 
 // calibrationSeeds is the number of simulated runs a prediction averages.
-const calibrationSeeds = 5
+// A simulated slowdown is as noisy as a real one: one seed's goodput
+// differs from the next by several points, and the mean of a handful
+// carries noise of the size of the gaps the comparison is there to show.
+// A run of the demo's scenario takes a fraction of a second.
+const calibrationSeeds = 20
 
 // predict simulates sc with calibrationSeeds seeds from -seed, and
 // returns the series of each, the one of -seed first.
