@@ -127,12 +127,14 @@ FUZZ_TARGETS := \
 	middleware/shedhttp:FuzzMemoryStore middleware/shedhttp:FuzzDefaultOutcome middleware/shedhttp:FuzzParseDeadline \
 	middleware/internal/core:FuzzRemoteHost middleware/internal/core:FuzzClassifyUntrusted \
 	middleware/internal/core:FuzzClassifyTrusted middleware/internal/core:FuzzAdmit \
+	middleware/internal/core:FuzzAddrKey \
 	middleware/nethttp:FuzzServeRequest \
 	sim:FuzzParseScenario sim:FuzzScenarioRuns sim:FuzzParsePolicy \
 	sim:FuzzParseGrid sim:FuzzParseObjective sim:FuzzScenarioYAMLRoundTrip sim:FuzzFit \
+	sim/cli:FuzzReadFamilyCSV \
 	record:FuzzReader
 
-fuzz: ## run every fuzz target for FUZZTIME (30s) each, one after the other (about 15 minutes); seed corpora run in `make test`
+fuzz: ## run every fuzz target for FUZZTIME (30s) each, one after the other (about 16 minutes); seed corpora run in `make test`
 	@set -e; for t in $(FUZZ_TARGETS); do \
 		dir=$${t%%:*}; name=$${t##*:}; \
 		echo "== $$dir $$name"; \
