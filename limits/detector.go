@@ -229,19 +229,19 @@ func (d *detector) learn(s *signals) {
 	}
 	x := math.Log(s.lat)
 	switch {
+	case d.raised && s.lat*s.lat <= d.lowered*d.base.value():
+		// A dependency re-learned as slower is back nearer its faster
+		// latency than the slow one: take the faster baseline back at
+		// once, while learning too. Whatever is left above it is a queue
+		// the limit admits (cut as usual) or a new normal (re-learned as
+		// usual); stepping the baseline down instead would stop on that
+		// queue, since the latency falls only as far as the limit lets it.
+		d.base.reset(math.Log(d.lowered))
+		d.raised = false
 	case d.base.n < d.base.span:
 		// Learning: a plain mean of the first windows, whatever they show,
 		// so that a few fast ones at the start do not set it low for good.
 		d.base.add(x)
-	case d.raised && s.lat*s.lat <= d.lowered*d.base.value():
-		// A dependency re-learned as slower is back nearer its faster
-		// latency than the slow one: take the faster baseline back at
-		// once. Whatever is left above it is a queue the limit admits
-		// (cut as usual) or a new normal (re-learned as usual); stepping
-		// the baseline down instead would stop on that queue, since the
-		// latency falls only as far as the limit lets it.
-		d.base.reset(math.Log(d.lowered))
-		d.raised = false
 	case s.ratio < 1/s.thresh:
 		// Clearly faster than the baseline: the dependency sped up.
 		d.base.follow(x, 0.5)
@@ -271,16 +271,27 @@ func (d *detector) seed(s *signals) {
 func (d *detector) learning() bool { return d.seen < d.base.span }
 
 // relearn takes lat as the baseline and drops in n units of work as the
-// background: the dependency's new normal. A relearning while the
-// baseline is still being learned corrects it rather than raises it.
+// background: the dependency's new normal. Above a settled baseline it is
+// a raise, which learn takes back when the dependency returns; above a
+// young one it corrects the start-up's first guess.
 func (d *detector) relearn(s *signals, lat float64, drops, n int) {
 	d.prevInFlight = s.inFlight // what the next window's steadiness is measured against
-	before, learning := d.base.value(), d.learning()
+	before, settled := d.base.value(), d.settled()
 	d.base.reset(math.Log(lat))
 	d.bg.reset(drops, n)
-	if lat > before && !d.raised && !learning {
+	if lat > before && !d.raised && settled {
 		d.raised, d.lowered = true, before
 	}
+}
+
+// settled reports whether the baseline is the dependency's rather than
+// the start-up's guess: a quarter of its span of steady windows agreed on
+// it (not a seed). Dependencies slow down in a service's first minute too;
+// read as a correction, such a slowdown left the slow baseline in force
+// for the rest of the span after it ended, so that a second one went
+// uncut, and let the limit grow by half at its end.
+func (d *detector) settled() bool {
+	return !d.learning() || (!d.seeded && 4*d.base.n >= d.base.span)
 }
 
 // episode follows one congestion: from a congested window for as long as

@@ -742,3 +742,35 @@ func TestGradientCreepsBelowADropCliff(t *testing.T) {
 		t.Fatalf("of 100 windows, %d crept and %d had a limit above 18 or below 12: want some, and at most 24", creeps, off)
 	}
 }
+
+// A dependency that slows down ten-fold in the limit's first windows,
+// while its baseline is still being learned, and comes back: the slow
+// baseline re-learned during the slowdown is a raise like any other, so
+// the fast one returns with the dependency instead of averaging down over
+// the rest of the span, while latencies that would show a second slowdown
+// read as normal.
+func TestGradientForgetsAnEarlySlowdown(t *testing.T) {
+	g, err := NewGradient(GradientConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := newModel(500, 0)
+	m.latency = knee(healthyLatency, 40) // 5 in flight of 40 servers
+	m.run(g, 8)
+	before := g.State()
+	if before.Baseline == 0 {
+		t.Fatalf("no baseline after 8 healthy windows: %+v", before)
+	}
+
+	m.latency = knee(10*healthyLatency, 40)
+	m.run(g, 12)
+	if st := g.State(); st.Relearned == 0 {
+		t.Fatalf("the slowdown was not re-learned: %+v", st)
+	}
+
+	m.latency = knee(healthyLatency, 40)
+	m.run(g, 2)
+	if st := g.State(); st.Baseline > before.Baseline*12/10 {
+		t.Fatalf("baseline %v two windows after recovery, want near the healthy %v", st.Baseline, before.Baseline)
+	}
+}
