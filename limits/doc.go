@@ -189,7 +189,12 @@
 //     retry storm's late attempts) whatever the throughput, since it
 //     cannot cut them. This is how a ten-fold slowdown is
 //     told from a queue without periodic bursts of rejections at a pinned
-//     limit (Envoy's minRTT probing).
+//     limit (Envoy's minRTT probing). A baseline re-learned upwards is a
+//     raise: the faster one comes back as soon as the latency does, and
+//     regrow waits for it. Only a baseline that is still the start-up's
+//     guess (a seed, or fewer than a quarter of BaselineWindows steady
+//     windows) is corrected instead: a slowdown in a service's first
+//     minute is the dependency's too.
 //
 // # AIMD
 //
