@@ -86,6 +86,7 @@ type task struct {
 	anc      [3]ref
 	arrival  int64 // when the task reached its layer
 	deadline int64 // the request's deadline, 0 for none
+	sent     int64 // when its last attempt was sent
 
 	work       int64 // upstream jobs: service time
 	user       int32 // closed-loop user, -1 for open-loop arrivals
@@ -543,6 +544,7 @@ func (e *engine) send(t *task) {
 		return
 	}
 	t.state = stActive
+	t.sent = e.now
 	t.attempts++
 	if t.attempts > 1 {
 		e.rec.retry(t.kind)
@@ -849,7 +851,14 @@ func (e *engine) retryOrFinish(t *task, res result, retryAfter int64) {
 	if res == resShed && r.HonorRetryAfter {
 		wait = max(wait, retryAfter)
 	}
-	if t.deadline > 0 && e.now+wait >= t.deadline {
+	need := wait
+	if t.kind == layerService {
+		// A replica retries through retrybudget.Transport, which expects
+		// a retry to take as long as the attempt before it and starts
+		// none that could not finish before the deadline.
+		need += e.now - t.sent
+	}
+	if t.deadline > 0 && e.now+need >= t.deadline {
 		e.finish(t, res)
 		return
 	}

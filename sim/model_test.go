@@ -440,3 +440,33 @@ func TestParetoAndBimodalMoments(t *testing.T) {
 		})
 	}
 }
+
+// A replica retries through retrybudget.Transport, which starts no retry
+// that could not take as long as the attempt before it and still end
+// before the request's deadline: with 300 ms attempts and a 500 ms
+// deadline, an attempt that timed out is not retried. Clients keep the
+// simpler rule (the backoff must fit).
+func TestServiceRetryFitsTheAttemptBeforeIt(t *testing.T) {
+	retry := Retry{MaxAttempts: 3, Backoff: time.Millisecond, MaxBackoff: time.Millisecond}
+	sc := &Scenario{
+		Name: "slow", Duration: 10 * time.Second, Warmup: time.Second,
+		Classes:  []Class{{Name: "a", Rate: 50, Timeout: 500 * time.Millisecond}},
+		Service:  Service{Timeout: 300 * time.Millisecond, Retry: retry},
+		Upstream: Upstream{Capacity: 1000, ServiceTime: Const(float64(time.Second))},
+	}
+	none, _ := ParsePolicy("none")
+	r, err := Run(sc, none, Options{Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := r.Summary.ServiceRetries; n != 0 {
+		t.Errorf("%d service retries after 300 ms attempts with 200 ms left, want none", n)
+	}
+	sc.Classes[0].Timeout = 2 * time.Second // room for the retries
+	if r, err = Run(sc, none, Options{Seed: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if n := r.Summary.ServiceRetries; n == 0 {
+		t.Error("no service retry with room for two more attempts")
+	}
+}
