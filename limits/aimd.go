@@ -89,7 +89,8 @@ type AIMDConfig struct {
 	// drops without the window counting as congested, < 1. Default
 	// DefaultDropTolerance; a negative value means none. Above it, drops
 	// count only when clearly above the background rate learned from
-	// windows without congestion.
+	// windows without congestion. Drops that crowd at the top of the
+	// limit count whatever their share (see the package documentation).
 	DropTolerance float64
 	// MinUtilization: the limit grows only in windows whose largest
 	// in-flight count reached MinUtilization x limit, in (0, 1]. Default
@@ -263,6 +264,7 @@ func (a *AIMD) update(w *WindowSummary) {
 	}
 	a.cur = min(max(d.limit, float64(a.cfg.MinLimit)), float64(a.cfg.MaxLimit))
 	a.limit.Store(int64(a.cur))
+	a.win.setCrowd(a.cur)
 	if a.cfg.Trace != nil {
 		t.Next = a.cur
 		a.cfg.Trace(t)
@@ -312,7 +314,7 @@ func (a *AIMD) decide(s *signals) decision {
 	reason := ReasonCutLatency
 	switch {
 	case s.dropCong:
-		reason = ReasonCutDrops
+		reason = s.dropReason()
 	case s.ceilCong:
 		reason = ReasonCutCeiling
 	}

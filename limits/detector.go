@@ -79,9 +79,20 @@ type signals struct {
 	excused bool
 
 	latCong, dropCong, ceilCong bool
+	// crowdCong: the drops are congestion only because they crowd at
+	// the top of the limit (see crowded); dropCong is set with it.
+	crowdCong bool
 }
 
 func (s *signals) congested() bool { return s.latCong || s.dropCong || s.ceilCong }
+
+// dropReason names a cut on drops: beyond the background, or crowded.
+func (s *signals) dropReason() Reason {
+	if s.crowdCong {
+		return ReasonCutCrowd
+	}
+	return ReasonCutDrops
+}
 
 func (s *signals) dropRate() float64 {
 	if s.n+s.drops == 0 {
@@ -141,6 +152,8 @@ func (d *detector) read(w *WindowSummary, limit float64) signals {
 	// (a latency that rose with them cuts on its own).
 	s.dropCong = s.dropCong && (s.binding || (!errorDrops(w) && (s.latCong || s.used)))
 	s.dropCong = s.dropCong || (d.anyDrop && s.drops > 0)
+	s.crowdCong = !s.dropCong && crowded(w)
+	s.dropCong = s.dropCong || s.crowdCong
 	s.ceilCong = s.hasLat && d.ceiling > 0 && s.lat > float64(d.ceiling)
 	return s
 }
@@ -152,6 +165,22 @@ func (d *detector) read(w *WindowSummary, limit float64) signals {
 // as timeouts.
 func errorDrops(w *WindowSummary) bool {
 	return w.Samples > 0 && w.TimedDrops > 0 && float64(w.FastDrops) >= errorShare*float64(w.TimedDrops)
+}
+
+// crowded reports whether the work window w admitted with the limit
+// nearly full succeeded less than crowdShare as often as the rest of its
+// work: a queue in front of the dependency that made work miss its
+// deadline, however steady that drop rate was and whatever the latency
+// of the successes (which beat their deadlines) showed. Drops that come
+// from the work itself, such as a heavy tail past its deadline or
+// errors, fall on crowded and other work alike.
+func crowded(w *WindowSummary) bool {
+	others, otherDrops := w.Samples+w.TimedDrops-w.Crowded, w.TimedDrops-w.CrowdedDrops
+	if w.Crowded < crowdMinWork || w.CrowdedDrops < crowdMinDrops || others < crowdMinWork {
+		return false
+	}
+	served := 1 - float64(w.CrowdedDrops)/float64(w.Crowded)
+	return served < crowdShare*(1-float64(otherDrops)/float64(others))
 }
 
 // dropCut is the factor by which drops beyond the background cut a limit:

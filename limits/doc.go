@@ -96,6 +96,17 @@
 // success, or whose drops were not timed, has no latency to tell errors
 // by: its drops count as timeouts.
 //
+// Drops are also congestion, whatever their rate, when they crowd at the
+// top of the limit: the work admitted with three quarters of the limit
+// or more in flight succeeded less than half as often as the rest of the
+// window's work (at least 5 such units with 3 drops, and 5 others). That
+// work waited behind the rest past its deadline, so those slots add work
+// that fails, however steady the drop rate and whatever the latency of
+// the successes shows: a dependency with a few servers, a heavy tail and
+// a deadline a few medians away learns such drops as its background.
+// Drops that come from the work itself (a heavy tail, errors) fall on
+// crowded work and the rest alike.
+//
 // # Gradient
 //
 // Each closed window leads to one decision, with a [Reason] that
@@ -130,6 +141,8 @@
 //   - cut-drops: drops beyond the background: the limit shrinks in
 //     proportion to the excess share (the dependency served the rest in
 //     time), by Backoff at least and by half at most.
+//   - cut-crowd: drops that crowd at the top of the limit (see above),
+//     within the background: the limit shrinks by Backoff, as for drops.
 //   - creep: growth by the allowance that would come within an
 //     allowance of the limit at which drops last cut it grows by one unit
 //     per window there instead, as CUBIC's plateau near its last maximum.
@@ -218,7 +231,8 @@
 // next normal. As Gradient's, a limit left unused for BaselineWindows
 // windows in a row falls to what their largest work in flight uses to
 // MinUtilization. Drops within DropTolerance ([DefaultDropTolerance]) never
-// count. A fixed LatencyThreshold replaces the learned baseline with a
+// count as beyond the background; drops that crowd at the top of the
+// limit still cut (cut-crowd). A fixed LatencyThreshold replaces the learned baseline with a
 // latency objective; a negative one leaves drops alone.
 //
 // # Defaults and why

@@ -132,7 +132,9 @@ type GradientConfig struct {
 	// drops) that drops may reach without counting as congestion, in
 	// [0, 1), on top of the background drop rate that Gradient learns.
 	// Default 0. With the wall-clock API only a subset of successes is
-	// timed, so the share is overstated at high traffic.
+	// timed, so the share is overstated at high traffic. Drops that crowd
+	// at the top of the limit count whatever their share (see the
+	// package documentation).
 	DropTolerance float64
 	// MinUtilization: the limit grows only in windows whose largest
 	// in-flight count reached MinUtilization x limit, in (0, 1], and not
@@ -329,6 +331,7 @@ func (g *Gradient) update(w *WindowSummary) {
 	}
 	g.apply(&s, &d)
 	g.limit.Store(int64(g.st.limit))
+	g.win.setCrowd(g.st.limit)
 	if g.cfg.Trace != nil {
 		t.Next = g.st.limit
 		g.cfg.Trace(t)

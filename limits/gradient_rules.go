@@ -65,7 +65,7 @@ func (g *Gradient) decide(s *signals) decision {
 		next, reason = lim*(1-c.Smoothing*(1-grad)), ReasonCutLatency
 	}
 	if f := st.det.dropCut(s, c.Backoff); s.dropCong && lim*f < next {
-		next, reason = lim*f, ReasonCutDrops
+		next, reason = lim*f, s.dropReason()
 	}
 	if s.ceilCong && lim*c.Backoff < next {
 		next, reason = lim*c.Backoff, ReasonCutCeiling
@@ -174,7 +174,7 @@ type dropCliff struct {
 // note takes the reason of one window's decision at limit lim.
 func (c *dropCliff) note(r Reason, lim float64, span int) {
 	switch r {
-	case ReasonCutDrops:
+	case ReasonCutDrops, ReasonCutCrowd:
 		*c = dropCliff{at: lim}
 	case ReasonCutLatency, ReasonCutCeiling:
 		// Congestion that the drops did not mark: the cliff stands, and

@@ -60,11 +60,17 @@ const (
 	// window, as the knee lies just below that limit and the latency of
 	// the successes does not show it.
 	ReasonCreep
+	// ReasonCutCrowd: the work admitted with the limit nearly full (its
+	// top quarter) succeeded less than half as often as the rest: it
+	// waited behind that work past its deadline, so those slots add work
+	// that fails. The limit shrinks as for drops, though the drop rate
+	// may be the usual one.
+	ReasonCutCrowd
 	// NumReasons is the number of reasons; Reason values are below it.
 	NumReasons
 )
 
-var reasonNames = [NumReasons]string{"none", "idle", "unused", "queue", "slow-start", "grow", "regrow", "cut-latency", "cut-queue", "cut-drops", "cut-ceiling", "hold", "relearn", "drain", "creep"}
+var reasonNames = [NumReasons]string{"none", "idle", "unused", "queue", "slow-start", "grow", "regrow", "cut-latency", "cut-queue", "cut-drops", "cut-ceiling", "hold", "relearn", "drain", "creep", "cut-crowd"}
 
 // String returns the reason's name, as used in metrics and the simulator.
 func (r Reason) String() string {
@@ -75,7 +81,9 @@ func (r Reason) String() string {
 }
 
 // IsCut reports whether the reason lowers the limit.
-func (r Reason) IsCut() bool { return r >= ReasonCutLatency && r <= ReasonCutCeiling }
+func (r Reason) IsCut() bool {
+	return r >= ReasonCutLatency && r <= ReasonCutCeiling || r == ReasonCutCrowd
+}
 
 // decisions counts windows by the reason of their decision.
 type decisions [NumReasons]uint64

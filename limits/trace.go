@@ -31,6 +31,10 @@ type WindowTrace struct {
 	// LatencyCongested, DropsCongested and CeilingCongested say which
 	// signals counted as congestion.
 	LatencyCongested, DropsCongested, CeilingCongested bool
+	// CrowdCongested: the drops counted as congestion only because the
+	// work admitted with the limit nearly full failed far more often
+	// than the rest (WindowSummary.Crowded); DropsCongested is set too.
+	CrowdCongested bool
 }
 
 // trace returns the trace of window w, read as s by d before the window
@@ -42,6 +46,7 @@ func (d *detector) trace(w *WindowSummary, s *signals, lim float64, r Reason) Wi
 		Background: d.bg.rate(), Ratio: s.ratio, Threshold: s.thresh,
 		Binding: s.binding, Used: s.used, Steady: s.steady,
 		LatencyCongested: s.latCong, DropsCongested: s.dropCong, CeilingCongested: s.ceilCong,
+		CrowdCongested: s.crowdCong,
 	}
 	if d.latency && d.base.learned() {
 		t.Baseline = time.Duration(d.base.value())

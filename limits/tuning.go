@@ -73,6 +73,21 @@ const (
 	// the deadline had cut the slow tail off the successes only.
 	errorShare = 0.25
 
+	// crowdLevel and crowdShare: work admitted with crowdLevel of the
+	// limit or more in flight is crowded, and when it succeeds less than
+	// crowdShare as often as the rest of the window's work, it mostly
+	// waited behind that work past its deadline: the slots at the top of
+	// the limit add work that fails, not work that is served, and the
+	// limit is cut as for drops. The top quarter is where a limit's
+	// queue sits when it binds; succeeding half as often is far beyond
+	// the difference chance makes between the two groups at the minimum
+	// counts below (crowdMinWork crowded units of work with crowdMinDrops
+	// drops among them, and crowdMinWork others).
+	crowdLevel    = 0.75
+	crowdShare    = 0.5
+	crowdMinWork  = 5
+	crowdMinDrops = 3
+
 	// censoredSpan: the first window, whose work in flight grew from
 	// nothing, shows a request only if it completed before the window
 	// closed. Unless the window lasted this many times its median, the

@@ -137,6 +137,14 @@ type WindowSummary struct {
 	// timeout lasts until its deadline, which every success beat, so it
 	// is never among them: fast drops are errors.
 	TimedDrops, FastDrops int
+	// Crowded is the number of timed successes and timed drops admitted
+	// with the limit nearly full (three quarters of it, or more, in
+	// flight, the work itself included), and CrowdedDrops the drops among
+	// them. Only timed work counts: the wall-clock API times the same
+	// share of successes and drops, while it reports every drop. Gradient
+	// and AIMD set that level from the limit each window decides; a
+	// Window used on its own counts none.
+	Crowded, CrowdedDrops int
 }
 
 var quartiles = [3]float64{0.25, 0.5, 0.75}
@@ -197,7 +205,9 @@ type Window struct {
 	sum      atomic.Uint64 // cumulative latency of timed successes, ns (per unit of cost)
 	sumSq    atomic.Uint64 // cumulative squares of the same latencies in units of 1,024 ns
 	inflight atomic.Uint64 // cumulative Sample.InFlight of timed successes and drops
-	_        [40]byte
+	crowded  atomic.Uint64 // cumulative timed successes and timed drops admitted at crowdAt or more
+	crowdOut atomic.Uint64 // cumulative timed drops among them
+	_        [24]byte
 	// Written by drops and by the closer; read by every sample.
 	drops       atomic.Uint64 // cumulative drops
 	dropTimed   atomic.Uint64 // cumulative timed drops
@@ -209,6 +219,7 @@ type Window struct {
 	_           [40]byte
 	// Read by every sample, written once per window.
 	start     atomic.Int64  // window start, Unix ns; notStarted before the first sample
+	crowdAt   atomic.Int64  // in-flight count from which work is crowded; 0: none (see setCrowd)
 	prevTimed atomic.Uint64 // timed at the last close
 	prevDrops atomic.Uint64 // drops at the last close
 	minNs     int64
@@ -225,6 +236,8 @@ type Window struct {
 	prevDropN    uint64
 	prevDropSum  uint64
 	prevDropFast uint64
+	prevCrowded  uint64
+	prevCrowdOut uint64
 	prevHist     *[histBuckets]uint64
 }
 
@@ -316,6 +329,12 @@ func (w *Window) record(s shed.Sample) (now, start int64, check bool) {
 	}
 	if s.Dropped || s.Timed {
 		w.inflight.Add(uint64(max(s.InFlight, 0)))
+		if c := w.crowdAt.Load(); c > 0 && s.Timed && int64(s.InFlight) >= c {
+			w.crowded.Add(1)
+			if s.Dropped {
+				w.crowdOut.Add(1)
+			}
+		}
 	}
 	w.noteInFlight(s.InFlight)
 	if s.Now.IsZero() {
@@ -405,6 +424,11 @@ func (w *Window) maybeClose(now, start int64, sw *WindowSummary) bool {
 		sw.TimedDrops, sw.FastDrops = int(n), int(df-w.prevDropFast)
 	}
 	w.prevDropN, w.prevDropSum, w.prevDropFast = dn, ds, df
+	// Drops before their work: CrowdedDrops <= Crowded under concurrency.
+	co := w.crowdOut.Load()
+	cn := w.crowded.Load()
+	sw.Crowded, sw.CrowdedDrops = int(cn-w.prevCrowded), int(co-w.prevCrowdOut)
+	w.prevCrowded, w.prevCrowdOut = cn, co
 	if sw.Samples > 0 {
 		sw.Mean = time.Duration((sum - w.prevSum) / uint64(sw.Samples))
 		sw.RelErr = relErr(sw.Samples, float64(sw.Mean), float64(sumSq-w.prevSumSq))
@@ -432,4 +456,15 @@ func (w *Window) maybeClose(now, start int64, sw *WindowSummary) bool {
 	w.prevSumSq = sumSq
 	w.prevInFlight = inflight
 	return true
+}
+
+// setCrowd makes work admitted with crowdLevel of limit or more in flight
+// (the limit rounded down, as enforced) count as crowded from now on. A
+// limit under 2 has no crowd: all its work is admitted alone.
+func (w *Window) setCrowd(limit float64) {
+	var at int64
+	if e := math.Floor(limit); e >= 2 {
+		at = int64(math.Ceil(crowdLevel * e))
+	}
+	w.crowdAt.Store(at)
 }

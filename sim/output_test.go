@@ -40,7 +40,7 @@ func TestSeriesLimitReasons(t *testing.T) {
 		}
 		return k
 	}
-	if col("limit_idle") != col("rate_limited")+1 || cols[len(cols)-1] != "limit_"+limits.Reason(limits.NumReasons-1).String() {
+	if col("limit_idle") != col("rate_limited")+1 || cols[len(cols)-1] != "limit_"+strings.ReplaceAll(limits.Reason(limits.NumReasons-1).String(), "-", "_") {
 		t.Fatalf("reason columns not after rate_limited: %v", cols)
 	}
 	var total [limits.NumReasons]int64
