@@ -8,9 +8,10 @@ import (
 )
 
 // crowdWindow feeds src one window of 200 units of work: crowded of them
-// admitted with the limit full, the rest with 20 in flight. crowdedDrops
-// of the crowded work and otherDrops of the rest time out at 200 ms; the
-// others succeed in 10 ms. It returns the reason of the window's
+// admitted with the limit full, the rest with 20 in flight. The last
+// crowdedDrops of the crowded work and the last otherDrops of the rest
+// time out at 200 ms (admitted within the window); the others succeed in
+// 10 ms. It returns the reason of the window's
 // decision.
 func (f *feed) crowdWindow(crowded, crowdedDrops, otherDrops int) Reason {
 	const total = 200
@@ -21,9 +22,9 @@ func (f *feed) crowdWindow(crowded, crowdedDrops, otherDrops int) Reason {
 		s := shed.Sample{Now: f.now, InFlight: 20, Timed: true, Latency: 10 * time.Millisecond}
 		if i%2 == 0 && i/2 < crowded {
 			s.InFlight = f.src.Limit()
-			s.Dropped, cd = cd < crowdedDrops, cd+1
+			s.Dropped, cd = cd >= crowded-crowdedDrops, cd+1
 		} else {
-			s.Dropped, od = od < otherDrops, od+1
+			s.Dropped, od = od >= total-crowded-otherDrops, od+1
 		}
 		if s.Dropped {
 			s.Latency = 200 * time.Millisecond
@@ -83,7 +84,7 @@ func TestCrowded(t *testing.T) {
 		{"too few other units", 0, 8, 8, 8, false},
 		{"no crowd level", 180, 20, 0, 0, false},
 	} {
-		w := WindowSummary{Samples: tc.samples, Drops: tc.drops, TimedDrops: tc.drops, Crowded: tc.crowded, CrowdedDrops: tc.crowdedDrops}
+		w := WindowSummary{Fresh: tc.samples + tc.drops, FreshDrops: tc.drops, Crowded: tc.crowded, CrowdedDrops: tc.crowdedDrops}
 		if got := crowded(&w); got != tc.want {
 			t.Errorf("%s: crowded = %v, want %v", tc.name, got, tc.want)
 		}
@@ -127,5 +128,100 @@ func TestWindowCountsCrowdedWork(t *testing.T) {
 		if sum.Crowded != want || sum.CrowdedDrops != wantDrops {
 			t.Errorf("limit %v: crowded %d (%d drops), want %d (%d)", tc.limit, sum.Crowded, sum.CrowdedDrops, want, wantDrops)
 		}
+	}
+}
+
+// A drop is recorded when its deadline passes, a success when it is
+// served: with a 1 s deadline and 1 s windows, the drops of work admitted
+// in one window land in the next. Here the dependency has no queue: one
+// unit of work in ten misses the deadline on its own, crowded or not. A
+// burst is admitted with the limit full and served like the rest (one in
+// ten of it times out), but its successes close in the burst's window
+// and its drops in the next one, where the crowded work is only drops:
+// only work admitted since the window opened counts, so cut-crowd does
+// not fire on a drop rate that did not change.
+func TestCrowdIgnoresDropsThatLagTheirSuccesses(t *testing.T) {
+	const deadline = time.Second
+	for _, k := range kinds() {
+		t.Run(k.name, func(t *testing.T) {
+			src := k.new(t)
+			f := newFeed(src)
+			f.dropLat = deadline
+			for range 30 {
+				f.window(180, 20, 10, constant(10*time.Millisecond))
+			}
+			// The burst: 100 units admitted with the limit full, all
+			// served in 10 ms but the 10 that time out 1 s later; the
+			// rest as usual.
+			lim := src.Limit()
+			step := time.Second / 300
+			for i := range 300 {
+				f.now = f.now.Add(step)
+				s := shed.Sample{Now: f.now, InFlight: 10, Timed: true, Latency: 10 * time.Millisecond}
+				switch {
+				case i%3 == 0 && i/3 < 100:
+					s.InFlight = lim
+					if i/3 < 10 {
+						continue // its drops come a deadline later
+					}
+				case i%10 == 1:
+					s.Dropped, s.Latency = true, deadline
+				}
+				src.Observe(s)
+			}
+			after := src.Limit()
+			// The next window: the burst's 10 drops, then the usual work.
+			for range 10 {
+				f.now = f.now.Add(time.Millisecond)
+				src.Observe(shed.Sample{Now: f.now, InFlight: lim, Timed: true, Dropped: true, Latency: deadline})
+			}
+			f.window(180, 20, 10, constant(10*time.Millisecond))
+			if r := reasonOf(src); r == ReasonCutCrowd {
+				t.Errorf("limit %d -> %d -> %d (%s): the burst's crowded work dropped 10 in 100, the rest 20 in 200", lim, after, src.Limit(), r)
+			}
+		})
+	}
+}
+
+// The mirror of TestCrowdIgnoresDropsThatLagTheirSuccesses: the
+// dependency fails one request in ten at once (5 ms) and serves the rest
+// in 800 ms, crowded or not; no queue. A burst at the end of a window is
+// admitted with the limit full: its errors are recorded in that window,
+// its successes in the next. The window's crowded work is mostly errors:
+// errors are the dependency's, and neither group counts them.
+func TestCrowdIgnoresFastErrors(t *testing.T) {
+	for _, k := range kinds() {
+		t.Run(k.name, func(t *testing.T) {
+			src := k.new(t)
+			f := newFeed(src)
+			f.dropLat = 5 * time.Millisecond
+			for range 30 {
+				f.window(180, 20, src.Limit()/2, constant(800*time.Millisecond))
+			}
+			lim := src.Limit()
+			// 200 units as usual over the first 0.8 s, then a burst of
+			// 100 with the limit full: its 10 errors now, its 90
+			// successes 800 ms later.
+			step := 800 * time.Millisecond / 200
+			for i := range 200 {
+				f.now = f.now.Add(step)
+				s := shed.Sample{Now: f.now, InFlight: lim / 2, Timed: true, Latency: 800 * time.Millisecond}
+				if i%10 == 0 {
+					s.Dropped, s.Latency = true, 5*time.Millisecond
+				}
+				src.Observe(s)
+			}
+			for range 10 {
+				f.now = f.now.Add(20 * time.Millisecond)
+				src.Observe(shed.Sample{Now: f.now, InFlight: lim, Timed: true, Dropped: true, Latency: 5 * time.Millisecond})
+			}
+			for range 20 { // the usual work, until the window closes
+				f.now = f.now.Add(50 * time.Millisecond)
+				src.Observe(shed.Sample{Now: f.now, InFlight: lim / 2, Timed: true, Latency: 800 * time.Millisecond})
+			}
+			if r := reasonOf(src); r == ReasonCutCrowd {
+				t.Errorf("limit %d -> %d (%s) on errors at the usual rate (10 in 100 crowded, 20 in 200 others)", lim, src.Limit(), r)
+			}
+		})
 	}
 }

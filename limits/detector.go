@@ -168,14 +168,15 @@ func errorDrops(w *WindowSummary) bool {
 }
 
 // crowded reports whether the work window w admitted with the limit
-// nearly full succeeded less than crowdShare as often as the rest of its
-// work: a queue in front of the dependency that made work miss its
-// deadline, however steady that drop rate was and whatever the latency
-// of the successes (which beat their deadlines) showed. Drops that come
-// from the work itself, such as a heavy tail past its deadline or
-// errors, fall on crowded and other work alike.
+// nearly full succeeded less than crowdShare as often as the rest of the
+// work it admitted (WindowSummary.Fresh: errors left out): a queue in
+// front of the dependency that made work miss its deadline, however
+// steady that drop rate was and whatever the latency of the successes
+// (which beat their deadlines) showed. Timeouts that come from the work
+// itself, such as a heavy tail past its deadline, fall on crowded and
+// other work alike.
 func crowded(w *WindowSummary) bool {
-	others, otherDrops := w.Samples+w.TimedDrops-w.Crowded, w.TimedDrops-w.CrowdedDrops
+	others, otherDrops := w.Fresh-w.Crowded, w.FreshDrops-w.CrowdedDrops
 	if w.Crowded < crowdMinWork || w.CrowdedDrops < crowdMinDrops || others < crowdMinWork {
 		return false
 	}

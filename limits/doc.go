@@ -97,15 +97,18 @@
 // by: its drops count as timeouts.
 //
 // Drops are also congestion, whatever their rate, when they crowd at the
-// top of the limit: the work admitted with three quarters of the limit
-// or more in flight succeeded less than half as often as the rest of the
-// window's work (at least 5 such units with 3 drops, and 5 others). That
-// work waited behind the rest past its deadline, so those slots add work
-// that fails, however steady the drop rate and whatever the latency of
-// the successes shows: a dependency with a few servers, a heavy tail and
-// a deadline a few medians away learns such drops as its background.
-// Drops that come from the work itself (a heavy tail, errors) fall on
-// crowded work and the rest alike.
+// top of the limit: of the work admitted since the window opened, the
+// part admitted with three quarters of the limit or more in flight
+// succeeded less than half as often as the rest (at least 5 such units
+// with 3 drops, and 5 others; errors left out). That work waited behind
+// the rest past its deadline, so those slots add work that fails, however
+// steady the drop rate and whatever the latency of the successes shows: a
+// dependency with a few servers, a heavy tail and a deadline a few
+// medians away learns such drops as its background. Timeouts that come
+// from the work itself (a heavy tail) fall on crowded work and the rest
+// alike. Work admitted before the window opened does not count: a burst's
+// successes close in its own window and its timeouts a deadline later,
+// in the next one.
 //
 // # Gradient
 //

@@ -137,13 +137,15 @@ type WindowSummary struct {
 	// timeout lasts until its deadline, which every success beat, so it
 	// is never among them: fast drops are errors.
 	TimedDrops, FastDrops int
-	// Crowded is the number of timed successes and timed drops admitted
-	// with the limit nearly full (three quarters of it, or more, in
-	// flight, the work itself included), and CrowdedDrops the drops among
-	// them. Only timed work counts: the wall-clock API times the same
-	// share of successes and drops, while it reports every drop. Gradient
-	// and AIMD set that level from the limit each window decides; a
-	// Window used on its own counts none.
+	// Fresh is the number of timed successes and timed drops admitted
+	// since the window opened (their Now less their latency), errors
+	// (FastDrops) left out, and FreshDrops the drops among them. Crowded
+	// and CrowdedDrops count the part of that work admitted with the
+	// limit nearly full (three quarters of it, or more, in flight, the
+	// work itself included). Gradient and AIMD set that level from the
+	// limit each window decides; a Window used on its own counts no
+	// crowded work.
+	Fresh, FreshDrops     int
 	Crowded, CrowdedDrops int
 }
 
@@ -205,9 +207,11 @@ type Window struct {
 	sum      atomic.Uint64 // cumulative latency of timed successes, ns (per unit of cost)
 	sumSq    atomic.Uint64 // cumulative squares of the same latencies in units of 1,024 ns
 	inflight atomic.Uint64 // cumulative Sample.InFlight of timed successes and drops
-	crowded  atomic.Uint64 // cumulative timed successes and timed drops admitted at crowdAt or more
-	crowdOut atomic.Uint64 // cumulative timed drops among them
-	_        [24]byte
+	fresh    atomic.Uint64 // cumulative fresh work (see countFresh)
+	freshOut atomic.Uint64 // cumulative drops among it
+	crowded  atomic.Uint64 // cumulative fresh work admitted at crowdAt or more
+	crowdOut atomic.Uint64 // cumulative drops among it
+	_        [8]byte
 	// Written by drops and by the closer; read by every sample.
 	drops       atomic.Uint64 // cumulative drops
 	dropTimed   atomic.Uint64 // cumulative timed drops
@@ -236,6 +240,8 @@ type Window struct {
 	prevDropN    uint64
 	prevDropSum  uint64
 	prevDropFast uint64
+	prevFresh    uint64
+	prevFreshOut uint64
 	prevCrowded  uint64
 	prevCrowdOut uint64
 	prevHist     *[histBuckets]uint64
@@ -302,6 +308,7 @@ func (w *Window) raiseInFlight(n int64) {
 // record counts s and reports whether the window may be due to close at
 // now (in Unix ns), and when it started.
 func (w *Window) record(s shed.Sample) (now, start int64, check bool) {
+	fast := false
 	switch {
 	case s.Dropped:
 		w.drops.Add(1)
@@ -313,6 +320,7 @@ func (w *Window) record(s shed.Sample) (now, start int64, check bool) {
 				// No slower than the median, to the histogram's
 				// resolution: an error as long as a constant service.
 				w.dropFast.Add(1)
+				fast = true
 			}
 		}
 	case s.Timed:
@@ -329,11 +337,8 @@ func (w *Window) record(s shed.Sample) (now, start int64, check bool) {
 	}
 	if s.Dropped || s.Timed {
 		w.inflight.Add(uint64(max(s.InFlight, 0)))
-		if c := w.crowdAt.Load(); c > 0 && s.Timed && int64(s.InFlight) >= c {
-			w.crowded.Add(1)
-			if s.Dropped {
-				w.crowdOut.Add(1)
-			}
+		if s.Timed && !fast {
+			w.countFresh(s)
 		}
 	}
 	w.noteInFlight(s.InFlight)
@@ -415,20 +420,7 @@ func (w *Window) maybeClose(now, start int64, sw *WindowSummary) bool {
 	if k := sw.Samples + sw.Drops; k > 0 {
 		sw.MeanInFlight = float64(inflight-w.prevInFlight) / float64(k)
 	}
-	// A fast drop counts as timed before it counts as fast: loading the
-	// fast ones first keeps FastDrops <= TimedDrops under concurrency.
-	df := w.dropFast.Load()
-	dn, ds := w.dropTimed.Load(), w.dropSum.Load()
-	if n := dn - w.prevDropN; n > 0 {
-		sw.DropMean = time.Duration((ds - w.prevDropSum) / n)
-		sw.TimedDrops, sw.FastDrops = int(n), int(df-w.prevDropFast)
-	}
-	w.prevDropN, w.prevDropSum, w.prevDropFast = dn, ds, df
-	// Drops before their work: CrowdedDrops <= Crowded under concurrency.
-	co := w.crowdOut.Load()
-	cn := w.crowded.Load()
-	sw.Crowded, sw.CrowdedDrops = int(cn-w.prevCrowded), int(co-w.prevCrowdOut)
-	w.prevCrowded, w.prevCrowdOut = cn, co
+	w.closeDrops(sw)
 	if sw.Samples > 0 {
 		sw.Mean = time.Duration((sum - w.prevSum) / uint64(sw.Samples))
 		sw.RelErr = relErr(sw.Samples, float64(sw.Mean), float64(sumSq-w.prevSumSq))
@@ -456,6 +448,52 @@ func (w *Window) maybeClose(now, start int64, sw *WindowSummary) bool {
 	w.prevSumSq = sumSq
 	w.prevInFlight = inflight
 	return true
+}
+
+// closeDrops writes the drop counts of the closing window into sw.
+func (w *Window) closeDrops(sw *WindowSummary) {
+	// A fast drop counts as timed before it counts as fast: loading the
+	// fast ones first keeps FastDrops <= TimedDrops under concurrency.
+	df := w.dropFast.Load()
+	dn, ds := w.dropTimed.Load(), w.dropSum.Load()
+	if n := dn - w.prevDropN; n > 0 {
+		sw.DropMean = time.Duration((ds - w.prevDropSum) / n)
+		sw.TimedDrops, sw.FastDrops = int(n), int(df-w.prevDropFast)
+	}
+	w.prevDropN, w.prevDropSum, w.prevDropFast = dn, ds, df
+	// Drops before their work, crowded before fresh: the reverse of
+	// countFresh, so that no count exceeds the one it is part of.
+	co, fo := w.crowdOut.Load(), w.freshOut.Load()
+	cn, fn := w.crowded.Load(), w.fresh.Load()
+	sw.Crowded, sw.CrowdedDrops = int(cn-w.prevCrowded), int(co-w.prevCrowdOut)
+	sw.Fresh, sw.FreshDrops = int(fn-w.prevFresh), int(fo-w.prevFreshOut)
+	w.prevCrowded, w.prevCrowdOut, w.prevFresh, w.prevFreshOut = cn, co, fn, fo
+}
+
+// countFresh counts timed work s, a success or a timeout, if it was
+// admitted (its Now less its latency) since the window opened, and as
+// crowded if it was admitted at crowdAt or more in flight. A timeout is
+// recorded a deadline after its admission, a success its latency after:
+// work admitted in a burst near the end of one window would show its
+// successes in that window and its timeouts in the next, as if the
+// burst's work had all failed.
+func (w *Window) countFresh(s shed.Sample) {
+	st := w.start.Load()
+	if st == notStarted || s.Now.UnixNano()-int64(s.Latency) < st {
+		return
+	}
+	c := w.crowdAt.Load()
+	crowded := c > 0 && int64(s.InFlight) >= c
+	w.fresh.Add(1)
+	if crowded {
+		w.crowded.Add(1)
+	}
+	if s.Dropped {
+		w.freshOut.Add(1)
+		if crowded {
+			w.crowdOut.Add(1)
+		}
+	}
 }
 
 // setCrowd makes work admitted with crowdLevel of limit or more in flight

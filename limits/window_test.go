@@ -115,6 +115,9 @@ func TestWindowStatistics(t *testing.T) {
 		MeanInFlight: 100.0 / 7,
 		// The timed drop's latency, apart; the untimed one has none.
 		DropMean: time.Hour, TimedDrops: 1,
+		// Admitted since the window opened at 0: the successes of 0 and
+		// 50 us at 0 and 1 ms, and the one of 40 ms at 1 s.
+		Fresh: 3,
 	}
 	want.Latency = want.Mean
 	if !sum.Start.Equal(want.Start) || !sum.End.Equal(want.End) {

@@ -59,7 +59,7 @@ type TraceCSV struct {
 func NewTraceCSV(w io.Writer) *TraceCSV { return &TraceCSV{w: bufio.NewWriter(w)} }
 
 const traceHeader = "end_s,limit,next,reason,samples,drops,mean_in_flight,max_in_flight,median_s,mean_s,drop_mean_s," +
-	"baseline_s,background,ratio,threshold,binding,used,steady,latency_congested,drops_congested,ceiling_congested,timed_drops,fast_drops,crowded,crowded_drops,crowd_congested\n"
+	"baseline_s,background,ratio,threshold,binding,used,steady,latency_congested,drops_congested,ceiling_congested,timed_drops,fast_drops,fresh,fresh_drops,crowded,crowded_drops,crowd_congested\n"
 
 // Write writes window t (a TracePolicy's f).
 func (c *TraceCSV) Write(t limits.WindowTrace) {
@@ -68,11 +68,11 @@ func (c *TraceCSV) Write(t limits.WindowTrace) {
 	}
 	c.rows++
 	w := &t.Window
-	fmt.Fprintf(c.w, "%.3f,%.2f,%.2f,%s,%d,%d,%.2f,%d,%.6f,%.6f,%.6f,%.6f,%.4f,%.3f,%.3f,%t,%t,%t,%t,%t,%t,%d,%d,%d,%d,%t\n",
+	fmt.Fprintf(c.w, "%.3f,%.2f,%.2f,%s,%d,%d,%.2f,%d,%.6f,%.6f,%.6f,%.6f,%.4f,%.3f,%.3f,%t,%t,%t,%t,%t,%t,%d,%d,%d,%d,%d,%d,%t\n",
 		w.End.Sub(Epoch()).Seconds(), t.Limit, t.Next, t.Reason, w.Samples, w.Drops, w.MeanInFlight, w.MaxInFlight,
 		w.Median.Seconds(), w.Mean.Seconds(), w.DropMean.Seconds(), t.Baseline.Seconds(), t.Background, t.Ratio, t.Threshold,
 		t.Binding, t.Used, t.Steady, t.LatencyCongested, t.DropsCongested, t.CeilingCongested, w.TimedDrops, w.FastDrops,
-		w.Crowded, w.CrowdedDrops, t.CrowdCongested)
+		w.Fresh, w.FreshDrops, w.Crowded, w.CrowdedDrops, t.CrowdCongested)
 }
 
 // Rows returns the number of windows written.
