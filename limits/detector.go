@@ -174,7 +174,11 @@ func errorDrops(w *WindowSummary) bool {
 // steady that drop rate was and whatever the latency of the successes
 // (which beat their deadlines) showed. Timeouts that come from the work
 // itself, such as a heavy tail past its deadline, fall on crowded and
-// other work alike.
+// other work alike. The test takes the timed work for a fair sample of
+// both groups. It is not quite one above shed's MaxSamplesPerSecond when
+// a class queues: shed times every admission from its queue, which takes
+// a slot at the limit, and only a share of the others, so the crowded
+// group leans toward work that waited.
 func crowded(w *WindowSummary) bool {
 	others, otherDrops := w.Fresh-w.Crowded, w.FreshDrops-w.CrowdedDrops
 	if w.Crowded < crowdMinWork || w.CrowdedDrops < crowdMinDrops || others < crowdMinWork {
