@@ -11,8 +11,7 @@ import (
 // admitted with the limit full, the rest with 20 in flight. The last
 // crowdedDrops of the crowded work and the last otherDrops of the rest
 // time out at 200 ms (admitted within the window); the others succeed in
-// 10 ms. It returns the reason of the window's
-// decision.
+// 10 ms. It returns the reason of the window's decision.
 func (f *feed) crowdWindow(crowded, crowdedDrops, otherDrops int) Reason {
 	const total = 200
 	step := time.Second / total

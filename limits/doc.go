@@ -235,8 +235,9 @@
 // windows in a row falls to what their largest work in flight uses to
 // MinUtilization. Drops within DropTolerance ([DefaultDropTolerance]) never
 // count as beyond the background; drops that crowd at the top of the
-// limit still cut (cut-crowd). A fixed LatencyThreshold replaces the learned baseline with a
-// latency objective; a negative one leaves drops alone.
+// limit still cut (cut-crowd). A fixed LatencyThreshold replaces the
+// learned baseline with a latency objective; a negative one leaves drops
+// alone.
 //
 // # Defaults and why
 //

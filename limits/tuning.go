@@ -79,10 +79,12 @@ const (
 	// waited behind that work past its deadline: the slots at the top of
 	// the limit add work that fails, not work that is served, and the
 	// limit is cut as for drops. The top quarter is where a limit's
-	// queue sits when it binds; succeeding half as often is far beyond
-	// the difference chance makes between the two groups at the minimum
-	// counts below (crowdMinWork crowded units of work with crowdMinDrops
-	// drops among them, and crowdMinWork others).
+	// queue sits when it binds. At the minimum counts below (crowdMinWork
+	// crowded units with crowdMinDrops drops among them, and crowdMinWork
+	// others) chance alone fires the test in a few windows in a hundred
+	// when a fifth of all work drops, and more often when more does; a
+	// binomial test would remove that but miss most real crowding at
+	// these counts, and the families showed no harm from it.
 	crowdLevel    = 0.75
 	crowdShare    = 0.5
 	crowdMinWork  = 5

@@ -337,9 +337,6 @@ func (w *Window) record(s shed.Sample) (now, start int64, check bool) {
 	}
 	if s.Dropped || s.Timed {
 		w.inflight.Add(uint64(max(s.InFlight, 0)))
-		if s.Timed && !fast {
-			w.countFresh(s)
-		}
 	}
 	w.noteInFlight(s.InFlight)
 	if s.Now.IsZero() {
@@ -347,6 +344,9 @@ func (w *Window) record(s shed.Sample) (now, start int64, check bool) {
 	}
 	now = s.Now.UnixNano()
 	start = w.start.Load()
+	if s.Timed && !fast && start != notStarted {
+		w.countFresh(s, now, start)
+	}
 	if start == notStarted {
 		w.start.CompareAndSwap(notStarted, now)
 		return 0, 0, false
@@ -477,9 +477,9 @@ func (w *Window) closeDrops(sw *WindowSummary) {
 // work admitted in a burst near the end of one window would show its
 // successes in that window and its timeouts in the next, as if the
 // burst's work had all failed.
-func (w *Window) countFresh(s shed.Sample) {
-	st := w.start.Load()
-	if st == notStarted || s.Now.UnixNano()-int64(s.Latency) < st {
+// now is s.Now and start the window's start, both in Unix ns.
+func (w *Window) countFresh(s shed.Sample, now, start int64) {
+	if now-int64(s.Latency) < start {
 		return
 	}
 	c := w.crowdAt.Load()
