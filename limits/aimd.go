@@ -340,6 +340,12 @@ func (a *AIMD) grow(s *signals) decision {
 		}
 		return decision{limit: lim, reason: ReasonUnused}
 	}
+	if a.det.latency && s.queueForming(a.det.censored) {
+		// Growing by Increase until the latency doubles builds that much
+		// queue first, and replicas sharing a dependency build it
+		// together; Gradient holds here too.
+		return decision{limit: lim, reason: ReasonQueue}
+	}
 	next, reason := lim+float64(c.Increase), ReasonGrow
 	switch {
 	case s.inFlight >= regrowShare*math.Floor(lim) && s.ratio <= 1+1e-9 && a.det.latency && a.det.unraised():

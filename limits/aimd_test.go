@@ -236,6 +236,31 @@ func TestAIMDStaysOffAQueueItCut(t *testing.T) {
 	}
 }
 
+// TestAIMDHoldsWhileAQueueForms: a window whose latency is above the
+// square root of the tolerance (x1.41 the baseline) but below congestion
+// (x2) holds the limit: growing by Increase until the latency doubles
+// builds that much queue first, and replicas sharing a dependency build it
+// together. Below the square root, the limit grows again.
+func TestAIMDHoldsWhileAQueueForms(t *testing.T) {
+	a, err := NewAIMD(AIMDConfig{InitialLimit: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := newFeed(a)
+	ms := time.Millisecond
+	for range 2 * DefaultBaselineWindows { // the baseline: 10 ms
+		f.window(20, 0, 80, constant(10*ms))
+	}
+	before := a.Limit()
+	inUse := before * 8 / 10 // used (MinUtilization 0.75), not binding
+	if got := f.window(20, 0, inUse, constant(16*ms)); got != before || a.State().Reason != ReasonQueue {
+		t.Fatalf("x1.6 the baseline: limit %d -> %d (%s), want held by %s", before, got, a.State().Reason, ReasonQueue)
+	}
+	if got := f.window(20, 0, inUse, constant(12*ms)); got != before+DefaultIncrease || a.State().Reason != ReasonGrow {
+		t.Fatalf("x1.2 the baseline: limit %d -> %d (%s), want +%d by %s", before, got, a.State().Reason, DefaultIncrease, ReasonGrow)
+	}
+}
+
 // TestAIMDLearnsNoQueue: a dependency that queues past 60 in flight, with
 // demand for far more. Slow start overshoots, the cuts bring the latency
 // under the tolerance, and the first steady windows that follow still

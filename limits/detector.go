@@ -86,6 +86,16 @@ type signals struct {
 
 func (s *signals) congested() bool { return s.latCong || s.dropCong || s.ceilCong }
 
+// queueForming reports a latency above the baseline by more than the
+// square root of the threshold, its noise, but not clearly congested (too
+// little, or in a window whose work in flight moved): a queue may be
+// forming, and growing into it overshoots. A censored seed is too fast by
+// the slow part of the work, so against it only a latency past the
+// threshold shows a queue.
+func (s *signals) queueForming(censored bool) bool {
+	return s.ratio > math.Sqrt(s.thresh) && !(censored && s.ratio <= s.thresh)
+}
+
 // dropReason names a cut on drops: beyond the background, or crowded.
 func (s *signals) dropReason() Reason {
 	if s.crowdCong {

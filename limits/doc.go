@@ -134,7 +134,7 @@
 //   - queue: the latency is above the baseline by more than the square
 //     root of the threshold (its noise), by less than congestion: a queue
 //     may be forming, so the limit holds and slow start ends (unless the
-//     baseline is still a censored seed, see above).
+//     baseline is still a censored seed, see above). AIMD holds too.
 //   - regrow: the limit binds while the latency is at or below the
 //     baseline: no queue at all, the dependency got back servers it had
 //     lost, and the limit grows by half. Not on a baseline that
@@ -228,10 +228,13 @@
 // LatencyThreshold set, which leaves no baseline to recognise a recovered
 // dependency by, also after a run of congested windows, back to the limit
 // the run's first cut left (TCP's slow start threshold). Its tolerance lets
-// a queue double the latency before it cuts, so a window in which its limit
-// binds with the latency above the square root of that tolerance teaches
-// its baseline nothing, not even while learning: the queue would become the
-// next normal. As Gradient's, a limit left unused for BaselineWindows
+// a queue double the latency before it cuts, so a window with the latency
+// above the square root of that tolerance holds the limit instead of
+// growing it (queue, as for Gradient, but slow start goes on): growing by
+// Increase until the latency doubles builds that much queue first, and
+// replicas that share a dependency build it together. Such a window in
+// which the limit binds teaches the baseline nothing, not even while
+// learning: the queue would become the next normal. As Gradient's, a limit left unused for BaselineWindows
 // windows in a row falls to what their largest work in flight uses to
 // MinUtilization. Drops within DropTolerance ([DefaultDropTolerance]) never
 // count as beyond the background; drops that crowd at the top of the

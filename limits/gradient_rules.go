@@ -86,10 +86,7 @@ func (g *Gradient) grow(s *signals) decision {
 			return decision{limit: min(lim, capAt), reason: ReasonUnused}
 		}
 		return decision{limit: lim, reason: ReasonUnused}
-	case s.ratio > math.Sqrt(s.thresh) && !(st.det.censored && s.ratio <= s.thresh):
-		// A queue may be forming. A censored seed is too fast by the
-		// slow part of the work, so only a latency past the threshold
-		// shows a queue against it.
+	case s.queueForming(st.det.censored):
 		return decision{limit: lim, reason: ReasonQueue}
 	}
 	a := g.allowance(lim)

@@ -16,8 +16,8 @@ const (
 	// their largest work in flight uses to MinUtilization.
 	ReasonUnused
 	// ReasonQueue: the latency is above the baseline, by less than
-	// congestion: a queue may be forming, so the limit holds (and slow
-	// start ends).
+	// congestion: a queue may be forming, so the limit holds (and
+	// Gradient's slow start ends).
 	ReasonQueue
 	// ReasonSlowStart: no congestion yet: the limit multiplies by Growth.
 	ReasonSlowStart
