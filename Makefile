@@ -22,7 +22,7 @@ STATICCHECK_VERSION ?= v0.8.2
 JAEGER_VERSION ?= v1.75.0
 JAEGER_BIN     := .cache/bin/jaeger-$(JAEGER_VERSION)
 
-.PHONY: help test test-modules modules-check consumer-check fmtcheck vet bench cover lint demo calibrate-demo tune-demo jaeger jaeger-build demo-traces e2e dashboards-check sim sim-check bench-peers sim-peers sim-family sim-family-seeds test-bench test-grpc soak fuzz
+.PHONY: help test test-modules modules-check consumer-check fmtcheck vet bench cover lint demo calibrate-demo tune-demo jaeger jaeger-build demo-traces e2e dashboards-check sim sim-check bench-peers sim-peers sim-family sim-family-seeds sim-cases test-bench test-grpc soak fuzz
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -87,6 +87,9 @@ sim-family-seeds: ## the healthy family on seeds 3, 4 and 5 (SEEDS_N=100 instanc
 	  (cd bench && $(SOLO) $(GO) run ./cmd/shedsim -family healthy -seed $$s -n $(SEEDS_N) -policies 'none;static;shedkit-gradient;shedkit-aimd' -out ../out/sim-family-seeds/s$$s -quiet -charts=false) || exit 1; \
 	  cp out/sim-family-seeds/s$$s/family-healthy.txt bench/results/family-healthy-s$$s.txt; \
 	done
+
+sim-cases: ## scenarios the families do not draw (bench/scenarios/cases): replicas sharing one dependency through four minutes of 1.3x and 2x its capacity, and a dependency 1.6x slower with room to spare under rising demand; shedkit's limits against a static limit at each replica's share and the peers at their defaults; table in bench/results/cases.txt (about a minute)
+	cd bench && $(SOLO) $(GO) run ./cmd/shedsim -scenario $$(ls scenarios/cases/*.yaml | paste -sd, -) -quiet -charts=false -policies 'none;static;shedkit-gradient;shedkit-aimd;gcl-gradient2;gcl-vegas;gcl-aimd;failsafe-adaptive' -out ../out/sim-cases > results/cases.txt
 
 test-bench: ## vet and test the bench/ module: peers, and the 10-second loopback soak (not part of the library)
 	cd bench && $(SOLO) $(GO) vet ./... && $(SOLO) $(GO) test -race -count=1 -timeout 5m ./...
