@@ -234,13 +234,17 @@
 // Increase until the latency doubles builds that much queue first, and
 // replicas that share a dependency build it together. Such a window in
 // which the limit binds teaches the baseline nothing, not even while
-// learning: the queue would become the next normal. As Gradient's, a limit left unused for BaselineWindows
-// windows in a row falls to what their largest work in flight uses to
-// MinUtilization. Drops within DropTolerance ([DefaultDropTolerance]) never
-// count as beyond the background; drops that crowd at the top of the
-// limit still cut (cut-crowd). A fixed LatencyThreshold replaces the
-// learned baseline with a latency objective; a negative one leaves drops
-// alone.
+// learning: the queue would become the next normal. The price: from one
+// replica, a dependency that got 1.41 to 2 times slower with room to spare
+// looks the same, and the limit holds where it was for as long as that
+// lasts, whatever the demand (Gradient, whose tolerance is lower, cuts
+// there and re-learns the latency once the cuts cost throughput). As
+// Gradient's, a limit left unused for BaselineWindows windows in a row
+// falls to what their largest work in flight uses to MinUtilization. Drops
+// within DropTolerance ([DefaultDropTolerance]) never count as beyond the
+// background; drops that crowd at the top of the limit still cut
+// (cut-crowd). A fixed LatencyThreshold replaces the learned baseline with
+// a latency objective; a negative one leaves drops alone.
 //
 // # Defaults and why
 //
