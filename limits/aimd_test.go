@@ -198,6 +198,21 @@ func TestAIMDSlowStart(t *testing.T) {
 	}
 }
 
+// learnedAIMD returns a default AIMD started at 100 that learned a
+// baseline of 10 ms over twice BaselineWindows windows with 80 in flight.
+func learnedAIMD(t *testing.T) (*AIMD, *feed) {
+	t.Helper()
+	a, err := NewAIMD(AIMDConfig{InitialLimit: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := newFeed(a)
+	for range 2 * DefaultBaselineWindows {
+		f.window(20, 0, 80, constant(10*time.Millisecond))
+	}
+	return a, f
+}
+
 // TestAIMDStaysOffAQueueItCut: once a run of cuts has brought the
 // latency back under the tolerance, the default AIMD does not slow-start
 // back to the limit its first cut left, which would re-admit the queue
@@ -207,15 +222,8 @@ func TestAIMDSlowStart(t *testing.T) {
 // (With LatencyThreshold set, and so no baseline to tell a recovered
 // dependency by, it still returns there: see TestAIMDRules.)
 func TestAIMDStaysOffAQueueItCut(t *testing.T) {
-	a, err := NewAIMD(AIMDConfig{InitialLimit: 100})
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := newFeed(a)
+	a, f := learnedAIMD(t)
 	ms := time.Millisecond
-	for range 2 * DefaultBaselineWindows { // the baseline: 10 ms
-		f.window(20, 0, 80, constant(10*ms))
-	}
 	start := a.Limit()
 	for range 3 { // a queue: cut three times
 		f.window(20, 0, a.Limit(), constant(30*ms))
@@ -242,15 +250,8 @@ func TestAIMDStaysOffAQueueItCut(t *testing.T) {
 // builds that much queue first, and replicas sharing a dependency build it
 // together. Below the square root, the limit grows again.
 func TestAIMDHoldsWhileAQueueForms(t *testing.T) {
-	a, err := NewAIMD(AIMDConfig{InitialLimit: 100})
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := newFeed(a)
+	a, f := learnedAIMD(t)
 	ms := time.Millisecond
-	for range 2 * DefaultBaselineWindows { // the baseline: 10 ms
-		f.window(20, 0, 80, constant(10*ms))
-	}
 	before := a.Limit()
 	inUse := before * 8 / 10 // used (MinUtilization 0.75), not binding
 	if got := f.window(20, 0, inUse, constant(16*ms)); got != before || a.State().Reason != ReasonQueue {

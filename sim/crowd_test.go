@@ -28,21 +28,25 @@ func TestBurstsAtTheDeadlineAreNotShed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	goodput := func(policy string) float64 {
-		p, err := ParsePolicy(policy)
-		if err != nil {
-			t.Fatal(err)
-		}
-		r, err := Run(sc, p, Options{Seed: 1})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return float64(r.Summary.Goodput)
-	}
+	goodput := func(policy string) float64 { return float64(summaryOf(t, sc, policy).Goodput) }
 	none := goodput("none")
 	for _, policy := range []string{"shedkit-gradient", "shedkit-aimd"} {
 		if g := goodput(policy); g < 0.98*none {
 			t.Errorf("%s served %.0f, no limit %.0f: it shed %.1f%% of what needed no shedding", policy, g, none, 100*(1-g/none))
 		}
 	}
+}
+
+// summaryOf runs sc under policy on seed 1 and returns its summary.
+func summaryOf(t *testing.T, sc *Scenario, policy string) Summary {
+	t.Helper()
+	p, err := ParsePolicy(policy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := Run(sc, p, Options{Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r.Summary
 }

@@ -31,17 +31,7 @@ upstream:
 	if err != nil {
 		t.Fatal(err)
 	}
-	during := func(policy string) float64 {
-		p, err := ParsePolicy(policy)
-		if err != nil {
-			t.Fatal(err)
-		}
-		r, err := Run(sc, p, Options{Seed: 1})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return r.Summary.TriggerGoodputRatio
-	}
+	during := func(policy string) float64 { return summaryOf(t, sc, policy).TriggerGoodputRatio }
 	// The static limit is each replica's share of the servers.
 	if aimd, oracle := during("shedkit-aimd"), during("static"); aimd < 0.85*oracle {
 		t.Errorf("AIMD served %.1f%% of the ideal during the overload, a static limit at each replica's share %.1f%%: want at least 85%% of it",
