@@ -300,3 +300,43 @@ func BenchmarkTenantFirstAdmission(b *testing.B) {
 		done += n
 	}
 }
+
+// BenchmarkTryAcquireReleaseTenantWeight is the tenant benchmarks with a
+// Config.TenantWeight, which is resolved before the admission changes
+// anything: from the entry of a tracked tenant, by a call for a new one.
+func BenchmarkTryAcquireReleaseTenantWeight(b *testing.B) {
+	weight := func(name string) float64 { return float64(1 + len(name)%3) }
+	for _, tracked := range []bool{true, false} {
+		name := map[bool]string{true: "tracked", false: "new"}[tracked]
+		b.Run(name, func(b *testing.B) {
+			l, err := shed.New(shed.Config{Limit: benchLimit, TenantWeight: weight})
+			if err != nil {
+				b.Fatal(err)
+			}
+			var next atomic.Int64
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				i := next.Add(1)
+				req := shed.Request{Tenant: benchTenants[i%int64(len(benchTenants))]}
+				if tracked {
+					anchor, err := l.TryAcquire(req)
+					if err != nil {
+						b.Fatal(err)
+					}
+					defer anchor.Release(shed.Success)
+				}
+				for pb.Next() {
+					if !tracked {
+						i++
+						req.Tenant = benchTenants[i%int64(len(benchTenants))]
+					}
+					p, err := l.TryAcquire(req)
+					if err != nil {
+						b.Fatal(err)
+					}
+					p.Release(shed.Success)
+				}
+			})
+		})
+	}
+}

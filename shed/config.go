@@ -131,10 +131,15 @@ type Config struct {
 	// (Request.Tenant) within its class: a contended class is shared in
 	// proportion to the weights of its active tenants. It is called when
 	// a tenant that has nothing in flight or queued in a class asks again,
-	// under a lock of the limiter: it must be fast, must not block, and
-	// must not call the Limiter. A result that is not a positive number
-	// counts as 1; others are clamped to [1/1024, 1024]. Nil gives every
-	// tenant weight 1: equal shares.
+	// never under the limiter's main lock (possibly under a lock of its
+	// tenant table): it must be fast, must not block, and must not call
+	// the Limiter. A result that is not a positive number counts as 1;
+	// others are clamped to [1/1024, 1024]. Nil gives every tenant weight
+	// 1: equal shares. It must not panic (the tenant may be client-chosen);
+	// if it does, the panic propagates to the caller of TryAcquire,
+	// Acquire or EnqueueAt, as a panicking Observer's does, and the request
+	// decided nothing: it was neither admitted, queued nor counted, and
+	// the limiter is left as it was.
 	TenantWeight func(tenant string) float64
 
 	// Observer, when set, is told about every decision. Nil costs nothing.

@@ -369,7 +369,7 @@ func (l *Limiter) acquireShort(now time.Time, hasNow bool, req Request, cost int
 	if s := l.state.Load(); s&slowFlag == 0 && !l.dryRun && !l.marksDemand[req.Class] && (!mayQueue || l.cfg[req.Class].QueueDepth == 0) &&
 		(uint64(inFlightOf(s)) >= limit || costOf(s)+cost > l.maxCost) {
 		if req.Tenant != "" {
-			l.markShort(now, hasNow, req, cost, l.roomFast(s, req.Class, limit))
+			l.markShort(now, hasNow, req, 0, cost, l.roomFast(s, req.Class, limit))
 		}
 		return Permit{}, l.reject(now, req.Class, cost, ReasonLimit, l.hint(0, limit), false)
 	}
@@ -381,12 +381,18 @@ func (l *Limiter) acquireShort(now time.Time, hasNow bool, req Request, cost int
 // request over it is rejected with ReasonTenantShare rather than queued,
 // since waiting would let a noisy tenant fill the class's bounded queue
 // ahead of the others, and it could not be admitted at its turn anyway.
+// The tenant's weight is resolved before the lock, as the limit is: no
+// user code but the Observer's runs under it, after it is released.
 func (l *Limiter) acquireSlow(now time.Time, hasNow bool, req Request, cost int64, w *Waiter, mayQueue bool, v verdict) (Permit, error) {
 	if !hasNow {
 		now, hasNow = l.clock(), true
 	}
 	c := req.Class
 	limit := l.limit() // before the lock: see grantLocked
+	var wt uint64
+	if req.Tenant != "" {
+		wt = l.tenants.weightFor(c, req.Tenant)
+	}
 	l.mu.Lock()
 	l.freezeLocked()
 	l.expireDemandLocked(now)
@@ -398,7 +404,7 @@ func (l *Limiter) acquireSlow(now time.Time, hasNow bool, req Request, cost int6
 		if l.fitsLocked(s, c, cost, limit) {
 			var h tenantHold
 			if req.Tenant != "" {
-				h, fair = l.tenantDo(c, req.Tenant, cost, l.roomLocked(now, s, c, limit), tenantAdmit, false)
+				h, fair = l.tenantDo(c, req.Tenant, wt, cost, l.roomLocked(now, s, c, limit), tenantAdmit, false)
 			}
 			if fair {
 				l.state.Add(delta(cost))
@@ -414,13 +420,13 @@ func (l *Limiter) acquireSlow(now time.Time, hasNow bool, req Request, cost int6
 		if fair {
 			var p Permit
 			var err error
-			if reason, p, err = l.queueLocked(now, req, cost, w, mayQueue, limit, v); reason == ReasonNone {
+			if reason, p, err = l.queueLocked(now, req, wt, cost, w, mayQueue, limit, v); reason == ReasonNone {
 				return p, err // the lock is released
 			}
 			if reason != ReasonTenantShare {
 				l.markDemandLocked(now, c)
 				if req.Tenant != "" {
-					l.markShort(now, true, req, cost, l.roomLocked(now, s, c, limit))
+					l.markShort(now, true, req, wt, cost, l.roomLocked(now, s, c, limit))
 				}
 			}
 		}
@@ -432,7 +438,7 @@ func (l *Limiter) acquireSlow(now time.Time, hasNow bool, req Request, cost int6
 		// Report the decision, then admit anyway.
 		var h tenantHold
 		if req.Tenant != "" {
-			h, _ = l.tenantDo(c, req.Tenant, cost, classRoom{}, tenantAdmit, true)
+			h, _ = l.tenantDo(c, req.Tenant, wt, cost, classRoom{}, tenantAdmit, true)
 		}
 		s = l.state.Add(delta(cost))
 		p := l.newPermit(now, hasNow, c, cost, inFlightOf(s), 0, reason, h)
@@ -449,8 +455,9 @@ func (l *Limiter) acquireSlow(now time.Time, hasNow bool, req Request, cost int6
 // queueLocked queues a request that does not fit, if its class queues and
 // it may wait. It returns ReasonNone when it is done (w queued, or a caller
 // error), having released the lock, with acquireSlow's results; otherwise
-// the reason to reject it for, with the lock still held.
-func (l *Limiter) queueLocked(now time.Time, req Request, cost int64, w *Waiter, mayQueue bool, limit uint64, v verdict) (Reason, Permit, error) {
+// the reason to reject it for, with the lock still held. wt is the weight
+// of req's tenant, resolved before the lock (see weightFor).
+func (l *Limiter) queueLocked(now time.Time, req Request, wt uint64, cost int64, w *Waiter, mayQueue bool, limit uint64, v verdict) (Reason, Permit, error) {
 	c := req.Class
 	cc := &l.cfg[c]
 	if !mayQueue || cc.QueueDepth == 0 || l.dryRun {
@@ -479,7 +486,7 @@ func (l *Limiter) queueLocked(now time.Time, req Request, cost int64, w *Waiter,
 		r.roomN += int64(l.queues[c].n) + 1
 		r.roomC += cost
 		var fair bool
-		if h, fair = l.tenantDo(c, req.Tenant, cost, r, tenantQueue, false); !fair {
+		if h, fair = l.tenantDo(c, req.Tenant, wt, cost, r, tenantQueue, false); !fair {
 			return ReasonTenantShare, Permit{}, nil
 		}
 	}

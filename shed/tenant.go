@@ -120,7 +120,8 @@ func newTenantTable(weight func(string) float64) *tenantTable {
 
 // weightOf returns the fixed-point weight of a tenant: Config.TenantWeight
 // if set, clamped, else 1. A weight that is not a positive number counts
-// as 1.
+// as 1. TenantWeight is user code that may panic: it is called only where
+// a panic leaves nothing to undo (see entryLocked and weightFor).
 func (t *tenantTable) weightOf(name string) uint64 {
 	if t.weight == nil {
 		return weightUnit
@@ -132,18 +133,47 @@ func (t *tenantTable) weightOf(name string) uint64 {
 	return uint64(min(max(w*weightUnit, 1), maxTenantWeight*weightUnit))
 }
 
+// weightFor returns the weight that a request of tenant name in class c
+// would give the tenant's entry if it made one: the entry's own weight
+// while the tenant is tracked, else weightOf's. acquireSlow calls it before
+// it takes the limiter's lock, so that no user code runs under that lock
+// (a panic would leave it held); the fast path does not pay for it.
+func (t *tenantTable) weightFor(c Class, name string) uint64 {
+	if t.weight == nil {
+		return weightUnit
+	}
+	sh := t.shard(c, name)
+	sh.mu.Lock()
+	e := sh.m[c][name]
+	var w uint64
+	if e != nil {
+		w = e.weight
+	}
+	sh.mu.Unlock()
+	if e != nil {
+		return w
+	}
+	return t.weightOf(name)
+}
+
 func (t *tenantTable) shard(c Class, name string) *tenantShard {
 	h := maphash.String(t.seed, name) + uint64(c)
 	return &t.shards[h&(tenantShards-1)]
 }
 
 // entryLocked returns the entry of (c, name) in sh, whose lock is held,
-// making it if the tenant is not tracked yet.
-func (t *tenantTable) entryLocked(l *Limiter, sh *tenantShard, c Class, name string) *tenantEntry {
+// making it if the tenant is not tracked yet, with weight wt (from
+// weightFor), or weightOf's when wt is 0. The weight is known before
+// anything changes, so a panicking TenantWeight leaves sh as it was (the
+// callers unlock it in a defer).
+func (t *tenantTable) entryLocked(l *Limiter, sh *tenantShard, c Class, name string, wt uint64) *tenantEntry {
 	k := tenantKey{c, name}
 	m := sh.m[c]
 	if e := m[name]; e != nil {
 		return e
+	}
+	if wt == 0 {
+		wt = t.weightOf(name)
 	}
 	if m == nil {
 		m = make(map[string]*tenantEntry)
@@ -153,9 +183,9 @@ func (t *tenantTable) entryLocked(l *Limiter, sh *tenantShard, c Class, name str
 	if n := len(sh.free); n > 0 {
 		e = sh.free[n-1]
 		sh.free = sh.free[:n-1]
-		e.key, e.weight, e.dead = k, t.weightOf(name), false
+		e.key, e.weight, e.dead = k, wt, false
 	} else {
-		e = &tenantEntry{l: l, shard: sh, key: k, weight: t.weightOf(name)}
+		e = &tenantEntry{l: l, shard: sh, key: k, weight: wt}
 	}
 	m[name] = e
 	t.active[c].Add(e.weight)
@@ -290,17 +320,18 @@ const (
 	tenantCheck                 // only check the share
 )
 
-// tenantDo checks whether a request of tenant name in class c with the
-// given cost is within its share of a class with room r (unless force),
-// and if so applies op. It returns the tenant's entry (nil for
+// tenantDo checks whether a request of tenant name (of weight wt, 0 when
+// not resolved yet: see entryLocked) in class c with the given cost is
+// within its share of a class with room r (unless force), and if so
+// applies op. It returns the tenant's entry (nil for
 // tenantCheck or when refused) and whether the request is within its share.
 // Waiting requests count against the share of a request that would queue.
-func (l *Limiter) tenantDo(c Class, name string, cost int64, r classRoom, op tenantOp, force bool) (tenantHold, bool) {
+func (l *Limiter) tenantDo(c Class, name string, wt uint64, cost int64, r classRoom, op tenantOp, force bool) (tenantHold, bool) {
 	t := l.tenants
 	sh := t.shard(c, name)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	e := t.entryLocked(l, sh, c, name)
+	e := t.entryLocked(l, sh, c, name, wt)
 	held := e.inflight
 	if op == tenantQueue {
 		held += e.queued
@@ -448,7 +479,7 @@ func (l *Limiter) acquireTenant(now time.Time, hasNow bool, req Request, cost in
 	}
 	r := l.roomFast(s-delta(cost), req.Class, limit)
 	r.short, r.phantom = l.shortNow(req.Class, now, hasNow)
-	h, fair := l.tenantDo(req.Class, req.Tenant, cost, r, tenantAdmit, false)
+	h, fair := l.holdTenant(now, hasNow, req, cost, r)
 	if !fair {
 		l.takeBack(now, hasNow, req.Class, cost)
 		return Permit{}, l.reject(now, req.Class, cost, ReasonTenantShare, l.hint(0, limit), false)
@@ -461,6 +492,24 @@ func (l *Limiter) acquireTenant(now time.Time, hasNow bool, req Request, cost in
 	return p, nil
 }
 
+// holdTenant is acquireTenant's tenantDo, after the state word was changed
+// for the request. A tenant's first request calls Config.TenantWeight (in
+// entryLocked, under the shard's lock, which tenantDo releases in a
+// defer): if it panics, the change is taken back as the panic unwinds, so
+// the request takes nothing. The guard is a defer without recover, which
+// costs no allocation.
+func (l *Limiter) holdTenant(now time.Time, hasNow bool, req Request, cost int64, r classRoom) (h tenantHold, fair bool) {
+	done := false
+	defer func() {
+		if !done {
+			l.takeBack(now, hasNow, req.Class, cost)
+		}
+	}()
+	h, fair = l.tenantDo(req.Class, req.Tenant, 0, cost, r, tenantAdmit, false)
+	done = true
+	return h, fair
+}
+
 // markShort records a shortfall of class c: a request of a tenant within
 // its share was refused for lack of capacity. The
 // class then counts as contended for Config.DemandHold, as a protected
@@ -470,12 +519,14 @@ func (l *Limiter) acquireTenant(now time.Time, hasNow bool, req Request, cost in
 // class's room when the request was refused. A tenant alone in its class
 // has nobody to make room for. Requests without a tenant are not held to
 // shares, and do not mark shortfalls either: callers skip them, so that
-// their rejections cost nothing more.
-func (l *Limiter) markShort(now time.Time, hasNow bool, req Request, cost int64, r classRoom) {
+// their rejections cost nothing more. wt is the tenant's weight (weightFor),
+// or 0 when the caller holds no lock of the limiter and has changed
+// nothing, so that a panicking TenantWeight leaves nothing to undo.
+func (l *Limiter) markShort(now time.Time, hasNow bool, req Request, wt uint64, cost int64, r classRoom) {
 	c := req.Class
 	r.roomN++ // the share of the class with the refused request in it
 	r.roomC += cost
-	short, untracked := l.tenantShortfall(c, req.Tenant, cost, r)
+	short, untracked := l.tenantShortfall(c, req.Tenant, wt, cost, r)
 	if !short {
 		return
 	}
@@ -510,15 +561,16 @@ func (l *Limiter) shortNow(c Class, now time.Time, hasNow bool) (short, phantom 
 }
 
 // tenantShortfall reports whether the refusal of a request of tenant name
-// in class c with room r is a shortfall: the request was within its
-// tenant's share, and another tenant is active in the class; and whether
-// the tenant was untracked (nothing in flight or queued).
-func (l *Limiter) tenantShortfall(c Class, name string, cost int64, r classRoom) (short, untracked bool) {
+// (of weight wt: see entryLocked) in class c with room r is a shortfall:
+// the request was within its tenant's share, and another tenant is active
+// in the class; and whether the tenant was untracked (nothing in flight or
+// queued).
+func (l *Limiter) tenantShortfall(c Class, name string, wt uint64, cost int64, r classRoom) (short, untracked bool) {
 	t := l.tenants
 	sh := t.shard(c, name)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	e := t.entryLocked(l, sh, c, name)
+	e := t.entryLocked(l, sh, c, name, wt)
 	untracked = e.inflight == 0 && e.queued == 0
 	short = t.active[c].Load() > e.weight && l.withinShareLocked(e, e.inflight, cost, r)
 	t.dropIdleLocked(e)
