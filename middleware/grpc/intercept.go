@@ -209,7 +209,10 @@ func (s *Server) release(st *state, call *Call, err error) shed.Outcome {
 	if !st.permit.Valid() {
 		return shed.Ignored
 	}
-	var o shed.Outcome
+	// Released in a defer: a panicking Outcome still returns the permit
+	// (as Ignored) while its panic goes on to a recovery interceptor.
+	o := shed.Ignored
+	defer func() { st.permit.Release(o) }()
 	switch cerr := st.ctx.Err(); {
 	case cerr == nil:
 		o = s.outcome(*call, err)
@@ -220,7 +223,6 @@ func (s *Server) release(st *state, call *Call, err error) shed.Outcome {
 		// deadline: neither says anything about capacity.
 		o = shed.Ignored
 	}
-	st.permit.Release(o)
 	return o
 }
 

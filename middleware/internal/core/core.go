@@ -476,8 +476,8 @@ func (e *Engine) rateLimit(r *http.Request, cl shedhttp.Classification) (dryReas
 	now := e.clock()
 	var ok bool
 	var wait time.Duration
+	n := 1
 	if e.reqStore != nil {
-		n := 1
 		if e.rateCost {
 			n = int(min(max(cl.Cost, 1), math.MaxInt32))
 		}
@@ -495,10 +495,16 @@ func (e *Engine) rateLimit(r *http.Request, cl shedhttp.Classification) (dryReas
 		return shed.ReasonRateLimited.String(), rej, false
 	}
 	e.annotateRejected(r.Context(), inbound{r: r, deadline: deadlineOf(r.Context(), cl.Deadline)}, shed.ReasonRateLimited.String(), cl.Class, cl.Cost, true, false)
+	status, retry := http.StatusTooManyRequests, roundRetryAfter(wait)
+	if n > rule.limit.Burst {
+		// More tokens than the bucket holds: it can never pass, and a
+		// Retry-After would be a lie, as for cost_too_large.
+		status, retry = http.StatusRequestEntityTooLarge, 0
+	}
 	return "", shedhttp.Rejection{
-		Status:     http.StatusTooManyRequests,
+		Status:     status,
 		Reason:     shed.ReasonRateLimited,
-		RetryAfter: roundRetryAfter(wait),
+		RetryAfter: retry,
 		Class:      cl.Class,
 		Err:        shedhttp.ErrRateLimited,
 	}, true
@@ -606,7 +612,10 @@ func (e *Engine) Release(st *State, r *http.Request, status int) shed.Outcome {
 	if status == 0 {
 		status = http.StatusOK
 	}
-	var o shed.Outcome
+	// Released in a defer: a panicking Outcome still returns the permit
+	// (as Ignored) while its panic goes on to a recovery middleware.
+	o := shed.Ignored
+	defer func() { st.Permit.Release(o) }()
 	switch err := st.Context.Err(); {
 	case st.hijacked:
 		o = shed.Ignored // HoldHijacked: it held the connection, not a request
@@ -623,7 +632,6 @@ func (e *Engine) Release(st *State, r *http.Request, status int) shed.Outcome {
 	default:
 		o = shed.Ignored // the client went away
 	}
-	st.Permit.Release(o)
 	return o
 }
 
