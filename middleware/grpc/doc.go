@@ -69,9 +69,11 @@
 // later, maybe elsewhere"). Each rejection carries the
 // grpc-retry-pushback-ms trailer ([PushbackKey]), which gRPC's own retry
 // policy and this package's Client honour: the limiter's Retry-After hint
-// (or the time until the key's next token) in milliseconds, or -1 ("do
-// not retry") when retrying cannot help (a cost above the whole budget)
-// or when ServerConfig.NoRetryPushback asks for it, as the HTTP
+// (or the time until the key's next token) in milliseconds, none for a
+// server that drains (its retry belongs on another backend, after the
+// client's own backoff), or -1 ("do not retry") when retrying cannot help
+// (a cost above the whole budget) or when ServerConfig.NoRetryPushback
+// asks for it, as the HTTP
 // middleware's Shedkit-No-Retry header does. The status message is one of
 // the Msg constants: stable, and naming no internal state (no limit,
 // in-flight count, class or reason); the reason is on the server's span
@@ -114,7 +116,10 @@
 // (released as a Success) or returns (released by the handler's error). A
 // message that is not admitted fails RecvMsg with the rejection's status
 // and puts the pushback in the stream's trailer; the handler returns it
-// as any receive error, which ends the stream.
+// as any receive error, which ends the stream (a handler that returns nil
+// instead still ends it with that status: the client must not read a
+// success). A message received after the handler returned, by a goroutine
+// it left receiving, is not admitted.
 //
 // # Client
 //
@@ -148,7 +153,8 @@
 // that could not be sent at all (open breaker, throttle, too little time
 // for MinAttemptTime) fails with Unavailable (DeadlineExceeded for the
 // deadline) and Attempts 0. Every attempt carries its number in the
-// shedkit-attempt metadata ([AttemptMetadata]); the server interceptors
+// shedkit-attempt metadata ([AttemptMetadata]), in place of any the
+// outgoing context forwarded from an inbound call; the server interceptors
 // pass it to the handler's context, where a retrybudget.Transport or a
 // Client used by the handler applies its InboundPolicy, so that only one
 // layer retries.

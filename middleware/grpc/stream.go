@@ -2,6 +2,8 @@ package grpc
 
 import (
 	"context"
+	"io"
+	"sync"
 
 	"google.golang.org/grpc"
 
@@ -45,11 +47,19 @@ func (s *Server) perMessage(method string) bool {
 // msgStream is the handler's ServerStream of a stream admitted per
 // message: its RecvMsg admits each message before returning it, and the
 // message's permit (in the embedded state, so that Permit(ctx) finds it)
-// is held until the handler asks for the next message or returns.
+// is held until the handler asks for the next message or returns. gRPC
+// lets one goroutine receive while another sends and returns, so the
+// permit is guarded by mu, and a message admitted after the handler
+// returned (over) is let go at once instead of holding its permit for
+// ever.
 type msgStream struct {
 	state
 	s    *Server
 	call Call
+
+	mu   sync.Mutex
+	over bool  // the handler returned: nothing more is admitted
+	shed error // the status of the last message shed, until one is admitted
 }
 
 func (s *Server) streamPerMessage(srv any, ss grpc.ServerStream, call Call, handler grpc.StreamHandler) error {
@@ -61,11 +71,23 @@ func (s *Server) streamPerMessage(srv any, ss grpc.ServerStream, call Call, hand
 	returned := false
 	defer func() {
 		if !returned {
+			ms.mu.Lock()
+			defer ms.mu.Unlock()
+			ms.over = true
 			s.releasePanicked(&ms.state) // the last message's permit, if any
 		}
 	}()
 	herr := handler(srv, ms)
 	returned = true
+	ms.mu.Lock()
+	defer ms.mu.Unlock()
+	ms.over = true
+	if herr == nil && ms.shed != nil {
+		// The handler ended the stream on a message it was refused, as
+		// on any receive error: the client must not read a success for
+		// work that was not done.
+		herr = ms.shed
+	}
 	s.finish(&ms.state, &ms.call, herr) // the last message's permit, if any
 	return herr
 }
@@ -73,24 +95,39 @@ func (s *Server) streamPerMessage(srv any, ss grpc.ServerStream, call Call, hand
 // RecvMsg ends the work on the previous message (Success: the handler
 // asks for more), receives the next one and admits it. A message that is
 // not admitted fails RecvMsg with the rejection's status, which the
-// handler returns as it returns any receive error; its pushback goes in
-// the stream's trailer.
+// handler returns as it returns any receive error (a handler that
+// returns nil instead ends the call with that status all the same); its
+// pushback goes in the stream's trailer.
 func (ms *msgStream) RecvMsg(m any) error {
+	ms.mu.Lock()
 	ms.done()
+	ms.mu.Unlock()
 	if err := ms.ServerStream.RecvMsg(m); err != nil {
 		return err
 	}
-	ms.call.Request = m
-	p, _, rq, rej := ms.s.acquire(ms.ctx, &ms.call)
-	if rej.err != nil {
+	call := ms.call
+	call.Request = m
+	p, _, rq, rej := ms.s.acquire(ms.ctx, &call)
+	ms.mu.Lock()
+	defer ms.mu.Unlock()
+	switch {
+	case rej.err != nil:
+		ms.shed = rej.err
 		return ms.s.answer(nil, ms.ServerStream, rej)
+	case ms.over:
+		// Received after the handler returned: nobody works on it.
+		p.Release(shed.Ignored)
+		ms.s.recDone(&rq, &p, p.Cost(), shed.Ignored, nil, false)
+		return io.EOF
 	}
-	ms.permit, ms.rq = p, rq
+	ms.call.Request = m
+	ms.permit, ms.rq, ms.shed = p, rq, nil
 	return nil
 }
 
 // done ends the work on the previous message, if any: Success (Ignored
-// when the handler released its permit itself), recorded as OK.
+// when the handler released its permit itself), recorded as OK. The
+// caller holds mu.
 func (ms *msgStream) done() {
 	actual, o := ms.permit.Cost(), shed.Ignored
 	if ms.permit.Valid() {
