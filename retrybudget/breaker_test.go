@@ -3,9 +3,12 @@ package retrybudget
 import (
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"strings"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -185,4 +188,46 @@ func TestBreakerOpenedMeanwhileStopsRetries(t *testing.T) {
 		t.Fatalf("in-flight request: status %d body %q report %+v err %v; want its 503, not retried (breaker)",
 			r.status, r.body, r.rep, r.err)
 	}
+}
+
+// TestBreakerRecoversFromPanickedProbe: a panic below the Transport (a
+// later RoundTripper) during the half-open probe still reports the probe
+// to the breaker, as excluded, so that a healthy host is called again:
+// gobreaker counts an unreported probe in flight for ever, and half-open
+// has no timeout.
+func TestBreakerRecoversFromPanickedProbe(t *testing.T) {
+	var mode atomic.Int32 // 0: refused, 1: panic, 2: ok
+	base := roundTripperFunc(func(r *http.Request) (*http.Response, error) {
+		switch mode.Load() {
+		case 0:
+			return nil, &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}
+		case 1:
+			panic("a RoundTripper bug")
+		}
+		return &http.Response{StatusCode: 200, Body: http.NoBody, Request: r}, nil
+	})
+	tr, _ := testTransport(t, TransportConfig{Base: base, MaxAttempts: 1,
+		Breaker: BreakerConfig{ConsecutiveFailures: 1, OpenTimeout: time.Millisecond}})
+	req := func() (*http.Response, error) {
+		r, _ := http.NewRequest(http.MethodGet, "http://upstream.test/", nil)
+		return tr.RoundTrip(r)
+	}
+	if _, err := req(); err == nil {
+		t.Fatal("a refused connection succeeded")
+	}
+	for s, _ := tr.BreakerState("upstream.test"); s != gobreaker.StateHalfOpen; s, _ = tr.BreakerState("upstream.test") {
+		time.Sleep(time.Millisecond) // OpenTimeout, on gobreaker's clock
+	}
+	mode.Store(1)
+	func() {
+		defer func() { _ = recover() }()
+		_, _ = req()
+	}()
+	mode.Store(2)
+	resp, err := req()
+	if err != nil {
+		s, _ := tr.BreakerState("upstream.test")
+		t.Fatalf("healthy host refused after the panicked probe: breaker %v, err %v", s, err)
+	}
+	resp.Body.Close()
 }

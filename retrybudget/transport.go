@@ -446,7 +446,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		rt.attrs = append(rt.attrs, attrURLFull.String(redactedURL(req.URL)))
 	}
 
-	resp, err := rt.run(now)
+	resp, err := rt.runGuarded(now)
 	if rt.done != nil {
 		rt.done(rt.outcome) // one logical request, one count
 	}
@@ -478,6 +478,26 @@ func (rt *roundTrip) deny(reason Reason) {
 	if rt.rec {
 		rt.span.AddEvent(eventDenied, trace.WithAttributes(attrReason.String(reason.String())))
 	}
+}
+
+// runGuarded is run, except that a panic below it (a later
+// RoundTripper, or a Sleep, Rand or Retryable hook) still reports to the
+// breaker, as excluded, and ends the logical span before it goes on:
+// otherwise a half-open breaker would count its probe in flight for ever
+// and refuse every later request to the host.
+func (rt *roundTrip) runGuarded(now time.Time) (resp *http.Response, err error) {
+	returned := false
+	defer func() {
+		if !returned {
+			if rt.done != nil {
+				rt.done(errAttemptExcluded)
+			}
+			rt.span.End()
+		}
+	}()
+	resp, err = rt.run(now)
+	returned = true
+	return resp, err
 }
 
 // run sends the attempts of the logical request until one is final.

@@ -41,6 +41,7 @@ type logicalCall struct {
 
 func (c *Client) unary(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 	now := time.Now()
+	ctx = withoutAttempt(ctx)
 	lc := logicalCall{c: c, ctx: ctx, method: method, tg: c.targets.get(cc.Target()), outcome: errAttemptExcluded,
 		req: req, reply: reply, cc: cc, invoker: invoker, opts: opts}
 	c.inst.requests.Add(ctx, 1, c.inst.clientOpts...)
@@ -54,7 +55,7 @@ func (c *Client) unary(ctx context.Context, method string, req, reply any, cc *g
 		lc.attrs = append([]attribute.KeyValue{rpcSystemGRPC, attrRPCMethod.String(name)}, lc.tg.attrs...)
 		lc.span.SetAttributes(lc.attrs...)
 	}
-	err := lc.run(now)
+	err := lc.runGuarded(now)
 	if lc.done != nil {
 		lc.done(lc.outcome) // one logical call, one count
 	}
@@ -85,6 +86,26 @@ func (lc *logicalCall) deny(reason retrybudget.Reason) {
 	if lc.rec {
 		lc.span.AddEvent(eventDenied, trace.WithAttributes(attrReason.String(reason.String())))
 	}
+}
+
+// runGuarded is run, except that a panic below it (a later interceptor,
+// a codec, or a Sleep, Rand or Retryable hook) still reports to the
+// breaker, as excluded, and ends the logical span before it goes on:
+// otherwise a half-open breaker would count its probe in flight for ever
+// and refuse every later call to the target.
+func (lc *logicalCall) runGuarded(now time.Time) error {
+	returned := false
+	defer func() {
+		if !returned {
+			if lc.done != nil {
+				lc.done(errAttemptExcluded)
+			}
+			lc.span.End()
+		}
+	}()
+	err := lc.run(now)
+	returned = true
+	return err
 }
 
 func (lc *logicalCall) run(now time.Time) error {
@@ -211,6 +232,19 @@ func (lc *logicalCall) admit(now time.Time) retrybudget.Reason {
 		return retrybudget.ReasonThrottle
 	}
 	return retrybudget.ReasonNone
+}
+
+// withoutAttempt returns ctx without an attempt number in its outgoing
+// metadata: a service that forwards its inbound metadata passes on its
+// caller's, and the upstream, which reads only a lone value, would see
+// none of this Client's attempts.
+func withoutAttempt(ctx context.Context) context.Context {
+	md, ok := metadata.FromOutgoingContext(ctx)
+	if !ok || len(md[AttemptMetadata]) == 0 {
+		return ctx
+	}
+	md.Delete(AttemptMetadata) // md is a copy
+	return metadata.NewOutgoingContext(ctx, md)
 }
 
 // attemptValues are the attempt numbers as metadata values.
