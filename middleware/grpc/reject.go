@@ -60,7 +60,10 @@ type rejection struct {
 // pushback rounds d up to a whole number of milliseconds, at least 1: a
 // zero would tell gRPC's retry policy to retry at once.
 func pushbackMillis(d time.Duration) int64 {
-	ms := int64((d + time.Millisecond - 1) / time.Millisecond)
+	ms := int64(d / time.Millisecond)
+	if d%time.Millisecond != 0 {
+		ms++ // d/ms + 1 cannot overflow: d is at most MaxInt64 ns
+	}
 	return max(ms, 1)
 }
 
@@ -143,7 +146,14 @@ func (s *Server) rejection(ctx context.Context, cl shedhttp.Classification, err 
 		// It can never be admitted: any retry would fail the same way.
 		return rejection{err: errTooLarge, pushback: -1, code: codes.ResourceExhausted, reason: rj.Reason}
 	}
-	return rejection{err: errOverloaded, pushback: s.hint(rj.RetryAfter), code: codes.Unavailable, reason: rj.Reason}
+	pushback := s.hint(rj.RetryAfter)
+	if rj.Reason == shed.ReasonDraining && pushback > 0 {
+		// A replica that drains cannot say when the channel's other
+		// backends take the call: no pushback, so the client's own
+		// backoff retries it soon (elsewhere), not after RetryAfterMax.
+		pushback = 0
+	}
+	return rejection{err: errOverloaded, pushback: pushback, code: codes.Unavailable, reason: rj.Reason}
 }
 
 // asRejection is errors.As for a wrapped *shed.Rejection, apart so that
