@@ -100,7 +100,8 @@ type Options struct {
 	// RateLimit counts cost per second: tokens per second, or per minute
 	// with rate.Every(time.Minute / n), for LLM work. It needs a KeyStore
 	// that implements RequestKeyStore (MemoryStore and shedredis.Store
-	// do); a cost above the bucket's Burst is never admitted.
+	// do); a cost above the bucket's Burst is never admitted, and is
+	// answered 413 without a Retry-After.
 	RateLimitCost bool
 
 	// MaxBodyBytes, when > 0, bounds the request body: a request whose
