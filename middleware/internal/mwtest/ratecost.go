@@ -10,7 +10,9 @@ import (
 
 // testRateLimitCost: with RateLimitCost a request takes its cost from its
 // key's bucket (tokens per second), without it one token; another key's
-// bucket is untouched, and a cost above the burst is never admitted.
+// bucket is untouched, and a cost above the burst is never admitted: 413
+// without Retry-After, since a client that honoured one would retry for
+// ever.
 func testRateLimitCost(t *testing.T, a Adapter) {
 	for _, c := range []struct {
 		name       string
@@ -20,7 +22,7 @@ func testRateLimitCost(t *testing.T, a Adapter) {
 	}{
 		{"cost", true, []int64{4, 4, 4}, []int{200, 200, 429}},
 		{"requests", false, []int64{4, 4, 4}, []int{200, 200, 200}},
-		{"above the burst", true, []int64{11}, []int{429}},
+		{"above the burst", true, []int64{11, 8, 11, 4}, []int{413, 200, 413, 429}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			l := twoClasses(t, 100)
@@ -39,8 +41,12 @@ func testRateLimitCost(t *testing.T, a Adapter) {
 			}, a.classApp(l))
 			for i, cost := range c.costs {
 				h := http.Header{"X-Tenant": {"a"}, "X-Cost": {strconv.FormatInt(cost, 10)}}
-				if resp, _ := s.get("/b", h); resp.StatusCode != c.wantStatus[i] {
+				resp, _ := s.get("/b", h)
+				if resp.StatusCode != c.wantStatus[i] {
 					t.Fatalf("request %d (cost %d): status %d, want %d", i+1, cost, resp.StatusCode, c.wantStatus[i])
+				}
+				if ra := resp.Header.Get("Retry-After"); (ra != "") != (resp.StatusCode == 429) {
+					t.Errorf("request %d (cost %d): status %d with Retry-After %q", i+1, cost, resp.StatusCode, ra)
 				}
 			}
 			if resp, _ := s.get("/b", http.Header{"X-Tenant": {"b"}, "X-Cost": {"4"}}); resp.StatusCode != 200 {
