@@ -111,7 +111,8 @@
 // (1). Echo's Response already records the status; to see a hijack, the
 // middleware wraps Response.Writer for the request's duration, with a
 // wrapper kept in the request state for net/http's HTTP/1 writer (no
-// allocation) and with github.com/felixge/httpsnoop for any other writer
-// that can be hijacked. Rejections allocate nothing but Echo's middleware
-// closure.
+// allocation), with github.com/felixge/httpsnoop for any other writer
+// that can be hijacked, and with a Hijack of its own (1 or 2 allocations)
+// for a writer that only unwraps to one that can. Rejections allocate
+// nothing but Echo's middleware closure.
 package echo

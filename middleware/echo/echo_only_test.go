@@ -1,9 +1,11 @@
 package echo_test
 
 import (
+	"bufio"
 	"bytes"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -277,5 +279,70 @@ func TestEncodedSkipPath(t *testing.T) {
 	}
 	if resp, body := get(t, url+"/healthz"); resp.StatusCode != 200 || body != "healthy" {
 		t.Errorf("/healthz: %d %q, want the skipped health check", resp.StatusCode, body)
+	}
+}
+
+// unwrapOnly is an outer middleware's writer in the Go 1.20 style: it
+// forwards no optional interface, only Unwrap.
+type unwrapOnly struct{ http.ResponseWriter }
+
+func (u unwrapOnly) Unwrap() http.ResponseWriter { return u.ResponseWriter }
+
+// TestHijackThroughUnwrapOnlyWriter: behind an outer middleware whose
+// writer only unwraps, c.Response().Hijack (which goes through
+// http.ResponseController) still releases the permit, as the package
+// documents: held, an idle WebSocket would make the service shed everyone.
+// The outer middleware is an Echo one, or a net/http one that Echo's
+// WrapMiddleware runs (its writer then unwraps to Echo's Response).
+func TestHijackThroughUnwrapOnlyWriter(t *testing.T) {
+	echoOuter := func(next echov4.HandlerFunc) echov4.HandlerFunc {
+		return func(c echov4.Context) error {
+			w := c.Response().Writer
+			c.Response().Writer = unwrapOnly{w}
+			defer func() { c.Response().Writer = w }()
+			return next(c)
+		}
+	}
+	httpOuter := echov4.WrapMiddleware(func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			next.ServeHTTP(unwrapOnly{w}, r)
+		})
+	})
+	for name, outer := range map[string]echov4.MiddlewareFunc{"Echo": echoOuter, "WrapMiddleware": httpOuter} {
+		t.Run(name, func(t *testing.T) {
+			l := twoClasses(t, 1)
+			e := shedEcho(t, shedecho.Config{Options: shedhttp.Options{Limiter: l}}, outer)
+			e.GET("/ws", func(c echov4.Context) error {
+				conn, rw, err := c.Response().Hijack()
+				if err != nil {
+					t.Errorf("hijack: %v", err)
+					return err
+				}
+				defer conn.Close()
+				rw.WriteString("HTTP/1.1 101 Switching Protocols\r\nUpgrade: test\r\nConnection: Upgrade\r\n\r\n")
+				rw.Flush()
+				io.Copy(io.Discard, rw) // idle until the client closes
+				return nil
+			})
+			e.GET("/", func(c echov4.Context) error { return c.String(200, "ok") })
+			url := serve(t, e)
+			conn, err := net.DialTimeout("tcp", strings.TrimPrefix(url, "http://"), 10*time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			conn.SetDeadline(time.Now().Add(20 * time.Second))
+			io.WriteString(conn, "GET /ws HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: test\r\n\r\n")
+			if resp, err := http.ReadResponse(bufio.NewReader(conn), nil); err != nil || resp.StatusCode != 101 {
+				t.Fatalf("upgrade: %v, %v", resp, err)
+			}
+			if n := l.InFlight(); n != 0 {
+				t.Errorf("in flight %d while the hijacked connection is idle, want 0", n)
+			}
+			if resp, _ := get(t, url+"/"); resp.StatusCode != 200 {
+				t.Errorf("a plain request next to one idle WebSocket: %d, want 200", resp.StatusCode)
+			}
+			conn.Close()
+		})
 	}
 }

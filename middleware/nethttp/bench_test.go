@@ -154,6 +154,18 @@ func (w *h1Writer) SetReadDeadline(time.Time) error       { return nil }
 func (w *h1Writer) SetWriteDeadline(time.Time) error      { return nil }
 func (w *h1Writer) EnableFullDuplex() error               { return nil }
 
+// h2Writer has the method set of net/http's HTTP/2 ResponseWriter (it can
+// push, and cannot be hijacked or read from).
+type h2Writer struct{ discardWriter }
+
+func (w *h2Writer) FlushError() error                    { return nil }
+func (w *h2Writer) CloseNotify() <-chan bool             { return nil }
+func (w *h2Writer) Push(string, *http.PushOptions) error { return http.ErrNotSupported }
+func (w *h2Writer) WriteString(s string) (int, error)    { return len(s), nil }
+func (w *h2Writer) SetReadDeadline(time.Time) error      { return nil }
+func (w *h2Writer) SetWriteDeadline(time.Time) error     { return nil }
+func (w *h2Writer) EnableFullDuplex() error              { return nil }
+
 // rewindBody is a request body that the benchmark rewinds per request.
 // Like net/http's, it has only Read and Close (no WriteTo for io.Copy).
 type rewindBody struct{ r strings.Reader }
@@ -197,6 +209,30 @@ func BenchmarkOverheadHTTP1(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				rb.Reset(payload)
+				v.h.ServeHTTP(w, r)
+			}
+			if w.code != 200 {
+				b.Fatalf("status %d", w.code)
+			}
+		})
+	}
+}
+
+// BenchmarkOverheadHTTP2 is BenchmarkOverhead with an HTTP/2 writer.
+func BenchmarkOverheadHTTP2(b *testing.B) {
+	mw, err := nethttp.New(nethttp.Config{Options: shedhttp.Options{Limiter: benchLimiter(b, shed.MaxLimit)}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, v := range []struct {
+		name string
+		h    http.Handler
+	}{{"bare", app}, {"admitted", mw(app)}} {
+		b.Run(v.name, func(b *testing.B) {
+			r := httptest.NewRequest(http.MethodGet, "/", nil)
+			w := &h2Writer{discardWriter{h: http.Header{}}}
+			b.ReportAllocs()
+			for b.Loop() {
 				v.h.ServeHTTP(w, r)
 			}
 			if w.code != 200 {

@@ -31,9 +31,10 @@
 // The handler's ResponseWriter is wrapped to see the status and the
 // hijack: it implements exactly the optional interfaces of the server's
 // writer (http.Flusher, http.Hijacker, io.ReaderFrom, ...) and Unwrap, so
-// http.ResponseController works through it. net/http's HTTP/1 writer gets
-// a wrapper kept in the request state; any other writer (HTTP/2, or one
-// another middleware wrapped) is wrapped with github.com/felixge/httpsnoop.
+// http.ResponseController works through it. net/http's HTTP/1 and HTTP/2
+// writers get a wrapper kept in the request state; any other writer (one
+// another middleware wrapped, or another server's) is wrapped with
+// github.com/felixge/httpsnoop.
 //
 // # Long-lived requests
 //
@@ -111,13 +112,16 @@
 //
 // # Cost
 //
-// An admitted HTTP/1 request costs about 0.7 us (1.1 us with a small body,
-// whose reads are timed) and 2 allocations on top of the handler
-// (bench_test.go, BenchmarkOverheadHTTP1): the request state,
-// which is also the handler's context and holds the writer wrapper (1),
-// and the request copy that carries it (http.Request.WithContext, 1).
-// Other writers (HTTP/2) add the httpsnoop wrapper with its status hook
-// (4), and its hijack hook (3) when they can be hijacked. Rejections
+// An admitted request served by net/http's HTTP/1 or HTTP/2 writer costs
+// about 0.7 us (1.1 us with a small body, whose reads are timed) and 2
+// allocations on top of the handler (bench_test.go, BenchmarkOverheadHTTP1
+// and BenchmarkOverheadHTTP2): the request state, which is also the
+// handler's context and holds the writer wrapper (1), and the request copy
+// that carries it (http.Request.WithContext, 1). Other writers add the
+// httpsnoop wrapper (1) with its status hooks (3 for each of WriteHeader
+// and the methods the writer has that can send an implicit 200: Write,
+// WriteString, ReadFrom, Flush, FlushError; 9 for BenchmarkOverhead's
+// writer), and its hijack hook (3) when they can be hijacked. Rejections
 // allocate nothing. A request that carries a trusted deadline header
 // (Config.DeadlineHeader) adds about 1 us and 4 allocations, those of Go's
 // context.WithDeadline for the handler's context (BenchmarkOverheadDeadline);

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -162,6 +163,156 @@ func TestHijackThroughOtherWriter(t *testing.T) {
 		t.Errorf("in flight %d while the hijacked connection is open, want 0", n)
 	}
 	conn.Close()
+}
+
+// unwrapOnly is an outer middleware's writer in the Go 1.20 style: it
+// forwards no optional interface, only Unwrap, through which
+// http.ResponseController reaches the server's writer.
+type unwrapOnly struct{ http.ResponseWriter }
+
+func (u unwrapOnly) Unwrap() http.ResponseWriter { return u.ResponseWriter }
+
+// unwrapFlusher forwards Flush too, as many such writers do.
+type unwrapFlusher struct{ unwrapOnly }
+
+func (u unwrapFlusher) Flush() { u.ResponseWriter.(http.Flusher).Flush() }
+
+// TestHijackThroughUnwrapOnlyWriter: behind an outer writer that only
+// unwraps, a hijack through http.ResponseController (as gorilla/websocket
+// and coder/websocket do it) releases the permit: held, idle WebSockets
+// would fill the limit and every other request would get a 503. The
+// handler's writer keeps the outer writer's interfaces, and can hijack.
+func TestHijackThroughUnwrapOnlyWriter(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		outer func(http.ResponseWriter) http.ResponseWriter
+		want  string
+	}{
+		{"UnwrapOnly", func(w http.ResponseWriter) http.ResponseWriter { return unwrapOnly{w} }, "Hijacker"},
+		{"UnwrapFlusher", func(w http.ResponseWriter) http.ResponseWriter { return unwrapFlusher{unwrapOnly{w}} }, "Flusher,Hijacker"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l := newLimiter(t, 1)
+			mw, err := nethttp.New(nethttp.Config{Options: shedhttp.Options{Limiter: l}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			seen := make(chan string, 1)
+			h := mw(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if r.URL.Path != "/ws" {
+					return
+				}
+				seen <- interfaces(w)
+				conn, rw, err := http.NewResponseController(w).Hijack()
+				if err != nil {
+					t.Errorf("hijack: %v", err)
+					return
+				}
+				defer conn.Close()
+				rw.WriteString("HTTP/1.1 101 Switching Protocols\r\nUpgrade: test\r\nConnection: Upgrade\r\n\r\n")
+				rw.Flush()
+				io.Copy(io.Discard, rw) // idle until the client closes
+			}))
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				h.ServeHTTP(tc.outer(w), r)
+			}))
+			defer srv.Close()
+			conn, err := net.DialTimeout("tcp", srv.Listener.Addr().String(), 10*time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			conn.SetDeadline(time.Now().Add(20 * time.Second))
+			io.WriteString(conn, "GET /ws HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: test\r\n\r\n")
+			if resp, err := http.ReadResponse(bufio.NewReader(conn), nil); err != nil || resp.StatusCode != 101 {
+				t.Fatalf("upgrade: %v, %v", resp, err)
+			}
+			if got := <-seen; got != tc.want {
+				t.Errorf("the handler's writer has %q, want %q", got, tc.want)
+			}
+			if n := l.InFlight(); n != 0 {
+				t.Errorf("in flight %d while the hijacked connection is idle, want 0", n)
+			}
+			client := &http.Client{Transport: &http.Transport{}}
+			defer client.CloseIdleConnections()
+			resp, err := client.Get(srv.URL + "/")
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != 200 {
+				t.Errorf("a plain request next to one idle WebSocket: %d, want 200", resp.StatusCode)
+			}
+		})
+	}
+}
+
+// TestWriteHeaderAfterImplicitOK: a handler that writes or flushes before
+// any WriteHeader sends an implicit 200; a WriteHeader(503) after it is
+// superfluous (net/http ignores it), so the permit must be released with
+// the outcome of the 200 the client got: a Dropped release would cut the
+// limit for everyone. The middleware's own HTTP/1 and HTTP/2 writers see
+// the calls. An empty ReadFrom sends nothing, and then the 503 is the
+// status.
+func TestWriteHeaderAfterImplicitOK(t *testing.T) {
+	write := func(w http.ResponseWriter) { w.Write([]byte("done")) }
+	writeString := func(w http.ResponseWriter) { io.WriteString(w, "done") }
+	readFrom := func(w http.ResponseWriter) { w.(io.ReaderFrom).ReadFrom(strings.NewReader("done")) }
+	flush := func(w http.ResponseWriter) { w.(http.Flusher).Flush() }
+	flushError := func(w http.ResponseWriter) { http.NewResponseController(w).Flush() }
+	emptyReadFrom := func(w http.ResponseWriter) { w.(io.ReaderFrom).ReadFrom(strings.NewReader("")) }
+	for _, tc := range []struct {
+		name  string
+		h2    bool
+		first func(w http.ResponseWriter)
+		want  int
+	}{
+		{"HTTP1/Write", false, write, 200},
+		{"HTTP1/WriteString", false, writeString, 200},
+		{"HTTP1/ReadFrom", false, readFrom, 200},
+		{"HTTP1/Flush", false, flush, 200},
+		{"HTTP1/FlushError", false, flushError, 200},
+		{"HTTP1/EmptyReadFrom", false, emptyReadFrom, 503},
+		{"HTTP2/Write", true, write, 200},
+		{"HTTP2/WriteString", true, writeString, 200},
+		{"HTTP2/Flush", true, flush, 200},
+		{"HTTP2/FlushError", true, flushError, 200},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l := newLimiter(t, 4)
+			mw, err := nethttp.New(nethttp.Config{Options: shedhttp.Options{Limiter: l}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			srv := httptest.NewUnstartedServer(mw(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				tc.first(w)
+				w.WriteHeader(http.StatusServiceUnavailable) // superfluous after a 200
+			})))
+			srv.Config.ErrorLog = log.New(io.Discard, "", 0) // "superfluous WriteHeader"
+			srv.EnableHTTP2 = tc.h2
+			if tc.h2 {
+				srv.StartTLS()
+			} else {
+				srv.Start()
+			}
+			defer srv.Close()
+			client := srv.Client()
+			defer client.CloseIdleConnections()
+			resp, err := client.Get(srv.URL)
+			if err != nil {
+				t.Fatal(err)
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != tc.want || resp.ProtoMajor != map[bool]int{false: 1, true: 2}[tc.h2] {
+				t.Fatalf("client got %d over %s, want %d", resp.StatusCode, resp.Proto, tc.want)
+			}
+			c := waitReleased(t, l)
+			if tc.want == 200 && (c.success != 1 || c.dropped != 0) || tc.want == 503 && (c.success != 0 || c.dropped != 1) {
+				t.Errorf("client got %d, permit released success %d dropped %d", resp.StatusCode, c.success, c.dropped)
+			}
+		})
+	}
 }
 
 // TestInformationalStatus: a 1xx response is not the final status.

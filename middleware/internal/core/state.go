@@ -28,9 +28,10 @@ type State struct {
 	// hijacked: the handler hijacked the connection; holdHijacked: keep
 	// the permit after a hijack (Config.HoldHijacked).
 	hijacked, holdHijacked bool
-	// w is the handler's writer when it wraps net/http's HTTP/1 writer,
-	// kept here so that wrapping allocates nothing.
-	w h1Writer
+	// h1 and h2 are the handler's writer when it wraps net/http's HTTP/1
+	// or HTTP/2 writer, kept here so that wrapping allocates nothing.
+	h1 h1Writer
+	h2 h2Writer
 	// body is the handler's request body when WatchBody wrapped it, and
 	// admitted when (monoNow) it did.
 	body     clientBody

@@ -29,24 +29,51 @@ type http1Writer interface {
 
 // h1Writer wraps an http1Writer for an admitted request: it records the
 // final status and sees the hijack. It lives inside the State, so wrapping
-// allocates nothing (httpsnoop's hooks cost four allocations, seven with
-// a Hijack hook). It has exactly the methods of the writer it wraps, and
-// Unwrap for http.ResponseController.
+// allocates nothing (httpsnoop costs one allocation, and three for each
+// hook on a method the writer has). It has exactly the methods of the
+// writer it wraps, and Unwrap for http.ResponseController.
 type h1Writer struct {
 	w  http1Writer
 	st *State
 }
 
-func (w *h1Writer) Header() http.Header                   { return w.w.Header() }
-func (w *h1Writer) Write(b []byte) (int, error)           { return w.w.Write(b) }
-func (w *h1Writer) WriteString(s string) (int, error)     { return w.w.WriteString(s) }
-func (w *h1Writer) ReadFrom(src io.Reader) (int64, error) { return w.w.ReadFrom(src) }
-func (w *h1Writer) Flush()                                { w.w.Flush() }
-func (w *h1Writer) FlushError() error                     { return w.w.FlushError() }
-func (w *h1Writer) SetReadDeadline(t time.Time) error     { return w.w.SetReadDeadline(t) }
-func (w *h1Writer) SetWriteDeadline(t time.Time) error    { return w.w.SetWriteDeadline(t) }
-func (w *h1Writer) EnableFullDuplex() error               { return w.w.EnableFullDuplex() }
-func (w *h1Writer) Unwrap() http.ResponseWriter           { return w.w }
+func (w *h1Writer) Header() http.Header                { return w.w.Header() }
+func (w *h1Writer) SetReadDeadline(t time.Time) error  { return w.w.SetReadDeadline(t) }
+func (w *h1Writer) SetWriteDeadline(t time.Time) error { return w.w.SetWriteDeadline(t) }
+func (w *h1Writer) EnableFullDuplex() error            { return w.w.EnableFullDuplex() }
+func (w *h1Writer) Unwrap() http.ResponseWriter        { return w.w }
+
+// Write, WriteString, Flush and FlushError send the header, with an
+// implicit 200 if none was written: see noteImplicitOK.
+func (w *h1Writer) Write(b []byte) (int, error) {
+	w.st.noteImplicitOK()
+	return w.w.Write(b)
+}
+
+func (w *h1Writer) WriteString(s string) (int, error) {
+	w.st.noteImplicitOK()
+	return w.w.WriteString(s)
+}
+
+func (w *h1Writer) Flush() {
+	w.st.noteImplicitOK()
+	w.w.Flush()
+}
+
+func (w *h1Writer) FlushError() error {
+	w.st.noteImplicitOK()
+	return w.w.FlushError()
+}
+
+// ReadFrom sends the header only once it copied something: net/http sniffs
+// the first bytes, and an empty src leaves the status unwritten.
+func (w *h1Writer) ReadFrom(src io.Reader) (int64, error) {
+	n, err := w.w.ReadFrom(src)
+	if n > 0 {
+		w.st.noteImplicitOK()
+	}
+	return n, err
+}
 
 // CloseNotify is part of the wrapped writer's method set.
 func (w *h1Writer) CloseNotify() <-chan bool { return w.w.CloseNotify() }
@@ -64,11 +91,80 @@ func (w *h1Writer) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	return c, rw, err
 }
 
+// http2Writer is the method set of net/http's HTTP/2 ResponseWriter
+// (http2responseWriter in h2_bundle.go): it can push, and cannot be
+// hijacked or read from.
+type http2Writer interface {
+	http.ResponseWriter
+	http.Flusher
+	FlushError() error
+	http.CloseNotifier // deprecated, but part of the method set to keep
+	http.Pusher
+	io.StringWriter
+	SetReadDeadline(time.Time) error
+	SetWriteDeadline(time.Time) error
+	EnableFullDuplex() error
+}
+
+// h2Writer is h1Writer for an http2Writer: it records the final status,
+// lives inside the State so that wrapping allocates nothing, and has
+// exactly the methods of the writer it wraps, and Unwrap.
+type h2Writer struct {
+	w  http2Writer
+	st *State
+}
+
+func (w *h2Writer) Header() http.Header                           { return w.w.Header() }
+func (w *h2Writer) SetReadDeadline(t time.Time) error             { return w.w.SetReadDeadline(t) }
+func (w *h2Writer) SetWriteDeadline(t time.Time) error            { return w.w.SetWriteDeadline(t) }
+func (w *h2Writer) EnableFullDuplex() error                       { return w.w.EnableFullDuplex() }
+func (w *h2Writer) CloseNotify() <-chan bool                      { return w.w.CloseNotify() }
+func (w *h2Writer) Push(target string, o *http.PushOptions) error { return w.w.Push(target, o) }
+func (w *h2Writer) Unwrap() http.ResponseWriter                   { return w.w }
+
+// Write, WriteString, Flush and FlushError send the header, with an
+// implicit 200 if none was written: see noteImplicitOK.
+func (w *h2Writer) Write(b []byte) (int, error) {
+	w.st.noteImplicitOK()
+	return w.w.Write(b)
+}
+
+func (w *h2Writer) WriteString(s string) (int, error) {
+	w.st.noteImplicitOK()
+	return w.w.WriteString(s)
+}
+
+func (w *h2Writer) Flush() {
+	w.st.noteImplicitOK()
+	w.w.Flush()
+}
+
+func (w *h2Writer) FlushError() error {
+	w.st.noteImplicitOK()
+	return w.w.FlushError()
+}
+
+func (w *h2Writer) WriteHeader(code int) {
+	w.st.noteStatus(code)
+	w.w.WriteHeader(code)
+}
+
 // noteStatus records the final status: the first one of 200 or more, or
 // 101 (an upgrade); other 1xx are informational.
 func (st *State) noteStatus(code int) {
 	if st.Status == 0 && (code >= 200 || code == http.StatusSwitchingProtocols) {
 		st.Status = code
+	}
+}
+
+// noteImplicitOK records the 200 that a write or flush before any
+// WriteHeader sends. A WriteHeader after it is superfluous (net/http
+// ignores it and the client gets the 200), so it must not become the
+// status: a 503 there would release the permit as Dropped, cutting the
+// limit for a request that succeeded.
+func (st *State) noteImplicitOK() {
+	if st.Status == 0 {
+		st.Status = http.StatusOK
 	}
 }
 
@@ -87,36 +183,222 @@ func (st *State) noteHijack() {
 
 // WrapWriter returns the ResponseWriter the handler of st's request writes
 // to. It has exactly the optional interfaces of w (Flusher, Hijacker,
-// io.ReaderFrom, ... and Unwrap), records the final status in st.Status
-// when recordStatus is set, and sees a hijack (see noteHijack). When there
-// is nothing to see (recordStatus is false and w cannot be hijacked) it is
-// w itself. net/http's HTTP/1 writer is wrapped without allocating; any
-// other is wrapped with httpsnoop.
+// io.ReaderFrom, ... and Unwrap), except when only a writer down w's
+// Unwrap chain can be hijacked: then it has a Hijack of its own (see
+// withHijack). It records the final status in st.Status when recordStatus
+// is set, and sees a hijack (see noteHijack). When there is nothing to see
+// it is w itself. net/http's HTTP/1 and HTTP/2 writers are wrapped
+// without allocating; any other is wrapped with httpsnoop.
 func (st *State) WrapWriter(w http.ResponseWriter, recordStatus bool) http.ResponseWriter {
-	if hw, ok := w.(http1Writer); ok {
-		if _, push := w.(http.Pusher); !push {
-			st.w = h1Writer{w: hw, st: st}
-			return &st.w
-		}
+	_, pusher := w.(http.Pusher)
+	// A writer with the HTTP/1 method set and Push would lose Push in
+	// h1Writer.
+	if hw, ok := w.(http1Writer); ok && !pusher {
+		st.h1 = h1Writer{w: hw, st: st}
+		return &st.h1
 	}
 	_, hijacker := w.(http.Hijacker)
-	if !recordStatus && !hijacker {
+	// An outer writer in the Go 1.20 style forwards no optional interface
+	// but Unwrap: http.ResponseController then hijacks the writer under
+	// it, past ours, unless ours has a Hijack of its own.
+	hijackBelow := !hijacker && canHijackBelow(w)
+	if !recordStatus && !hijacker && !hijackBelow {
 		return w
 	}
-	var hooks httpsnoop.Hooks
-	if recordStatus {
-		hooks.WriteHeader = st.writeHeaderHook
+	// net/http's HTTP/2 writer needs wrapping only for the status.
+	// h2Writer has no Hijack (HTTP/2 cannot hijack) nor ReadFrom: a
+	// writer with either is left to httpsnoop.
+	_, readerFrom := w.(io.ReaderFrom)
+	if hw, ok := w.(http2Writer); ok && !hijacker && !hijackBelow && !readerFrom {
+		st.h2 = h2Writer{w: hw, st: st}
+		return &st.h2
 	}
-	if hijacker {
-		hooks.Hijack = st.hijackHook
+	ww := w
+	if recordStatus || hijacker {
+		var hooks httpsnoop.Hooks
+		if recordStatus {
+			st.statusHooks(w, &hooks)
+		}
+		if hijacker {
+			hooks.Hijack = st.hijackHook
+		}
+		ww = httpsnoop.Wrap(w, hooks)
 	}
-	return httpsnoop.Wrap(w, hooks)
+	if hijackBelow {
+		ww = st.withHijack(ww)
+	}
+	return ww
+}
+
+// maxUnwrap bounds the walk down an Unwrap chain, which runs on every
+// request: a writer that unwraps to itself must not hang them all.
+const maxUnwrap = 32
+
+// canHijackBelow reports whether a writer in w's Unwrap chain (w excluded)
+// is an http.Hijacker, as http.ResponseController would find it.
+func canHijackBelow(w http.ResponseWriter) bool {
+	for range maxUnwrap {
+		u, ok := w.(interface{ Unwrap() http.ResponseWriter })
+		if !ok {
+			return false
+		}
+		if w = u.Unwrap(); w == nil {
+			return false
+		}
+		if _, ok := w.(http.Hijacker); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// hijackVia gives a writer that cannot hijack, but whose Unwrap chain can,
+// a Hijack that the middleware sees.
+type hijackVia struct {
+	http.ResponseWriter
+	st *State
+}
+
+func (h *hijackVia) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	c, rw, err := http.NewResponseController(h.ResponseWriter).Hijack()
+	if err == nil {
+		h.st.noteHijack()
+	}
+	return c, rw, err
+}
+
+func (h *hijackVia) Unwrap() http.ResponseWriter { return h.ResponseWriter }
+
+// withHijack returns w with Hijack (see hijackVia), Unwrap, and the
+// optional interfaces of w that a handler reaches only by a type
+// assertion: Flusher, CloseNotifier and io.ReaderFrom. The others are
+// http.ResponseController methods (FlushError, the deadlines,
+// EnableFullDuplex), which it reaches through Unwrap, a fast path that
+// io.WriteString does without (io.StringWriter), or Pusher, which an
+// HTTP/1 connection, the only kind that can be hijacked, cannot use.
+func (st *State) withHijack(w http.ResponseWriter) http.ResponseWriter {
+	h := &hijackVia{ResponseWriter: w, st: st}
+	f, isF := w.(http.Flusher)
+	c, isC := w.(http.CloseNotifier)
+	r, isR := w.(io.ReaderFrom)
+	switch {
+	case isF && isC && isR:
+		return hjFCR{h, f, c, r}
+	case isF && isC:
+		return hjFC{h, f, c}
+	case isF && isR:
+		return hjFR{h, f, r}
+	case isC && isR:
+		return hjCR{h, c, r}
+	case isF:
+		return hjF{h, f}
+	case isC:
+		return hjC{h, c}
+	case isR:
+		return hjR{h, r}
+	}
+	return h
+}
+
+// The combinations of optional interfaces withHijack keeps.
+type (
+	hjF struct {
+		*hijackVia
+		http.Flusher
+	}
+	hjC struct {
+		*hijackVia
+		http.CloseNotifier
+	}
+	hjR struct {
+		*hijackVia
+		io.ReaderFrom
+	}
+	hjFC struct {
+		*hijackVia
+		http.Flusher
+		http.CloseNotifier
+	}
+	hjFR struct {
+		*hijackVia
+		http.Flusher
+		io.ReaderFrom
+	}
+	hjCR struct {
+		*hijackVia
+		http.CloseNotifier
+		io.ReaderFrom
+	}
+	hjFCR struct {
+		*hijackVia
+		http.Flusher
+		http.CloseNotifier
+		io.ReaderFrom
+	}
+)
+
+// statusHooks sets the hooks that record the status: on WriteHeader, and
+// on the methods that send an implicit 200 (see noteImplicitOK). Each hook
+// costs allocations, so only the methods w has get one.
+func (st *State) statusHooks(w http.ResponseWriter, hooks *httpsnoop.Hooks) {
+	hooks.WriteHeader = st.writeHeaderHook
+	hooks.Write = st.writeHook
+	if _, ok := w.(io.StringWriter); ok {
+		hooks.WriteString = st.writeStringHook
+	}
+	if _, ok := w.(io.ReaderFrom); ok {
+		hooks.ReadFrom = st.readFromHook
+	}
+	if _, ok := w.(http.Flusher); ok {
+		hooks.Flush = st.flushHook
+	}
+	if _, ok := w.(interface{ FlushError() error }); ok {
+		hooks.FlushError = st.flushErrorHook
+	}
 }
 
 func (st *State) writeHeaderHook(next httpsnoop.WriteHeaderFunc) httpsnoop.WriteHeaderFunc {
 	return func(code int) {
 		st.noteStatus(code)
 		next(code)
+	}
+}
+
+func (st *State) writeHook(next httpsnoop.WriteFunc) httpsnoop.WriteFunc {
+	return func(b []byte) (int, error) {
+		st.noteImplicitOK()
+		return next(b)
+	}
+}
+
+func (st *State) writeStringHook(next httpsnoop.WriteStringFunc) httpsnoop.WriteStringFunc {
+	return func(s string) (int, error) {
+		st.noteImplicitOK()
+		return next(s)
+	}
+}
+
+func (st *State) readFromHook(next httpsnoop.ReadFromFunc) httpsnoop.ReadFromFunc {
+	return func(src io.Reader) (int64, error) {
+		n, err := next(src)
+		if n > 0 {
+			st.noteImplicitOK()
+		}
+		return n, err
+	}
+}
+
+func (st *State) flushHook(next httpsnoop.FlushFunc) httpsnoop.FlushFunc {
+	return func() {
+		st.noteImplicitOK()
+		next()
+	}
+}
+
+func (st *State) flushErrorHook(next httpsnoop.FlushErrorFunc) httpsnoop.FlushErrorFunc {
+	return func() error {
+		st.noteImplicitOK()
+		return next()
 	}
 }
 
