@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 
 	"go.opentelemetry.io/otel"
@@ -50,6 +51,63 @@ type Metrics struct {
 	// opts holds precomputed options, so that recording allocates nothing;
 	// Register swaps in a table with the limiter's class names.
 	opts atomic.Pointer[options]
+
+	// What is registered: the series carry only Config.Name, so a second
+	// limiter or limit source would add its numbers to the first's.
+	mu                 sync.Mutex
+	limiterOn, limitOn bool
+}
+
+// ErrRegistered is returned by Register and RegisterLimit when the Metrics
+// already reports a limiter (or a limit): each series is named by
+// Config.Name alone, so a second one would add to the first. Unregister
+// the first, or give each limiter its own Metrics with its own Name.
+var ErrRegistered = errors.New("shedotel: already registered")
+
+// claim marks *on, or fails with ErrRegistered; the returned
+// registration clears it on Unregister.
+func (m *Metrics) claim(on *bool) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if *on {
+		return ErrRegistered
+	}
+	*on = true
+	return nil
+}
+
+func (m *Metrics) unclaim(on *bool) {
+	m.mu.Lock()
+	*on = false
+	m.mu.Unlock()
+}
+
+// registration is an OpenTelemetry registration that frees its claim on
+// the Metrics once unregistered.
+type registration struct {
+	metric.Registration
+	once sync.Once
+	free func()
+}
+
+func (r *registration) Unregister() error {
+	err := r.Registration.Unregister()
+	r.once.Do(r.free)
+	return err
+}
+
+// claimed registers the callback made by reg under the claim on, which
+// it frees when reg fails.
+func (m *Metrics) claimed(on *bool, reg func() (metric.Registration, error)) (metric.Registration, error) {
+	if err := m.claim(on); err != nil {
+		return nil, err
+	}
+	r, err := reg()
+	if err != nil {
+		m.unclaim(on)
+		return nil, err
+	}
+	return &registration{Registration: r, free: func() { m.unclaim(on) }}, nil
 }
 
 // options are the record options of every class.
@@ -118,17 +176,22 @@ func (m *Metrics) Observe(e shed.Event) {
 		m.queueWait.Record(context.Background(), e.Wait.Seconds(), m.opts.Load().wait[c][1]...)
 	case e.Kind == shed.EventCancelled:
 		m.queueWait.Record(context.Background(), e.Wait.Seconds(), m.opts.Load().wait[c][2]...)
-	case e.Kind == shed.EventReleased && e.Timed && e.Outcome != shed.Ignored:
+	case e.Kind == shed.EventReleased && e.Timed && (e.Outcome == shed.Success || e.Outcome == shed.Dropped):
 		m.latency.Record(context.Background(), e.Latency.Seconds(), m.opts.Load().latency[c][e.Outcome]...)
 	}
 }
 
-// Register adds the observable instruments of l. It can be called once per
-// limiter; Unregister the result to stop reporting it.
+// Register adds the observable instruments of l. A Metrics reports one
+// limiter at a time (the one it observes, see Config.Name): a second
+// Register fails with ErrRegistered until the first is unregistered.
 func (m *Metrics) Register(l *shed.Limiter) (metric.Registration, error) {
 	if l == nil {
 		return nil, errors.New("shedotel: Register: nil limiter")
 	}
+	return m.claimed(&m.limiterOn, func() (metric.Registration, error) { return m.register(l) })
+}
+
+func (m *Metrics) register(l *shed.Limiter) (metric.Registration, error) {
 	snap := l.Snapshot()
 	names := make([]string, len(snap.Classes))
 	for i, c := range snap.Classes {
@@ -260,11 +323,19 @@ type LimitDecisions interface {
 
 // RegisterLimit exports src's decisions as the counter
 // shedkit.admission.limit.decisions, by shedkit.limit.reason: which rule
-// moved the limit, and how often. Unregister the result to stop.
+// moved the limit, and how often. The reasons are those src reports when
+// it is registered (every reason, for the limits of package limits); a
+// reason it reports only later is not exported. One limit at a time: a
+// second RegisterLimit fails with ErrRegistered until the first is
+// unregistered.
 func (m *Metrics) RegisterLimit(src LimitDecisions) (metric.Registration, error) {
 	if src == nil {
 		return nil, errors.New("shedotel: RegisterLimit: nil source")
 	}
+	return m.claimed(&m.limitOn, func() (metric.Registration, error) { return m.registerLimit(src) })
+}
+
+func (m *Metrics) registerLimit(src LimitDecisions) (metric.Registration, error) {
 	decisions, err := m.meter.Int64ObservableCounter("shedkit.admission.limit.decisions", metric.WithUnit("{window}"),
 		metric.WithDescription("Windows closed by the adaptive limit, by the reason of the decision they led to."))
 	if err != nil {
