@@ -38,6 +38,7 @@ func TestAIMDConfigErrors(t *testing.T) {
 		{AIMDConfig{MinLimit: -1}, "AIMDConfig.MinLimit"},
 		{AIMDConfig{MinLimit: 10, MaxLimit: 5}, "AIMDConfig.MaxLimit"},
 		{AIMDConfig{InitialLimit: 2000, MaxLimit: 1500}, "AIMDConfig.InitialLimit"},
+		{AIMDConfig{InitialLimit: math.MaxInt}, "AIMDConfig.InitialLimit"},
 		{AIMDConfig{Increase: -1}, "AIMDConfig.Increase"},
 		{AIMDConfig{Backoff: 1.5}, "AIMDConfig.Backoff"},
 		{AIMDConfig{Growth: 0.5}, "AIMDConfig.Growth"},

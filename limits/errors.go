@@ -34,6 +34,14 @@ func limitRange(prefix string, initial, minL, maxL, defInitial int) (int, int, i
 	if minL == 0 {
 		minL = DefaultMinLimit
 	}
+	// Named before the default MaxLimit is derived from them, so that the
+	// error names the field that was set.
+	if minL > shed.MaxLimit {
+		return 0, 0, 0, configError(prefix+".MinLimit", "must be <= shed.MaxLimit (%d), got %d", shed.MaxLimit, minL)
+	}
+	if initial > shed.MaxLimit {
+		return 0, 0, 0, configError(prefix+".InitialLimit", "must be <= shed.MaxLimit (%d), got %d", shed.MaxLimit, initial)
+	}
 	if maxL == 0 {
 		maxL = max(DefaultMaxLimit, minL, initial)
 	}

@@ -155,7 +155,9 @@ type GradientConfig struct {
 	// the limit had learned before it and what the limit decided (see
 	// WindowTrace). It runs under the limit's lock, on the goroutine whose
 	// sample closed the window, once a window (a second by default): it
-	// must return quickly and must not call State or Decisions.
+	// must return quickly and must not call State, Decisions or Observe (nor
+	// release a permit of a Limiter that this limit feeds: its sample would
+	// reach Observe and wait for the lock for ever).
 	Trace func(WindowTrace)
 }
 
@@ -312,6 +314,9 @@ func (g *Gradient) State() GradientState {
 // Decisions calls f with the number of windows that each reason decided
 // so far (shed/shedotel exports them as shedkit.admission.limit.decisions).
 func (g *Gradient) Decisions(f func(reason string, windows uint64)) {
+	if g == nil {
+		return // a failed NewGradient's result, registered by mistake
+	}
 	g.mu.Lock()
 	d := g.st.decisions
 	g.mu.Unlock()

@@ -67,6 +67,8 @@ func TestGradientConfigErrors(t *testing.T) {
 		{GradientConfig{InitialLimit: -3}, "GradientConfig.InitialLimit"},
 		{GradientConfig{InitialLimit: 5, MinLimit: 10}, "GradientConfig.InitialLimit"},
 		{GradientConfig{InitialLimit: 50, MaxLimit: 10}, "GradientConfig.InitialLimit"},
+		{GradientConfig{InitialLimit: shed.MaxLimit + 1}, "GradientConfig.InitialLimit"},
+		{GradientConfig{MinLimit: shed.MaxLimit + 1}, "GradientConfig.MinLimit"},
 		{GradientConfig{Tolerance: 1}, "GradientConfig.Tolerance"},
 		{GradientConfig{Tolerance: 0.5}, "GradientConfig.Tolerance"},
 		{GradientConfig{Tolerance: nan}, "GradientConfig.Tolerance"},

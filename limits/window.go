@@ -273,9 +273,12 @@ func newWindow(cfg WindowConfig) *Window {
 
 // Record adds s to the current window. If s closes the window, Record
 // returns the closed window's summary and true; s itself belongs to the
-// closed window.
+// closed window. A zero Window (not made by NewWindow) records nothing.
 func (w *Window) Record(s shed.Sample) (WindowSummary, bool) {
 	var sum WindowSummary
+	if w.hist == nil {
+		return sum, false // a zero Window, not made by NewWindow
+	}
 	ok := w.observe(s, &sum)
 	return sum, ok
 }
@@ -407,6 +410,11 @@ func (w *Window) maybeClose(now, start int64, sw *WindowSummary) bool {
 	if el <= -w.maxNs || n == 0 {
 		return false
 	}
+	// Fast drops, then timed ones, then all: the reverse of record's
+	// writes, so that under concurrent samples no count exceeds the one
+	// it is part of (FastDrops <= TimedDrops <= Drops).
+	df := w.dropFast.Load()
+	dn, ds := w.dropTimed.Load(), w.dropSum.Load()
 	timed, drops, sum, inflight := w.timed.Load(), w.drops.Load(), w.sum.Load(), w.inflight.Load()
 	sumSq := w.sumSq.Load()
 	*sw = WindowSummary{
@@ -420,7 +428,7 @@ func (w *Window) maybeClose(now, start int64, sw *WindowSummary) bool {
 	if k := sw.Samples + sw.Drops; k > 0 {
 		sw.MeanInFlight = float64(inflight-w.prevInFlight) / float64(k)
 	}
-	w.closeDrops(sw)
+	w.closeDrops(sw, df, dn, ds)
 	if sw.Samples > 0 {
 		sw.Mean = time.Duration((sum - w.prevSum) / uint64(sw.Samples))
 		sw.RelErr = relErr(sw.Samples, float64(sw.Mean), float64(sumSq-w.prevSumSq))
@@ -450,15 +458,16 @@ func (w *Window) maybeClose(now, start int64, sw *WindowSummary) bool {
 	return true
 }
 
-// closeDrops writes the drop counts of the closing window into sw.
-func (w *Window) closeDrops(sw *WindowSummary) {
-	// A fast drop counts as timed before it counts as fast: loading the
-	// fast ones first keeps FastDrops <= TimedDrops under concurrency.
-	df := w.dropFast.Load()
-	dn, ds := w.dropTimed.Load(), w.dropSum.Load()
+// closeDrops writes the drop counts of the closing window into sw: df
+// fast drops and dn timed ones of total latency ds so far.
+func (w *Window) closeDrops(sw *WindowSummary, df, dn, ds uint64) {
 	if n := dn - w.prevDropN; n > 0 {
 		sw.DropMean = time.Duration((ds - w.prevDropSum) / n)
 		sw.TimedDrops, sw.FastDrops = int(n), int(df-w.prevDropFast)
+		// A drop recorded while the last window closed may have counted
+		// there among the drops and here among the timed ones.
+		sw.TimedDrops = min(sw.TimedDrops, sw.Drops)
+		sw.FastDrops = min(sw.FastDrops, sw.TimedDrops)
 	}
 	w.prevDropN, w.prevDropSum, w.prevDropFast = dn, ds, df
 	// Drops before their work, crowded before fresh: the reverse of

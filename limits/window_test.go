@@ -416,3 +416,42 @@ func TestWindowCountsFastDrops(t *testing.T) {
 		t.Fatalf("second window: %+v %v", sum, ok)
 	}
 }
+
+// TestWindowDropCountsUnderConcurrency: Record is safe for concurrent
+// use, and every closed window's counts nest: FastDrops <= TimedDrops <=
+// Drops, whatever the interleaving (run with -race).
+func TestWindowDropCountsUnderConcurrency(t *testing.T) {
+	w, _ := NewWindow(WindowConfig{MinDuration: time.Millisecond, MinSamples: 1})
+	base := time.Unix(1e9, 0)
+	var clock, bad atomic.Int64
+	var wg sync.WaitGroup
+	for k := range 8 {
+		wg.Go(func() {
+			r := rand.New(rand.NewPCG(uint64(k), 11))
+			for range 20000 {
+				now := base.Add(time.Duration(clock.Add(int64(r.IntN(50) * 1000))))
+				s := shed.Sample{Now: now, Latency: time.Millisecond, Timed: true, Dropped: r.IntN(2) == 0, InFlight: 5, Cost: 1}
+				if sum, ok := w.Record(s); ok && (sum.TimedDrops > sum.Drops || sum.FastDrops > sum.TimedDrops) {
+					bad.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if n := bad.Load(); n > 0 {
+		t.Fatalf("%d windows whose drop counts do not nest", n)
+	}
+}
+
+// TestZeroWindowRecordsNothing: a Window not made by NewWindow ignores
+// samples instead of panicking, as a zero Gradient or AIMD does.
+func TestZeroWindowRecordsNothing(t *testing.T) {
+	var w Window
+	s := shed.Sample{Now: time.Unix(1, 0), Timed: true, Latency: time.Millisecond, InFlight: 3, Cost: 1}
+	for range 30 {
+		s.Now = s.Now.Add(100 * time.Millisecond)
+		if _, closed := w.Record(s); closed {
+			t.Fatal("a zero Window closed a window")
+		}
+	}
+}
