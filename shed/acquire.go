@@ -32,11 +32,13 @@ func (l *Limiter) Acquire(ctx context.Context, req Request) (Permit, error) {
 		return p, err
 	}
 	w := getBlockingWaiter()
-	// A panicking Observer (see Observer) may unwind through Acquire: the
-	// limiter stays consistent, and this function makes sure the waiter
-	// is neither reused while a notification may still reach its channel
-	// nor left holding a permit that nobody will receive.
-	queuing, reuse := true, false
+	// A panicking Observer (see Observer) may unwind through Acquire, and
+	// so may a panicking LimitSource.Limit or Config.Clock as the wait
+	// ends: the limiter stays consistent, and this function makes sure
+	// the waiter is neither reused while a notification may still reach
+	// its channel, nor left in the queue, nor left holding a permit that
+	// nobody will receive.
+	queuing, waiting, reuse := true, false, false
 	defer func() {
 		switch {
 		case reuse:
@@ -46,6 +48,8 @@ func (l *Limiter) Acquire(ctx context.Context, req Request) (Permit, error) {
 			// before the limiter could take it out again.
 			p := w.permit
 			p.Release(Ignored)
+		case waiting:
+			l.abandon(w)
 		}
 	}()
 	p, err = l.acquire(time.Time{}, false, req, w, true)
@@ -54,30 +58,59 @@ func (l *Limiter) Acquire(ctx context.Context, req Request) (Permit, error) {
 		reuse = true
 		return p, err
 	}
+	waiting = true
 	// The wait is measured on the limiter's clock, which may be a fake one.
 	timer := time.NewTimer(w.deadline.Sub(w.enqueued))
 	defer timer.Stop()
 	select {
 	case <-w.ch:
-		reuse = true
+		waiting, reuse = false, true
 		return w.Result()
 	case <-timer.C:
 		// The clock may be a fake one: expire this waiter by identity.
 		l.removeWaiter(l.clock(), w, ReasonQueueTimeout, true)
 		<-w.ch
-		reuse = true
+		waiting, reuse = false, true
 		return w.Result()
 	case <-ctx.Done():
 		if l.removeWaiter(l.clock(), w, ReasonNone, true) {
-			reuse = true
+			waiting, reuse = false, true
 			return Permit{}, ctx.Err()
 		}
 		<-w.ch
-		reuse = true
+		waiting, reuse = false, true
 		if p, err := w.Result(); err == nil {
 			p.Release(Ignored)
 		}
 		return Permit{}, ctx.Err()
+	}
+}
+
+// abandon ends the wait of Acquire's waiter w when a panic (of
+// Config.Clock or LimitSource.Limit as the wait ended, or of the Observer)
+// unwinds through Acquire's wait: left queued, w would be granted a permit
+// nobody receives. It reads neither the clock nor the limit: w is removed
+// as cancelled, and the waiters it held up are granted at the next
+// release. If w's outcome was decided, it is awaited and a permit w got is
+// released; if w was cancelled already, nothing is left to do.
+func (l *Limiter) abandon(w *Waiter) {
+	l.mu.Lock()
+	if w.queued && w.l == l {
+		l.freezeLocked()
+		l.removeLocked(w)
+		l.thawLocked()
+		l.mu.Unlock()
+		l.counts[w.req.Class].cancelled.Add(1)
+		return
+	}
+	decided := w.err != nil || w.permit.Valid()
+	l.mu.Unlock()
+	if !decided {
+		return // cancelled: no outcome comes
+	}
+	<-w.ch
+	if p, err := w.Result(); err == nil {
+		p.Release(Ignored)
 	}
 }
 
@@ -152,6 +185,9 @@ func (l *Limiter) DrainAt(now time.Time) {
 // finishes or ctx ends. It reports what was still running; the error is
 // ctx's when the work did not finish in time.
 func (l *Limiter) Drain(ctx context.Context) (DrainReport, error) {
+	if l.clock == nil {
+		return DrainReport{}, nil // the zero Limiter: nothing to drain
+	}
 	l.DrainAt(l.clock())
 	l.mu.Lock()
 	ch := l.drained

@@ -92,7 +92,11 @@ type Config struct {
 
 	// DryRun computes and reports every decision but admits everything:
 	// rejections are counted and observed, then a permit is returned
-	// anyway. Use it to roll a limiter out safely.
+	// anyway (Permit.DryRun names the reason). Use it to roll a limiter
+	// out safely. Two rejections stand even so: ReasonDraining once
+	// draining started (see Limiter.DrainAt), and ReasonCostTooLarge for a
+	// cost above MaxCost (MaxTotalCost without a budget), which could
+	// never be admitted.
 	DryRun bool
 
 	// DeadlineMargin weighs the expected service time in the deadline
@@ -161,7 +165,12 @@ type Config struct {
 	OnLeak func(Leak)
 
 	// Clock replaces time.Now for the wall-clock API. The explicit-time
-	// API never calls it.
+	// API never calls it (New reads it once, for the limiter's epoch).
+	// It must not panic. If it does, the panic goes on to the caller and
+	// the limiter stays consistent: an admission it interrupts is undone,
+	// a release it interrupts still gives the capacity back, and a
+	// blocking Acquire it interrupts leaves the queue; waiters that
+	// capacity could admit are then served at the next release.
 	Clock func() time.Time
 }
 

@@ -127,5 +127,6 @@
 //
 // [Limiter.Drain] stops admitting, waits for the work in flight until its
 // context ends and reports what was still running. Config.DryRun computes
-// and reports every decision but admits everything.
+// and reports every decision but admits everything, except while draining
+// and a cost above MaxCost.
 package shed

@@ -65,6 +65,9 @@ func delta(cost int64) uint64   { return 1 + uint64(cost)<<costShift }
 // packed state word. Queueing, protected-capacity decisions and draining
 // go through a mutex. The Limiter starts no goroutines and never sleeps;
 // Acquire and Drain are blocking wrappers over the explicit-time core.
+//
+// Make a Limiter with New. The zero Limiter has no class and admits
+// nothing: every request is invalid (ErrInvalidRequest).
 type Limiter struct {
 	// state and class 0's counters fill the first cache line (a Limiter
 	// is larger than 512 bytes, so the allocator aligns it to 64).
@@ -251,10 +254,13 @@ func (l *Limiter) TryAcquireAt(now time.Time, req Request) (Permit, error) {
 // outcome of a queued request is delivered later, exactly once, through
 // w's notify function, from whichever call frees capacity (a release, a
 // limit change seen at a release, ExpireAt), unless CancelAt removes w
-// first. This is the explicit-time core of Acquire.
+// first. This is the explicit-time core of Acquire. A nil waiter, or one
+// without a notify function (the zero Waiter, NewWaiter(nil)), is an
+// error wrapping ErrInvalidRequest.
 func (l *Limiter) EnqueueAt(now time.Time, req Request, w *Waiter) (p Permit, queued bool, err error) {
-	if w == nil {
-		return Permit{}, false, fmt.Errorf("%w: nil waiter", ErrInvalidRequest)
+	if w == nil || w.notify == nil {
+		// Queued, it would be granted capacity nobody is told about.
+		return Permit{}, false, fmt.Errorf("%w: waiter without a notify function (use NewWaiter)", ErrInvalidRequest)
 	}
 	p, err = l.acquire(now, true, req, w, true)
 	if err == errQueued {

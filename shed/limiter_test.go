@@ -634,6 +634,20 @@ func TestDryRunAdmitsButReports(t *testing.T) {
 	}
 }
 
+// Dry-run mode still rejects a cost above MaxCost (see Config.DryRun): no
+// limit would ever admit it, so the dry run reports it as the rejection it
+// is, counted as such and not as a dry-run admission.
+func TestDryRunRejectsCostTooLarge(t *testing.T) {
+	l := mustNew(t, shed.Config{Limit: 10, MaxCost: 100, DryRun: true})
+	_, err := l.TryAcquireAt(t0, shed.Request{Cost: 101})
+	wantReason(t, err, shed.ReasonCostTooLarge)
+	p := mustAcquire(t, l, t0, shed.Request{Cost: 100})
+	p.ReleaseAt(t0, shed.Success)
+	if s := l.Snapshot(); s.InFlight != 0 || s.Classes[0].Rejected[shed.ReasonCostTooLarge] != 1 {
+		t.Errorf("snapshot %+v, want one cost_too_large rejection and nothing in flight", s)
+	}
+}
+
 func TestDrainAt(t *testing.T) {
 	l := mustNew(t, shed.Config{Limit: 2, Classes: []shed.ClassConfig{{Name: "q", QueueDepth: 5, MaxWait: time.Minute}}})
 	a := mustAcquire(t, l, at(0), shed.Request{})

@@ -3,6 +3,7 @@ package shed
 import (
 	"errors"
 	"fmt"
+	"math"
 	"math/bits"
 	"runtime"
 	"sync/atomic"
@@ -122,7 +123,7 @@ func (l *Limiter) newPermit(now time.Time, hasNow bool, c Class, cost int64, inf
 		meta |= min(uint64(wait/time.Microsecond), maxMetaWait) << metaWaitShift
 	}
 	if !hasNow && n&l.sampleMask.Load() == 0 {
-		now, hasNow = l.clock(), true
+		now, hasNow = l.admitClock(c, cost, h), true
 	}
 	var start int64
 	cw := uint64(cost)
@@ -146,6 +147,32 @@ func (l *Limiter) newPermit(now time.Time, hasNow bool, c Class, cost int64, inf
 		return l.trackedPermit(Permit{ref: ref, start: start, cw: cw, meta: meta}, now)
 	}
 	return Permit{ref: ref, start: start, cw: cw, meta: meta}
+}
+
+// admitClock reads the clock for an admission newPermit times. The
+// admission is in the state word, the class's counters and its tenant's
+// entry already: if Config.Clock panics, they are taken back as the panic
+// unwinds (a defer without recover), since the caller gets no permit.
+func (l *Limiter) admitClock(c Class, cost int64, h tenantHold) time.Time {
+	done := false
+	defer func() {
+		if done {
+			return
+		}
+		cc := l.hot(c)
+		cc.admitted.Add(^uint64(0))
+		if l.classCost {
+			cc.costIn.Add(-cost)
+		}
+		if h.e != nil {
+			p := Permit{ref: unsafe.Pointer(h.e), cw: h.ticket << guardTagShift, meta: metaTenant}
+			l.unhold(&p)
+		}
+		l.takeBack(time.Time{}, false, c, cost)
+	}()
+	now := l.clock()
+	done = true
+	return now
 }
 
 // Valid reports whether p holds an admission that has not been released.
@@ -228,12 +255,12 @@ func (l *Limiter) finish(now time.Time, hasNow bool, o Outcome, p *Permit, leake
 	wall := !hasNow
 	timed := p.timed() && o != Ignored
 	if !hasNow && (timed || (o == Dropped && l.source != nil)) {
-		now, hasNow = l.clock(), true
+		now, hasNow = l.releaseClock(o, p, leaked), true
 	}
 	var lat time.Duration
 	if timed {
 		since := now.Sub(l.epoch)
-		lat = max(since-time.Duration(p.start), 0)
+		lat = elapsed(time.Duration(p.start), since)
 		if o == Success {
 			l.recordLatency(lat)
 		}
@@ -263,6 +290,36 @@ func (l *Limiter) finish(now time.Time, hasNow bool, o Outcome, p *Permit, leake
 		}
 		ob.Observe(Event{Kind: kind, Time: t, Class: p.class(), Outcome: o, Cost: p.cost(), Latency: lat, Timed: timed, InFlight: l.InFlight()})
 	}
+}
+
+// elapsed returns to-from, saturated to [0, the largest Duration]: both
+// are offsets from the epoch, which time.Sub saturates for times ~292
+// years away (the zero time, say), so their difference can overflow.
+func elapsed(from, to time.Duration) time.Duration {
+	if to <= from {
+		return 0
+	}
+	if d := to - from; d > 0 {
+		return d
+	}
+	return math.MaxInt64
+}
+
+// releaseClock reads the clock for finish. If Config.Clock panics, the
+// permit's release is still counted and its capacity given back while the
+// panic unwinds, as in observeSource. Handing that capacity to waiters
+// reads the clock again; if that panics too, they get it at the next
+// release.
+func (l *Limiter) releaseClock(o Outcome, p *Permit, leaked bool) time.Time {
+	done := false
+	defer func() {
+		if !done {
+			l.returnCapacity(time.Time{}, false, p, o, leaked)
+		}
+	}()
+	now := l.clock()
+	done = true
+	return now
 }
 
 // observeSource gives a released permit's sample to the source. If Observe

@@ -38,7 +38,8 @@ type Waiter struct {
 // notify is called outside the limiter's lock, on the goroutine whose call
 // decided the outcome; it may enqueue the waiter again. It must not panic;
 // if it does, the other waiters decided by the same call are still
-// notified and the panic propagates to that call's caller.
+// notified and the panic propagates to that call's caller. EnqueueAt
+// refuses a waiter whose notify is nil.
 func NewWaiter(notify func(*Waiter)) *Waiter { return &Waiter{notify: notify} }
 
 // Result returns the outcome delivered to the waiter: a permit, or a

@@ -468,6 +468,9 @@ func (l *Limiter) acquireTenant(now time.Time, hasNow bool, req Request, cost in
 	if s&slowFlag != 0 || uint64(inFlightOf(s)) >= limit || costOf(s)+cost > l.maxCost || l.dryRun {
 		return l.acquireShort(now, hasNow, req, cost, w, mayQueue, limit, v)
 	}
+	// shortNow may read the clock: before the state changes, so that a
+	// panicking Config.Clock leaves nothing to undo.
+	short, phantom := l.shortNow(req.Class, now, hasNow)
 	// Add first, then check: the share is judged on the room left after
 	// this and every concurrent admission that came before it, so that
 	// of several that race for the last places, the later ones see the
@@ -478,7 +481,7 @@ func (l *Limiter) acquireTenant(now time.Time, hasNow bool, req Request, cost in
 		return l.acquireShort(now, hasNow, req, cost, w, mayQueue, limit, v)
 	}
 	r := l.roomFast(s-delta(cost), req.Class, limit)
-	r.short, r.phantom = l.shortNow(req.Class, now, hasNow)
+	r.short, r.phantom = short, phantom
 	h, fair := l.holdTenant(now, hasNow, req, cost, r)
 	if !fair {
 		l.takeBack(now, hasNow, req.Class, cost)

@@ -46,7 +46,9 @@ type Config[In any] struct {
 	// wait. Only with Limiter.
 	PermitWait time.Duration
 	// Outcome maps a task's error to the outcome its permit is released
-	// with. Nil means DefaultOutcome. Only with Limiter.
+	// with. Nil means DefaultOutcome. Only with Limiter. It should not
+	// panic; if it does, the panic is recovered and the permit is released
+	// as shed.Ignored, and the item's result is unchanged.
 	Outcome func(err error) shed.Outcome
 
 	// Ordered delivers results in input order. Results that complete ahead

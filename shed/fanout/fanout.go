@@ -298,7 +298,7 @@ func (r *runner[In, Out]) work(index int, in In) (alive bool) {
 		}
 		switch {
 		case held:
-			permit.Release(r.cfg.Outcome(res.Err))
+			permit.Release(r.outcome(res.Err))
 		case onOwn:
 			r.own <- struct{}{}
 		}
@@ -313,6 +313,19 @@ func (r *runner[In, Out]) work(index int, in In) (alive bool) {
 	}
 	res.Value, res.Err = r.task(r.ctx, in)
 	return true
+}
+
+// outcome is Config.Outcome of err. It is user code running on a worker,
+// after the task's panic was recovered: a panic in it would crash the
+// process and keep the permit, so it is recovered too and the permit is
+// released as shed.Ignored.
+func (r *runner[In, Out]) outcome(err error) (o shed.Outcome) {
+	defer func() {
+		if recover() != nil {
+			o = shed.Ignored
+		}
+	}()
+	return r.cfg.Outcome(err)
 }
 
 // acquire waits for a permit of the service-wide limiter while the task
