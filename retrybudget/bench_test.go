@@ -67,6 +67,8 @@ func BenchmarkThrottle(b *testing.B) {
 			}
 			if th.AllowAt(now, 0.5) {
 				th.AcceptAt(now)
+			} else {
+				th.RejectAt(now)
 			}
 		}
 	})

@@ -25,8 +25,9 @@ const (
 // nor hide a request they rescued. A request fails when its last attempt
 // shows that the host cannot serve:
 //
-//   - a transport error other than a timeout: connection refused or
-//     reset, connection closed before the response, TLS failure...;
+//   - a transport error that says the host or the connection failed:
+//     a dial, read or write error, connection refused or reset,
+//     connection closed before the response, TLS failure;
 //   - a 502 or a 503 without an overload signal ([NoRetryHeader] or
 //     Retry-After): what proxies and load balancers answer when nothing
 //     healthy stands behind them.
@@ -36,8 +37,11 @@ const (
 // whoever can make one URL fail (a bug, or crafted input through a
 // gateway) cut the host off for every other caller, and a plain 5xx says
 // nothing about capacity. Not counted at all: requests the caller
-// cancelled, timeouts (AttemptTimeout, the base transport's, a 504), and
-// 502 or 503 with an overload signal. Those say that the host is slow or
+// cancelled, timeouts (AttemptTimeout, the base transport's, a 504), 502
+// or 503 with an overload signal, and transport errors that speak of the
+// request only or of nothing known (its body failed to read, net/http
+// refused a header value or the scheme): whoever can send a bad request
+// must not cut the host off either. Those say that the host is slow or
 // deliberately shedding, not that it is down; slowness and overload are
 // for an adaptive concurrency limit and the retry budget to handle, and
 // an open circuit would turn a slowdown into an outage.
@@ -87,8 +91,7 @@ type breaker = gobreaker.TwoStepCircuitBreaker[struct{}]
 // up and shedding on purpose).
 func breakerOutcome(resp *http.Response, err error, callerDone bool) error {
 	if err != nil {
-		var te interface{ Timeout() bool }
-		if callerDone || errors.As(err, &te) && te.Timeout() {
+		if callerDone || classifyError(err) != errHost {
 			return errAttemptExcluded
 		}
 		return errAttemptFailed

@@ -1,7 +1,10 @@
 package retrybudget
 
 import (
+	"context"
+	"crypto/tls"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -230,4 +233,86 @@ func TestBreakerRecoversFromPanickedProbe(t *testing.T) {
 		t.Fatalf("healthy host refused after the panicked probe: breaker %v, err %v", s, err)
 	}
 	resp.Body.Close()
+}
+
+// abortedUpload is a request body that yields a few bytes, then fails: an
+// upload its client aborts mid-stream, as a gateway proxying it sees it.
+type abortedUpload struct{ read bool }
+
+func (b *abortedUpload) Read(p []byte) (int, error) {
+	if b.read {
+		return 0, errors.New("client aborted the upload")
+	}
+	b.read = true
+	return copy(p, "partial"), nil
+}
+
+func (b *abortedUpload) Close() error { return nil }
+
+// TestBreakerIgnoresRequestSideTransportErrors: a transport error that
+// speaks of the request only (its body failed to read, net/http refused a
+// header value or the scheme) must not open the circuit, any more than a
+// 500: whoever can send five such requests in a row would cut the host off
+// for every caller. (Before the fix, every non-timeout transport error
+// counted as a host failure, and GET /ok then failed with ErrCircuitOpen.)
+func TestBreakerIgnoresRequestSideTransportErrors(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		req  func(url string) *http.Request
+	}{
+		{"aborted upload", func(url string) *http.Request {
+			req, _ := http.NewRequest(http.MethodPost, url, &abortedUpload{})
+			req.ContentLength = 100
+			return req
+		}},
+		{"invalid header value", func(url string) *http.Request {
+			req, _ := http.NewRequest(http.MethodGet, url, nil)
+			req.Header["X-User"] = []string{"a\r\nb"}
+			return req
+		}},
+		{"unsupported scheme", func(url string) *http.Request {
+			req, _ := http.NewRequest(http.MethodGet, "ftp"+strings.TrimPrefix(url, "http"), nil)
+			return req
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			up := newUpstream(t, func(_ int, w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok") })
+			tr, _ := testTransport(t, TransportConfig{Breaker: BreakerConfig{OpenTimeout: DefaultBreakerOpenTimeout}})
+			for i := range 10 {
+				if _, _, _, err := do(t, tr, tt.req(up.srv.URL+"/bad")); err == nil {
+					t.Fatalf("bad request %d succeeded", i)
+				}
+			}
+			status, _, _, err := do(t, tr, get(t, up.srv.URL+"/ok"))
+			if s, _ := tr.BreakerState(up.host()); err != nil || status != 200 || s != gobreaker.StateClosed {
+				t.Fatalf("GET /ok after 10 bad requests: status %d err %v breaker %v; want 200, closed", status, err, s)
+			}
+		})
+	}
+}
+
+// TestClassifyError: only errors known to come from the host or the
+// connection are host failures; a request body's read error is the
+// request's even when it is a *net.OpError (a gateway's inbound
+// connection), and an unknown error fails safe as the request's.
+func TestClassifyError(t *testing.T) {
+	opErr := &net.OpError{Op: "read", Net: "tcp", Err: syscall.ECONNRESET}
+	for _, tt := range []struct {
+		err  error
+		want errKind
+	}{
+		{opErr, errHost},
+		{&url.Error{Op: "Get", URL: "x", Err: syscall.ECONNREFUSED}, errHost},
+		{fmt.Errorf("broken: %w", io.ErrUnexpectedEOF), errHost},
+		{tls.RecordHeaderError{Msg: "bad record"}, errHost},
+		{&attemptTimeoutError{err: context.Canceled}, errTimeout},
+		{context.DeadlineExceeded, errTimeout},
+		{&net.OpError{Op: "readfrom", Net: "tcp", Err: &requestBodyError{err: opErr}}, errRequest},
+		{errNilResponse, errRequest},
+		{errors.New(`net/http: invalid header field value for "X"`), errOther},
+	} {
+		if got := classifyError(tt.err); got != tt.want {
+			t.Errorf("classifyError(%v) = %d, want %d", tt.err, got, tt.want)
+		}
+	}
 }

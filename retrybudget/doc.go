@@ -60,10 +60,14 @@
 // Defaults: K 2, a 2 minute window of 24 buckets. [Throttle.AllowAt] takes
 // the uniform random value that decides, so randomness stays with the
 // caller (a simulator passes its seeded source; [Throttle.Allow] uses the
-// configured Rand). Every call counts a request; callers report the
-// backend's acceptance with [Throttle.AcceptAt]. The Transport counts as
-// accepted any response that is not a 429 or a 503 and does not carry
-// [NoRetryHeader].
+// configured Rand). A request is counted when its outcome is known: at
+// once when AllowAt rejects it locally, else when its caller reports the
+// backend's answer with [Throttle.AcceptAt] or [Throttle.RejectAt].
+// Requests in flight are not counted, so that a burst to a healthy backend
+// does not take its own requests in flight for rejections. The Transport
+// counts as accepted any response that is not a 429 or a 503 and does not
+// carry [NoRetryHeader], and as rejected the others and transport errors;
+// an attempt whose caller left before its answer is not counted.
 //
 // # Transport rules
 //
@@ -73,27 +77,35 @@
 //     TRACE, PUT, DELETE) or a non-empty Idempotency-Key header, and no
 //     body, or a body that GetBody can produce again (http.NewRequest sets
 //     GetBody for in-memory bodies);
-//   - the attempt failed in a retryable way: a transport error (the
-//     caller's cancellation excluded), or status 429, 502, 503 or 504;
+//   - the caller is still there, and the attempt failed in a retryable
+//     way: a transport error (a timeout, the host or the connection
+//     failing, or an error of another kind, such as an HTTP/2 stream
+//     reset), or status 429, 502, 503 or 504. A request body that failed
+//     to read (an upload its client aborted through a gateway) would fail
+//     again and is not retried;
 //   - the response does not carry [NoRetryHeader] (any non-empty value);
 //   - fewer than MaxAttempts attempts were made (default 3);
 //   - the [InboundPolicy] allows it (see below);
 //   - the server's Retry-After, if any, is at most MaxRetryAfter
 //     (default 10 s); malformed values are ignored;
-//   - the wait (full-jitter exponential backoff, at least Retry-After)
-//     plus the expected duration of the attempt (the previous attempt's,
-//     or MinAttemptTime if longer) fits before the caller's deadline;
+//   - the drain of the discarded response's body (counted as
+//     MaxDrainTime unless the body is known to be empty), plus the wait
+//     (full-jitter exponential backoff, at least Retry-After), plus the
+//     expected duration of the attempt (the previous attempt's, or
+//     MinAttemptTime if longer) fits before the caller's deadline;
 //   - the destination's breaker is not open;
-//   - the budget allows a withdrawal, then the throttle (if any) allows
-//     the attempt. These are asked last, so that nothing is consumed for
-//     a retry that another rule forbids.
+//   - the throttle (if any) allows the attempt, then the budget allows a
+//     withdrawal. These are asked last, so that nothing is consumed for
+//     a retry that another rule forbids, and the budget, which every host
+//     shares, after the throttle;
+//   - GetBody, when the request has a body, produces it again.
 //
 // When a retry is denied, the caller gets the last response untouched
 // (status, headers and unread body) with a nil error, or, when the last
 // attempt ended in an error, a [*RetryError] that carries the reason and
 // matches, with errors.Is, both the reason's sentinel ([ErrBudgetExhausted],
 // [ErrCircuitOpen], [ErrThrottled], [ErrDeadline], [ErrAttemptsExhausted],
-// [ErrInboundRetry]) and the last error. A breaker that is open, a throttle
+// [ErrInboundRetry], [ErrBodyNotReplayable]) and the last error. A breaker that is open, a throttle
 // that rejects, or a deadline too close (MinAttemptTime) before the first
 // attempt give a *RetryError with Attempts 0; nothing is sent. A caller
 // that wants to know why a response was not retried attaches a [Report]
@@ -116,7 +128,10 @@
 // anyone at all, and counts logical requests, each once with the outcome
 // of its last attempt. It trips after 5 failed requests in a row, stays
 // open 5 s, then lets one probe through. A request fails on a transport
-// error other than a timeout, or on a 502 or 503 that carries no overload
+// error known to be the host's or the connection's (dial, read or write
+// error, connection refused or reset, response cut short, TLS failure;
+// not a timeout, a request body that failed to read, or an error of a
+// kind not known), or on a 502 or 503 that carries no overload
 // signal ([NoRetryHeader] or Retry-After); any other response is a
 // success, a 500 included: it speaks of the request, and counting it
 // would let whoever can make one URL fail cut the host off for everyone.
@@ -190,7 +205,8 @@
 //     attempts, true for retries): amplification is attempts / requests.
 //   - shedkit.retry.denied counts attempts the transport wanted to make
 //     but did not, by shedkit.retry.reason: budget, breaker, throttle,
-//     no_retry_header, deadline, retry_after, max_attempts, inbound_retry.
+//     no_retry_header, deadline, retry_after, max_attempts, inbound_retry,
+//     body_not_replayable.
 //     First attempts stopped by an open breaker, the throttle or a
 //     too-close deadline are included.
 //   - shedkit.retry.breaker.transitions counts breaker state changes by

@@ -1,11 +1,15 @@
 package retrybudget
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"io"
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -224,5 +228,75 @@ func TestTransportServerShutdown(t *testing.T) {
 	base.CloseIdleConnections()
 	if err := goleak.Find(ignore); err != nil {
 		t.Error(err)
+	}
+}
+
+// TestDiscardChunkedBodyOfExactlyMaxDrainBytes: a discarded chunked body
+// no longer than MaxDrainBytes is read to its end, terminating chunk
+// included, so its connection is reused. (Before the fix, the drain
+// stopped after MaxDrainBytes bytes, short of the terminating chunk, and
+// a body of exactly that size lost its connection.)
+func TestDiscardChunkedBodyOfExactlyMaxDrainBytes(t *testing.T) {
+	for _, size := range []int{DefaultMaxDrainBytes - 1, DefaultMaxDrainBytes} {
+		up := newUpstream(t, func(n int, w http.ResponseWriter, _ *http.Request) {
+			if n%2 == 1 {
+				w.WriteHeader(503)
+				w.(http.Flusher).Flush() // chunked: no Content-Length
+				w.Write(bytes.Repeat([]byte("x"), size))
+				return
+			}
+			io.WriteString(w, "ok")
+		})
+		base := newBase(t)
+		base.MaxConnsPerHost = 1
+		tr, _ := testTransport(t, TransportConfig{Base: base})
+		for i := range 3 {
+			if status, _, _, err := do(t, tr, get(t, up.url())); err != nil || status != 200 {
+				t.Fatalf("size %d request %d: status %d err %v", size, i, status, err)
+			}
+		}
+		if n := up.conns.Load(); n != 1 {
+			t.Errorf("discarded chunked body of %d bytes (MaxDrainBytes %d): %d connections for 3 requests, want 1",
+				size, DefaultMaxDrainBytes, n)
+		}
+	}
+}
+
+// TestTransportDeadlineCountsDrainTime: the drain of the discarded body
+// comes before the backoff wait, so the deadline rule counts it, at its
+// bound MaxDrainTime, unless the body is known to be empty. Attempts take
+// 0.9s on a fake clock and the deadline is 2s away: 0.9 + 0.9 fits, 0.9 +
+// 0.4 (drain) + 0.9 does not, and the caller gets the 503 rather than a
+// doomed retry. (Before the fix, the drain was left out and the retry sent.)
+func TestTransportDeadlineCountsDrainTime(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		body func() io.ReadCloser
+		clen int64 // Content-Length; -1: unknown
+		hits int64
+		rule Reason
+	}{
+		{"body to drain", func() io.ReadCloser { return io.NopCloser(strings.NewReader("busy")) }, -1, 1, ReasonDeadline},
+		{"empty body", func() io.ReadCloser { return http.NoBody }, 0, 2, ReasonMaxAttempts},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			clk := newFakeClock()
+			var hits atomic.Int64
+			base := roundTripperFunc(func(r *http.Request) (*http.Response, error) {
+				hits.Add(1)
+				clk.advance(900 * time.Millisecond)
+				return &http.Response{StatusCode: 503, Header: http.Header{}, ContentLength: tt.clen,
+					Body: tt.body(), Request: r}, nil
+			})
+			tr, _ := testTransport(t, TransportConfig{Base: base, Now: clk.now, MaxAttempts: 2,
+				MaxDrainTime: 400 * time.Millisecond, Rand: func() float64 { return 0 }})
+			ctx, cancel := context.WithDeadline(context.Background(), clk.now().Add(2*time.Second))
+			defer cancel()
+			status, _, rep, err := do(t, tr, get(t, "http://127.0.0.1:1/").WithContext(ctx))
+			if err != nil || status != 503 || hits.Load() != tt.hits || rep.Denied != tt.rule {
+				t.Fatalf("status %d err %v hits %d report %+v; want the 503 after %d hits, denied %v",
+					status, err, hits.Load(), rep, tt.hits, tt.rule)
+			}
+		})
 	}
 }

@@ -37,18 +37,22 @@ const (
 	// ReasonInbound: the inbound request is itself retried by an outer
 	// layer and the [InboundPolicy] forbids retrying under it.
 	ReasonInbound
+	// ReasonBodyNotReplayable: a retry was wanted, but the request's
+	// GetBody failed to produce its body again.
+	ReasonBodyNotReplayable
 )
 
 var reasonNames = [...]string{
-	ReasonNone:          "none",
-	ReasonBudget:        "budget",
-	ReasonBreaker:       "breaker",
-	ReasonThrottle:      "throttle",
-	ReasonNoRetryHeader: "no_retry_header",
-	ReasonDeadline:      "deadline",
-	ReasonRetryAfter:    "retry_after",
-	ReasonMaxAttempts:   "max_attempts",
-	ReasonInbound:       "inbound_retry",
+	ReasonNone:              "none",
+	ReasonBudget:            "budget",
+	ReasonBreaker:           "breaker",
+	ReasonThrottle:          "throttle",
+	ReasonNoRetryHeader:     "no_retry_header",
+	ReasonDeadline:          "deadline",
+	ReasonRetryAfter:        "retry_after",
+	ReasonMaxAttempts:       "max_attempts",
+	ReasonInbound:           "inbound_retry",
+	ReasonBodyNotReplayable: "body_not_replayable",
 }
 
 // String returns the reason's low-cardinality name, such as "budget".
@@ -71,6 +75,7 @@ var (
 	ErrDeadline          = errors.New("retrybudget: attempt cannot finish before the deadline")
 	ErrAttemptsExhausted = errors.New("retrybudget: attempts exhausted")
 	ErrInboundRetry      = errors.New("retrybudget: inbound request is already a retry")
+	ErrBodyNotReplayable = errors.New("retrybudget: request body cannot be produced again (GetBody failed)")
 )
 
 // Err returns the sentinel error of the reason, nil for reasons that
@@ -89,6 +94,8 @@ func (r Reason) Err() error {
 		return ErrAttemptsExhausted
 	case ReasonInbound:
 		return ErrInboundRetry
+	case ReasonBodyNotReplayable:
+		return ErrBodyNotReplayable
 	}
 	return nil
 }

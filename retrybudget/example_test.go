@@ -44,10 +44,13 @@ func ExampleThrottle() {
 	}
 	now := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
 	// The backend accepted 40 of the last 100 requests.
+	// The caller reports each answer of the backend to a request the
+	// throttle allowed.
 	for i := range 100 {
-		th.AllowAt(now, 0.99)
 		if i < 40 {
 			th.AcceptAt(now)
+		} else {
+			th.RejectAt(now)
 		}
 	}
 	fmt.Printf("reject probability: %.3f\n", th.RejectProbabilityAt(now))

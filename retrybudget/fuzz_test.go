@@ -121,7 +121,7 @@ func FuzzBudget(f *testing.F) {
 
 // FuzzThrottle: NewThrottle returns an error or a Throttle whose reject
 // probability is in [0, 1) and whose decisions follow it: AllowAt(now, u)
-// rejects exactly when u < p.
+// rejects exactly when u < p. Ops: allow, accept, reject, move the clock.
 func FuzzThrottle(f *testing.F) {
 	ops := []byte{0, 10, 0, 20, 0, 30, 1, 0, 40, 0, 250, 0, 128, 2, 60, 1, 0, 5, 2, 0xff, 0, 0}
 	f.Add(0.0, int64(0), 0, ops)
@@ -141,7 +141,7 @@ func FuzzThrottle(f *testing.F) {
 		now := fuzzT0
 		for i := 0; i+1 < len(ops) && i < 5000; i += 2 {
 			arg := ops[i+1]
-			switch ops[i] % 3 {
+			switch ops[i] % 4 {
 			case 0:
 				p := th.RejectProbabilityAt(now)
 				if !(p >= 0 && p < 1) {
@@ -153,6 +153,8 @@ func FuzzThrottle(f *testing.F) {
 				}
 			case 1:
 				th.AcceptAt(now)
+			case 2:
+				th.RejectAt(now)
 			default:
 				now = fuzzTime(now, arg)
 			}

@@ -37,11 +37,16 @@ type ThrottleConfig struct {
 //
 //	p = max(0, (requests - K x accepts) / (requests + 1))
 //
-// where requests counts every request the client wanted to send (the
-// locally rejected ones included) and accepts those the backend accepted,
-// both over a sliding window. It is usable alone or by a [Transport]
-// ([TransportConfig.Throttle]). Methods are safe for concurrent use, take
-// no lock and do not allocate.
+// where requests counts every request the client wanted to send whose
+// outcome is known (the locally rejected ones included) and accepts those
+// the backend accepted, both over a sliding window. A request is counted
+// when its outcome is known: at once when rejected locally ([Throttle.AllowAt]),
+// else when the backend answers ([Throttle.AcceptAt] or [Throttle.RejectAt]).
+// Requests in flight are not counted at all: counting them at admission,
+// before their accept can be, would make them look like rejections, and a
+// burst of concurrent requests to a healthy backend would throttle itself.
+// It is usable alone or by a [Transport] ([TransportConfig.Throttle]).
+// Methods are safe for concurrent use, take no lock and do not allocate.
 type Throttle struct {
 	k    float64
 	w    *window // a: requests, b: accepts
@@ -94,18 +99,33 @@ func (t *Throttle) probability(req, acc uint64) float64 {
 }
 
 // AllowAt decides whether a request at now may go to the backend, given
-// u, a uniform random value in [0, 1): it is rejected when u < p. Either
-// way the request is counted. A caller whose request is allowed reports
-// the backend's acceptance with [Throttle.AcceptAt].
+// u, a uniform random value in [0, 1): it is rejected when u < p. A
+// request rejected locally is counted at once. An allowed one is not
+// counted yet: its caller reports the backend's answer with
+// [Throttle.AcceptAt] or [Throttle.RejectAt], and a caller that reports
+// neither (it gave up before the answer) leaves no trace.
 func (t *Throttle) AllowAt(now time.Time, u float64) bool {
 	req, acc := t.w.sums(now)
-	t.w.addA(now)
-	return !(u < t.probability(req, acc))
+	if u < t.probability(req, acc) {
+		t.w.addA(now)
+		return false
+	}
+	return true
 }
 
-// AcceptAt records at now that the backend accepted a request: it answered
-// without signalling overload.
-func (t *Throttle) AcceptAt(now time.Time) { t.w.addB(now) }
+// AcceptAt records at now a request that the backend accepted: it
+// answered without signalling overload. It counts both the request and
+// its accept.
+func (t *Throttle) AcceptAt(now time.Time) {
+	// The accept first: a concurrent reader may see it without its
+	// request, which errs towards letting requests through.
+	t.w.addB(now)
+	t.w.addA(now)
+}
+
+// RejectAt records at now a request that the backend rejected (it
+// signalled overload) or failed to answer: it counts the request only.
+func (t *Throttle) RejectAt(now time.Time) { t.w.addA(now) }
 
 // Allow is AllowAt(time.Now(), u) with u from the configured Rand.
 func (t *Throttle) Allow() bool { return t.AllowAt(time.Now(), t.rand()) }
@@ -113,9 +133,12 @@ func (t *Throttle) Allow() bool { return t.AllowAt(time.Now(), t.rand()) }
 // Accept is AcceptAt(time.Now()).
 func (t *Throttle) Accept() { t.AcceptAt(time.Now()) }
 
+// Reject is RejectAt(time.Now()).
+func (t *Throttle) Reject() { t.RejectAt(time.Now()) }
+
 // ThrottleSnapshot is the state of a [Throttle] at one instant.
 type ThrottleSnapshot struct {
-	Requests, Accepts uint64  // counts in the window
+	Requests, Accepts uint64  // counts in the window, requests in flight excluded
 	RejectProbability float64 // p for the next request
 }
 

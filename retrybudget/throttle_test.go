@@ -3,6 +3,7 @@ package retrybudget
 import (
 	"math"
 	"math/rand/v2"
+	"net/http"
 	"strings"
 	"sync"
 	"testing"
@@ -58,9 +59,10 @@ func TestThrottleProbability(t *testing.T) {
 			t.Fatal(err)
 		}
 		for i := range tt.requests {
-			th.AllowAt(t0, 0.999999) // u close to 1 is allowed while p < 1
 			if i < tt.accepts {
 				th.AcceptAt(t0)
+			} else {
+				th.RejectAt(t0)
 			}
 		}
 		s := th.SnapshotAt(t0)
@@ -79,7 +81,7 @@ func TestThrottleDecisionAndWindow(t *testing.T) {
 		t.Fatal(err)
 	}
 	for range 99 {
-		th.AllowAt(t0, 0.999)
+		th.RejectAt(t0)
 	}
 	// 99 requests, 0 accepts: p = 99/100.
 	if th.AllowAt(t0, 0.98) {
@@ -89,9 +91,14 @@ func TestThrottleDecisionAndWindow(t *testing.T) {
 	if !th.AllowAt(t0, 0.991) {
 		t.Fatal("u >= p must be allowed")
 	}
-	// Rejections count as requests: p kept rising.
+	// Local rejections count as requests at once: p kept rising; the
+	// allowed request counts only once its outcome is reported.
+	if got := th.SnapshotAt(t0).Requests; got != 100 {
+		t.Fatalf("requests = %d, want 100 (rejected ones included, the allowed one in flight not)", got)
+	}
+	th.RejectAt(t0)
 	if got := th.SnapshotAt(t0).Requests; got != 101 {
-		t.Fatalf("requests = %d, want 101 (rejected ones included)", got)
+		t.Fatalf("requests = %d after its rejection, want 101", got)
 	}
 	// After the window, history is gone.
 	if p := th.RejectProbabilityAt(t0.Add(10 * time.Second)); p != 0 {
@@ -122,6 +129,8 @@ func TestThrottleSeeded(t *testing.T) {
 		if tokens >= 1 {
 			tokens--
 			th.AcceptAt(now)
+		} else {
+			th.RejectAt(now)
 		}
 	}
 	frac := float64(sent) / n
@@ -132,6 +141,7 @@ func TestThrottleSeeded(t *testing.T) {
 	// The wall-clock wrappers use the configured source.
 	th.Allow()
 	th.Accept()
+	th.Reject()
 }
 
 func TestThrottleConcurrent(t *testing.T) {
@@ -152,5 +162,94 @@ func TestThrottleConcurrent(t *testing.T) {
 	wg.Wait()
 	if s := th.SnapshotAt(t0); s.Requests != 4000 || s.Accepts != 4000 {
 		t.Fatalf("snapshot %+v, want 4000 requests and accepts", s)
+	}
+}
+
+// TestThrottleColdBurstAdmitsHealthyBackend: a request is counted when its
+// outcome is known, so requests in flight are not taken for rejections. A
+// burst to a fresh throttle all goes through, even with u = 0 (rejected
+// as soon as p > 0), and once accepted leaves p at 0. (Before the fix,
+// AllowAt counted each request at admission: the second request of the
+// burst saw p = 1/2.)
+func TestThrottleColdBurstAdmitsHealthyBackend(t *testing.T) {
+	th, err := NewThrottle(ThrottleConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const burst = 32
+	for i := range burst {
+		if !th.AllowAt(t0, 0) {
+			t.Fatalf("request %d of the burst rejected with %d in flight: %+v", i, i, th.SnapshotAt(t0))
+		}
+	}
+	if s := th.SnapshotAt(t0); s.Requests != 0 || s.RejectProbability != 0 {
+		t.Fatalf("in flight: snapshot %+v, want nothing counted", s)
+	}
+	for range burst {
+		th.AcceptAt(t0)
+	}
+	for i := range 10 {
+		if !th.AllowAt(t0, 0) {
+			t.Fatalf("request %d after the burst rejected: %+v", i, th.SnapshotAt(t0))
+		}
+		th.AcceptAt(t0)
+	}
+	if s := th.SnapshotAt(t0); s.Requests != burst+10 || s.Accepts != burst+10 {
+		t.Fatalf("snapshot %+v, want %d requests, all accepted", s, burst+10)
+	}
+}
+
+// TestTransportThrottleConcurrentBurst: a Transport reports each attempt's
+// outcome when it arrives, so concurrent requests to a healthy backend
+// are never throttled while the others are in flight. The base holds
+// every request until all of them have reached it; Rand 0 makes any
+// p > 0 reject.
+func TestTransportThrottleConcurrentBurst(t *testing.T) {
+	th, err := NewThrottle(ThrottleConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const burst = 16
+	arrived, release := make(chan struct{}, burst), make(chan struct{})
+	defer func() {
+		select {
+		case <-release:
+		default:
+			close(release) // on failure, free the requests held
+		}
+	}()
+	base := roundTripperFunc(func(r *http.Request) (*http.Response, error) {
+		arrived <- struct{}{}
+		<-release
+		return &http.Response{StatusCode: 200, Header: http.Header{}, Body: http.NoBody, Request: r}, nil
+	})
+	tr, _ := testTransport(t, TransportConfig{Base: base, Throttle: th, Rand: func() float64 { return 0 }})
+	errs := make(chan error, burst)
+	for range burst {
+		req, _ := http.NewRequest(http.MethodGet, "http://127.0.0.1:1/", nil)
+		go func() {
+			resp, err := tr.RoundTrip(req)
+			if err == nil {
+				resp.Body.Close()
+			}
+			errs <- err
+		}()
+	}
+	for in := 0; in < burst; {
+		select {
+		case <-arrived:
+			in++
+		case err := <-errs:
+			t.Fatalf("a request ended with %d in flight: %v (%+v)", in, err, th.Snapshot())
+		}
+	}
+	close(release)
+	for range burst {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if s := th.Snapshot(); s.Requests != burst || s.Accepts != burst {
+		t.Fatalf("snapshot %+v, want %d requests, all accepted", s, burst)
 	}
 }

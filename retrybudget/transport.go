@@ -130,9 +130,10 @@ type TransportConfig struct {
 	// closed, which closes its connection: a new connection costs less
 	// than waiting on a body that may never end, and a retry never
 	// waits longer than this for the previous response. It delays the
-	// retry by at most this, on top of the backoff. Default 100ms. The
-	// bodies of Base must allow Close while a Read is blocked (those of
-	// net/http's transports do: the Read returns an error).
+	// retry by at most this, on top of the backoff, and the deadline
+	// rule counts it so (unless the body is known to be empty). Default
+	// 100ms. The bodies of Base must allow Close while a Read is blocked
+	// (those of net/http's transports do: the Read returns an error).
 	MaxDrainTime time.Duration
 
 	// Sleep waits d or until ctx is done, returning ctx.Err() then.
@@ -359,6 +360,10 @@ func (t *Transport) BreakerState(host string) (gobreaker.State, bool) {
 	return br.State(), true
 }
 
+// errNilResponse replaces the (nil, nil) of a base RoundTripper that breaks
+// its contract, so that no one reads the missing response.
+var errNilResponse = errors.New("retrybudget: base RoundTripper returned neither a response nor an error")
+
 // ErrAttemptTimeout is matched (errors.Is) by the error of an attempt
 // that exceeded TransportConfig.AttemptTimeout.
 var ErrAttemptTimeout = errors.New("retrybudget: attempt timed out")
@@ -533,14 +538,13 @@ func (rt *roundTrip) run(now time.Time) (*http.Response, error) {
 		if resp != nil {
 			status = resp.StatusCode
 		}
-		noRetry, retryable := rt.classify(resp, err, status)
+		noRetry, retryable, gone := rt.classify(resp, err, status)
 		if rt.throttle == nil && (!retryable || !canRetry) {
 			return resp, err // the common success path reads the clock once
 		}
 		end := t.now()
-		if rt.throttle != nil && err == nil && status != http.StatusTooManyRequests &&
-			status != http.StatusServiceUnavailable && !noRetry {
-			rt.throttle.AcceptAt(end)
+		if rt.throttle != nil {
+			rt.report(end, err, status, noRetry, gone)
 		}
 		if !retryable || !canRetry {
 			return resp, err
@@ -552,7 +556,7 @@ func (rt *roundTrip) run(now time.Time) (*http.Response, error) {
 			var gerr error
 			if body, gerr = req.GetBody(); gerr != nil {
 				// Cannot replay after all: the last outcome is final.
-				return resp, err
+				return rt.giveUp(ReasonBodyNotReplayable, n, resp, err)
 			}
 		}
 		if reason == ReasonNone {
@@ -590,19 +594,42 @@ func (rt *roundTrip) begin(now time.Time) Reason {
 }
 
 // classify reads an attempt's outcome: whether the server asked not to be
-// retried and whether a retry could help at all (not when the caller is
-// gone). It keeps the outcome for the breaker too, which hears only the
-// last attempt's.
-func (rt *roundTrip) classify(resp *http.Response, err error, status int) (noRetry, retryable bool) {
+// retried, whether a retry could help at all, and whether the caller is
+// gone. A retry cannot help a caller that is gone, whatever the attempt
+// returned, nor a request body that failed to read (see
+// classifyError), which would fail again. Only an attempt that failed or could be retried
+// asks about the caller (gone is false otherwise), so that the common
+// success path does not pay for it. It keeps the outcome for the breaker
+// too, which hears only the last attempt's.
+func (rt *roundTrip) classify(resp *http.Response, err error, status int) (noRetry, retryable, gone bool) {
 	noRetry = resp != nil && hasValue(resp.Header, NoRetryHeader)
-	callerDone := err != nil && rt.ctx.Err() != nil
-	if rt.done != nil {
-		rt.outcome = breakerOutcome(resp, err, callerDone)
+	if err != nil {
+		retryable = classifyError(err) != errRequest
+	} else {
+		retryable = status == http.StatusTooManyRequests || status == http.StatusBadGateway ||
+			status == http.StatusServiceUnavailable || status == http.StatusGatewayTimeout
 	}
-	retryable = !callerDone && (err != nil || status == http.StatusTooManyRequests ||
-		status == http.StatusBadGateway || status == http.StatusServiceUnavailable ||
-		status == http.StatusGatewayTimeout)
-	return noRetry, retryable
+	gone = (err != nil || retryable) && rt.ctx.Err() != nil
+	if rt.done != nil {
+		// A response that arrived still says the host answered.
+		rt.outcome = breakerOutcome(resp, err, gone && err != nil)
+	}
+	return noRetry, retryable && !gone, gone
+}
+
+// report tells the throttle the backend's answer to an attempt it let
+// through: accepted unless it signalled overload (429, 503,
+// [NoRetryHeader]) or failed. An attempt whose caller left before an
+// answer has no known outcome and is not counted.
+func (rt *roundTrip) report(now time.Time, err error, status int, noRetry, gone bool) {
+	switch {
+	case err == nil && status != http.StatusTooManyRequests &&
+		status != http.StatusServiceUnavailable && !noRetry:
+		rt.throttle.AcceptAt(now)
+	case err != nil && gone:
+	default:
+		rt.throttle.RejectAt(now)
+	}
 }
 
 // giveUp ends the logical request after n attempts without retrying, for
@@ -662,7 +689,13 @@ func (rt *roundTrip) decide(n int, resp *http.Response, noRetry bool, now time.T
 			}
 		}
 	}
-	if dl, ok := rt.ctx.Deadline(); ok && now.Add(wait+max(t.minAttemptTime, took)).After(dl) {
+	// The discarded body is drained before the wait: its time counts too,
+	// at its bound, since the drain cannot be undone once it has begun.
+	var drain time.Duration
+	if resp != nil && resp.ContentLength != 0 && resp.Body != http.NoBody && t.drains(resp) {
+		drain = t.maxDrainTime
+	}
+	if dl, ok := rt.ctx.Deadline(); ok && now.Add(drain+wait+max(t.minAttemptTime, took)).After(dl) {
 		return ReasonDeadline, 0
 	}
 	if rt.br != nil && rt.br.State() == gobreaker.StateOpen {
@@ -671,13 +704,16 @@ func (rt *roundTrip) decide(n int, resp *http.Response, noRetry bool, now time.T
 	return ReasonNone, wait
 }
 
-// admit asks the budget, then the throttle, for a retry.
+// admit asks the throttle, then the budget, for a retry. The budget,
+// shared by every host, is asked last so that a retry the throttle
+// rejects costs it nothing; a retry the throttle allows and the budget
+// denies costs the throttle nothing either (it counts outcomes).
 func (rt *roundTrip) admit(now time.Time) Reason {
-	if rt.budget != nil && !rt.budget.TryWithdrawAt(now) {
-		return ReasonBudget
-	}
 	if rt.throttle != nil && !rt.throttle.AllowAt(now, rt.t.rand()) {
 		return ReasonThrottle
+	}
+	if rt.budget != nil && !rt.budget.TryWithdrawAt(now) {
+		return ReasonBudget
 	}
 	return ReasonNone
 }
@@ -718,13 +754,7 @@ func (rt *roundTrip) attempt(n int, body io.ReadCloser) (*http.Response, error) 
 		actx, cancel = context.WithCancel(actx)
 		timer = time.AfterFunc(t.attemptTimeout, cancel)
 	}
-	areq := rt.req.WithContext(actx)
-	areq.Body = body
-	areq.Header = attemptHeader(rt.req.Header, n)
-	if t.deadlineHeader != "" {
-		t.setDeadline(areq.Header, rt.ctx)
-	}
-	t.propagator.Inject(actx, propagation.HeaderCarrier(areq.Header))
+	areq := rt.attemptRequest(actx, n, body)
 	if n == 1 {
 		t.inst.attempts.Add(rt.ctx, 1, t.inst.firstOpts...)
 	} else {
@@ -735,6 +765,9 @@ func (rt *roundTrip) attempt(n int, body io.ReadCloser) (*http.Response, error) 
 	if err != nil && resp != nil {
 		resp.Body.Close() // a RoundTripper must not return both
 		resp = nil
+	}
+	if err == nil && resp == nil {
+		err = errNilResponse // nor neither
 	}
 	timedOut := false
 	if timer != nil {
@@ -772,6 +805,29 @@ func (rt *roundTrip) attempt(n int, body io.ReadCloser) (*http.Response, error) 
 		aspan.End()
 	}
 	return resp, err
+}
+
+// attemptRequest returns the request of attempt n, sent under actx with
+// body: the caller's, with the attempt's own header, and its body's read
+// errors marked (see classifyError).
+func (rt *roundTrip) attemptRequest(actx context.Context, n int, body io.ReadCloser) *http.Request {
+	t := rt.t
+	areq := rt.req.WithContext(actx)
+	areq.Body = markBody(body)
+	if gb := rt.req.GetBody; gb != nil {
+		// net/http replays the body itself after some connection
+		// failures: its copies must be marked too.
+		areq.GetBody = func() (io.ReadCloser, error) {
+			b, err := gb()
+			return markBody(b), err
+		}
+	}
+	areq.Header = attemptHeader(rt.req.Header, n)
+	if t.deadlineHeader != "" {
+		t.setDeadline(areq.Header, rt.ctx)
+	}
+	t.propagator.Inject(actx, propagation.HeaderCarrier(areq.Header))
+	return areq
 }
 
 // attemptHeader returns the header of attempt n: the caller's header,
@@ -823,7 +879,7 @@ var statusCodes = func() (s [900]string) {
 // read to the end). A response with Connection: close is not drained at
 // all: its connection will not be reused anyway.
 func (t *Transport) discard(resp *http.Response) {
-	if t.maxDrain <= 0 || resp.Close || resp.ContentLength > t.maxDrain {
+	if !t.drains(resp) {
 		resp.Body.Close()
 		return
 	}
@@ -835,9 +891,19 @@ func (t *Transport) discard(resp *http.Response) {
 	var once sync.Once
 	closeBody := func() { once.Do(func() { resp.Body.Close() }) }
 	timer := time.AfterFunc(t.maxDrainTime, closeBody)
-	_, _ = io.CopyN(io.Discard, resp.Body, t.maxDrain)
+	// One byte more than the bound: a chunked body of exactly maxDrain
+	// bytes still has its terminating chunk to read, without which
+	// net/http does not reuse the connection.
+	_, _ = io.CopyN(io.Discard, resp.Body, t.maxDrain+1)
 	timer.Stop()
 	closeBody()
+}
+
+// drains reports whether discard reads resp's body before closing it:
+// not when draining is off, the connection will not be reused anyway, or
+// the body is known to be too long.
+func (t *Transport) drains(resp *http.Response) bool {
+	return t.maxDrain > 0 && !resp.Close && resp.ContentLength <= t.maxDrain
 }
 
 type cancelOnClose struct {
@@ -851,9 +917,14 @@ func (c *cancelOnClose) Close() error {
 	return err
 }
 
+// hasValue reports whether any value of key in h is non-empty.
 func hasValue(h http.Header, key string) bool {
-	v := h[key]
-	return len(v) > 0 && v[0] != ""
+	for _, v := range h[key] {
+		if v != "" {
+			return true
+		}
+	}
+	return false
 }
 
 func closeBody(b io.ReadCloser) {

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/sony/gobreaker/v2"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 )
 
 func TestNewTransportValidation(t *testing.T) {
@@ -542,7 +544,7 @@ func TestTransportThrottle(t *testing.T) {
 	}
 	// The backend rejected everything lately: p = 100/101.
 	for range 100 {
-		th.Allow()
+		th.Reject()
 	}
 	up := newUpstream(t, statuses(200))
 	tr, _ := testTransport(t, TransportConfig{Throttle: th, Rand: func() float64 { return 0.5 }})
@@ -716,5 +718,106 @@ func TestTransportBreakerIgnoresSlownessAndShedding(t *testing.T) {
 				t.Fatalf("%d of 6 attempts reached the host", up.hits.Load())
 			}
 		})
+	}
+}
+
+// TestTransportThrottleDeniedRetryCostsNoBudget: the throttle is asked
+// before the budget, which every host shares: a retry the throttle
+// rejects withdraws nothing. (Before the fix, the budget paid first.)
+func TestTransportThrottleDeniedRetryCostsNoBudget(t *testing.T) {
+	b := mustBudget(t, BudgetConfig{MinRetriesPerSecond: 0.1, RetryRatio: -1}) // 1 retry per 10s
+	th, err := NewThrottle(ThrottleConfig{K: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 10 { // the backend rejected 10 requests: p = 10/11
+		th.Reject()
+	}
+	up := newUpstream(t, statuses(503))
+	// Rand: the first attempt's throttle draw (allowed), the backoff, the
+	// retry's throttle draw (rejected).
+	seq := []float64{0.999, 0.5, 0}
+	i := 0
+	tr, _ := testTransport(t, TransportConfig{Budget: b, Throttle: th,
+		Rand: func() float64 { v := seq[min(i, len(seq)-1)]; i++; return v }})
+	status, _, rep, err := do(t, tr, get(t, up.url()))
+	if err != nil || status != 503 || rep.Denied != ReasonThrottle || up.hits.Load() != 1 {
+		t.Fatalf("status %d err %v report %+v hits %d; want the 503, retry throttled", status, err, rep, up.hits.Load())
+	}
+	if s := b.Snapshot(); s.Withdrawals != 0 {
+		t.Fatalf("the budget paid %d retries for a retry the throttle rejected", s.Withdrawals)
+	}
+}
+
+// TestTransportCallerGoneSpendsNoBudget: once the caller is gone, no
+// retry can help it, whatever the attempt returned: the retryable
+// response is returned as it is and nothing is withdrawn. (Before the
+// fix, only an error with the caller gone stopped the retry.)
+func TestTransportCallerGoneSpendsNoBudget(t *testing.T) {
+	b := mustBudget(t, BudgetConfig{MinRetriesPerSecond: 0.1, RetryRatio: -1})
+	ctx, cancel := context.WithCancel(context.Background())
+	base := roundTripperFunc(func(r *http.Request) (*http.Response, error) {
+		cancel() // the caller leaves as the response arrives
+		return &http.Response{StatusCode: 503, Header: http.Header{}, Body: http.NoBody, Request: r}, nil
+	})
+	tr, _ := testTransport(t, TransportConfig{Base: base, Budget: b})
+	status, _, rep, err := do(t, tr, get(t, "http://127.0.0.1:1/").WithContext(ctx))
+	if err != nil || status != 503 || rep.Attempts != 1 {
+		t.Fatalf("status %d err %v report %+v; want the 503 after 1 attempt", status, err, rep)
+	}
+	if s := b.Snapshot(); s.Withdrawals != 0 {
+		t.Fatalf("a caller gone withdrew %d retries", s.Withdrawals)
+	}
+}
+
+// TestTransportNilNilBaseWithTracing: a base that returns neither a
+// response nor an error breaks the RoundTripper contract; the attempt
+// turns it into an error, which is not retried, so that nothing (a
+// recording span among others) reads the missing response. (Before the
+// fix, RoundTrip panicked with a recording tracer.)
+func TestTransportNilNilBaseWithTracing(t *testing.T) {
+	sr := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(sr))
+	defer tp.Shutdown(context.Background())
+	base := roundTripperFunc(func(*http.Request) (*http.Response, error) { return nil, nil })
+	tr, _ := testTransport(t, TransportConfig{Base: base, TracerProvider: tp})
+	_, _, rep, err := do(t, tr, get(t, "http://127.0.0.1:1/"))
+	if !errors.Is(err, errNilResponse) || rep.Attempts != 1 {
+		t.Fatalf("err %v report %+v; want errNilResponse after 1 attempt", err, rep)
+	}
+	if n := len(sr.Ended()); n != 2 {
+		t.Fatalf("%d spans ended, want 2 (logical, attempt)", n)
+	}
+}
+
+// TestTransportNoRetryHeaderAnyValue: a response carrying NoRetryHeader
+// with any non-empty value, not only as its first, is not retried.
+// (Before the fix, only the first value was read.)
+func TestTransportNoRetryHeaderAnyValue(t *testing.T) {
+	up := newUpstream(t, func(_ int, w http.ResponseWriter, _ *http.Request) {
+		w.Header()[NoRetryHeader] = []string{"", NoRetryValue}
+		w.WriteHeader(503)
+	})
+	tr, _ := testTransport(t, TransportConfig{})
+	_, _, rep, _ := do(t, tr, get(t, up.url()))
+	if up.hits.Load() != 1 || rep.Denied != ReasonNoRetryHeader {
+		t.Fatalf("503 with %s [\"\", %q]: %d hits, report %+v; want 1 hit, denied no_retry_header",
+			NoRetryHeader, NoRetryValue, up.hits.Load(), rep)
+	}
+}
+
+// TestTransportReportsGetBodyFailure: a retry wanted but impossible
+// because GetBody failed is a denial like any other, visible in Report
+// (and the metric) as ReasonBodyNotReplayable; the caller still gets the
+// last response. (Before the fix, Report.Denied said none.)
+func TestTransportReportsGetBodyFailure(t *testing.T) {
+	up := newUpstream(t, statuses(503))
+	tr, _ := testTransport(t, TransportConfig{})
+	req, _ := http.NewRequest(http.MethodPut, up.url(), strings.NewReader("payload"))
+	req.GetBody = func() (io.ReadCloser, error) { return nil, errors.New("body gone") }
+	status, _, rep, err := do(t, tr, req)
+	if err != nil || status != 503 || rep.Denied != ReasonBodyNotReplayable || up.hits.Load() != 1 {
+		t.Fatalf("status %d err %v report %+v hits %d; want the 503, denied body_not_replayable",
+			status, err, rep, up.hits.Load())
 	}
 }

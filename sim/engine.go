@@ -421,6 +421,9 @@ func (e *engine) dispatch(ev *event) {
 		e.send(t)
 	case evTimeout:
 		e.gens[t.slot]++
+		if c := e.callerOf(t); c.throttle != nil {
+			c.throttle.RejectAt(e.nowT) // no answer in time: not accepted
+		}
 		e.retryOrFinish(t, resTimeout, 0)
 	case evGranted:
 		if t.state == stQueued {
@@ -823,10 +826,15 @@ func (e *engine) respond(child *task, res result, retryAfter int64) {
 		return
 	}
 	e.gens[p.slot]++ // the attempt is over
-	if c := e.callerOf(p); c.throttle != nil && res != resShed {
-		// The callee answered without signalling overload (an error
-		// answer counts: the backend took the request).
-		c.throttle.AcceptAt(e.nowT)
+	if c := e.callerOf(p); c.throttle != nil {
+		// The throttle counts an attempt by its outcome: accepted when
+		// the callee answered without signalling overload (an error
+		// answer counts: the backend took the request), else rejected.
+		if res != resShed {
+			c.throttle.AcceptAt(e.nowT)
+		} else {
+			c.throttle.RejectAt(e.nowT)
+		}
 	}
 	if res == resOK {
 		e.finish(p, resOK)

@@ -159,17 +159,19 @@ func (lc *logicalCall) run(now time.Time) error {
 	}
 }
 
-// accepted tells the throttle whether the target accepted the attempt:
-// anything but a rejection for overload or quota, or a timeout.
+// accepted tells the throttle whether the target accepted the attempt
+// (anything but a rejection for overload or quota, or a timeout) or not.
+// A cancelled attempt has no known outcome and is not counted.
 func (lc *logicalCall) accepted(now time.Time, code codes.Code, pb pushbackKind) {
 	if lc.c.throttle == nil {
 		return
 	}
-	switch code {
-	case codes.Unavailable, codes.ResourceExhausted, codes.DeadlineExceeded, codes.Canceled:
-		return
-	}
-	if pb == pushbackNone {
+	switch {
+	case code == codes.Canceled:
+	case code == codes.Unavailable, code == codes.ResourceExhausted, code == codes.DeadlineExceeded,
+		pb != pushbackNone:
+		lc.c.throttle.RejectAt(now)
+	default:
 		lc.c.throttle.AcceptAt(now)
 	}
 }
@@ -221,15 +223,17 @@ func (lc *logicalCall) decide(n int, pb pushbackKind, pushback time.Duration, no
 	return retrybudget.ReasonNone, wait
 }
 
-// admit asks the budget, then the throttle, for a retry. They are asked
-// last, so that nothing is consumed for a retry another rule forbids.
+// admit asks the throttle, then the budget, for a retry. They are asked
+// last, so that nothing is consumed for a retry another rule forbids, and
+// the shared budget after the throttle, so that a retry the throttle
+// rejects costs it nothing.
 func (lc *logicalCall) admit(now time.Time) retrybudget.Reason {
 	c := lc.c
-	if c.budget != nil && !c.budget.TryWithdrawAt(now) {
-		return retrybudget.ReasonBudget
-	}
 	if c.throttle != nil && !c.throttle.AllowAt(now, c.rand()) {
 		return retrybudget.ReasonThrottle
+	}
+	if c.budget != nil && !c.budget.TryWithdrawAt(now) {
+		return retrybudget.ReasonBudget
 	}
 	return retrybudget.ReasonNone
 }

@@ -143,8 +143,9 @@
 //     plus the expected duration of the attempt fits before the call's
 //     deadline;
 //   - the target's breaker is not open;
-//   - the budget, then the throttle (if any), allow it. They are asked
-//     last, so that nothing is consumed for a retry another rule forbids.
+//   - the throttle (if any), then the budget, allow it. They are asked
+//     last, so that nothing is consumed for a retry another rule forbids,
+//     and the budget, which other targets share, after the throttle.
 //
 // A call that is not retried returns an error with the last attempt's
 // status (status.Code works as usual) that unwraps to a

@@ -52,8 +52,9 @@ var (
 	clientKind    = trace.WithSpanKind(trace.SpanKindClient)
 )
 
-// numReasons covers retrybudget's Reason values (ReasonInbound is last).
-const numReasons = int(retrybudget.ReasonInbound) + 1
+// numReasons covers retrybudget's Reason values (ReasonBodyNotReplayable
+// is last).
+const numReasons = int(retrybudget.ReasonBodyNotReplayable) + 1
 
 // instruments holds the Client's metric instruments, with the same names
 // and attributes as retrybudget.Transport's, and their attribute options
