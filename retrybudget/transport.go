@@ -7,6 +7,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -847,6 +848,16 @@ func attemptHeader(h http.Header, n int) http.Header {
 // setDeadline sets (or removes) the deadline header of an attempt about
 // to be sent on behalf of a caller whose context is ctx.
 func (t *Transport) setDeadline(h http.Header, ctx context.Context) {
+	if len(h) > 0 {
+		// The caller's copies go, under any spelling of the key: a stale
+		// one sent beside the fresh value would become a second value of
+		// the same header at the server.
+		for k := range h {
+			if len(k) == len(t.deadlineHeader) && k != t.deadlineHeader && strings.EqualFold(k, t.deadlineHeader) {
+				delete(h, k)
+			}
+		}
+	}
 	dl, ok := ctx.Deadline()
 	v, ok := deadlineValue(t.deadlineHeader, t.now(), dl, ok, t.attemptTimeout)
 	if !ok {

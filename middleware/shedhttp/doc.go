@@ -50,11 +50,12 @@
 // by the full address would give each request a fresh bucket. IPv4
 // addresses, also IPv4-mapped ones, count by themselves.
 //
-// The caller's deadline follows the same rule: it is read from a header
-// only when the configuration names one (DeadlineHeader), and only when the
-// request carries it exactly once with a value [ParseDeadline] accepts;
-// anything else is ignored, as if absent. A peer that may send the header
-// can only shorten the request's deadline: what it announces is bounded by
+// The caller's deadline is read from a header only when the configuration
+// names one (DeadlineHeader), from the values [ParseDeadline] accepts;
+// others are ignored, as if absent. A header present more than once (a
+// client's value next to a proxy's, a stale copy next to a fresh one)
+// gives its shortest value. A peer that may send the header can only
+// shorten the request's deadline: what it announces is bounded by
 // MaxDeadline ([DefaultMaxDeadline], a minute) and never extends the
 // request context's own deadline.
 //

@@ -61,8 +61,9 @@ type Options struct {
 	// gRPC's format (GRPCTimeoutHeader). ClassHeader's trust rule applies:
 	// name it only if every request reaches the service through peers
 	// that set or strip it (shedkit clients, a proxy that overwrites it);
-	// it is read only when it occurs exactly once, and a malformed value
-	// is ignored (see ParseDeadline). The deadline it announces, at most
+	// a malformed value is ignored (see ParseDeadline), and of several
+	// values the shortest counts, since a value can only shorten the
+	// request's own deadline. The deadline it announces, at most
 	// MaxDeadline after arrival, is the default classification's Deadline:
 	// the limiter rejects at once (503, deadline_too_short) a request that
 	// cannot finish before it, and the handler's context ends at it (never

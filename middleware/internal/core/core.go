@@ -339,21 +339,27 @@ func (e *Engine) Classify(r *http.Request, route string) shedhttp.Classification
 
 // InboundDeadline returns the deadline that r's trusted deadline header
 // announces, measured from now: the remaining time it carries, at most
-// MaxDeadline. It is zero when no header is configured, or when r carries
-// it not exactly once or with a value shedhttp.ParseDeadline refuses: such
-// a value is ignored, as a repeated class header is (a client value may
-// travel next to the proxy's). A value of 0 is a deadline of now: no time
-// is left, and the request is rejected.
+// MaxDeadline. It is zero when no header is configured or no value of it
+// parses (shedhttp.ParseDeadline). A header present more than once (a
+// client value next to the proxy's, or a stale copy next to a fresh one)
+// gives its shortest value: any value can only shorten the request's own
+// deadline, and ignoring them all would leave the handler none. A value
+// of 0 is a deadline of now: no time is left, and the request is
+// rejected.
 func (e *Engine) InboundDeadline(r *http.Request, now time.Time) time.Time {
-	v := r.Header[e.dlHeader]
-	if e.dlHeader == "" || len(v) != 1 {
+	if e.dlHeader == "" {
 		return time.Time{}
 	}
-	d, ok := shedhttp.ParseDeadline(e.dlHeader, v[0])
-	if !ok {
+	best, found := time.Duration(0), false
+	for _, v := range r.Header[e.dlHeader] {
+		if d, ok := shedhttp.ParseDeadline(e.dlHeader, v); ok && (!found || d < best) {
+			best, found = d, true
+		}
+	}
+	if !found {
 		return time.Time{}
 	}
-	return now.Add(min(d, e.maxDeadline))
+	return now.Add(min(best, e.maxDeadline))
 }
 
 func (e *Engine) classOf(r *http.Request, rt string) shed.Class {

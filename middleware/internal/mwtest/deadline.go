@@ -151,7 +151,7 @@ func testUntrustedDeadline(t *testing.T, a Adapter) {
 	}{
 		{"untrusted", "", http.Header{"Connect-Timeout-Ms": {"1"}}, -1},
 		{"another header trusted", "X-Deadline-Ms", http.Header{"Connect-Timeout-Ms": {"1"}}, -1},
-		{"repeated", "Connect-Timeout-Ms", http.Header{"Connect-Timeout-Ms": {"1", "1"}}, -1},
+		{"repeated: the shortest", "Connect-Timeout-Ms", http.Header{"Connect-Timeout-Ms": {"1800", "1200", "x"}}, 1200},
 		{"negative", "Connect-Timeout-Ms", http.Header{"Connect-Timeout-Ms": {"-1"}}, -1},
 		{"fraction", "Connect-Timeout-Ms", http.Header{"Connect-Timeout-Ms": {"1.5"}}, -1},
 		{"grpc format in a millisecond header", "Connect-Timeout-Ms", http.Header{"Connect-Timeout-Ms": {"1m"}}, -1},
