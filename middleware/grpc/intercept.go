@@ -83,6 +83,11 @@ func (s *Server) classifyCall(ctx context.Context, call *Call) shedhttp.Classifi
 		key := cl.Key
 		cl = s.classify(ctx, *call, cl)
 		s.reclassified(key, cl.Key)
+		// The earlier of Classify's and the call's own, as the HTTP
+		// middleware takes it: a Classify cannot extend the call.
+		if d, ok := ctx.Deadline(); ok && (cl.Deadline.IsZero() || cl.Deadline.After(d)) {
+			cl.Deadline = d
+		}
 	}
 	return cl
 }
@@ -123,11 +128,16 @@ func (s *Server) peerKey(ctx context.Context) string {
 // admit rate limits and admits the call. On admission it returns the
 // call's state; else nil and the rejection to answer with.
 func (s *Server) admit(ctx context.Context, call *Call) (*state, rejection) {
-	p, dryReason, rq, rej := s.acquire(ctx, call)
+	p, dryReason, rq, deadline, rej := s.acquire(ctx, call)
 	if rej.err != nil {
 		return nil, rej
 	}
 	st := &state{ctx: ctx, permit: p, rq: rq}
+	if d, ok := ctx.Deadline(); !deadline.IsZero() && (!ok || deadline.Before(d)) {
+		// Classify shortened the call's deadline: the handler's context
+		// ends at it, as the HTTP middleware's does.
+		st.ctx, st.cancel = context.WithDeadline(ctx, deadline)
+	}
 	if n := inboundAttempt(ctx); n > 0 {
 		// Like retrybudget.Propagate: a Transport (or this package's
 		// Client) used by the handler applies its InboundPolicy.
@@ -139,18 +149,19 @@ func (s *Server) admit(ctx context.Context, call *Call) (*state, rejection) {
 
 // acquire classifies, rate limits and admits one unit of work: a call, or
 // a message of a stream admitted per message. It returns the permit, its
-// recording (a rejection is recorded here) and, when a dry run let it
-// through, the reason it would have been rejected.
-func (s *Server) acquire(ctx context.Context, call *Call) (shed.Permit, string, recording, rejection) {
+// recording (a rejection is recorded here), the deadline it was
+// classified with and, when a dry run let it through, the reason it would
+// have been rejected.
+func (s *Server) acquire(ctx context.Context, call *Call) (p shed.Permit, dryReason string, rq recording, deadline time.Time, rej rejection) {
 	cl := s.classifyCall(ctx, call)
-	rq := s.recBegin(&cl)
-	p, dryReason, rej := s.limit(ctx, &cl)
+	rq = s.recBegin(&cl)
+	p, dryReason, rej = s.limit(ctx, &cl)
 	if rej.err != nil {
 		s.recRejected(&rq, &rej)
-		return shed.Permit{}, "", rq, rej
+		return shed.Permit{}, "", rq, time.Time{}, rej
 	}
 	rq.live = true
-	return p, dryReason, rq, rejection{}
+	return p, dryReason, rq, cl.Deadline, rejection{}
 }
 
 // limit rate limits and admits the unit of work classified as cl.
@@ -188,6 +199,9 @@ func (s *Server) limit(ctx context.Context, cl *shedhttp.Classification) (shed.P
 // finish releases st's permit after the handler returned err, and
 // records the work.
 func (s *Server) finish(st *state, call *Call, err error) {
+	if st.cancel != nil {
+		defer st.cancel()
+	}
 	actual := st.permit.Cost()
 	o := s.release(st, call, err)
 	s.recDone(&st.rq, &st.permit, actual, o, err, false)
@@ -197,6 +211,9 @@ func (s *Server) finish(st *state, call *Call, err error) {
 // handler panicked: a bug is not an overload signal, nor a latency
 // sample.
 func (s *Server) releasePanicked(st *state) {
+	if st.cancel != nil {
+		defer st.cancel()
+	}
 	actual := st.permit.Cost()
 	st.permit.Release(shed.Ignored)
 	s.recDone(&st.rq, &st.permit, actual, shed.Ignored, nil, true)
@@ -253,7 +270,8 @@ type state struct {
 	ctx               context.Context // the call's
 	grpc.ServerStream                 // nil for unary calls
 	permit            shed.Permit
-	rq                recording // ServerConfig.Recorder's, for permit
+	rq                recording          // ServerConfig.Recorder's, for permit
+	cancel            context.CancelFunc // of a deadline Classify set, if any
 }
 
 // Deadline, Done and Err are the call context's.

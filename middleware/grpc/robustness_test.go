@@ -361,3 +361,29 @@ func TestHugeRateLimitWaitPushback(t *testing.T) {
 		t.Fatalf("pushback %q for a bucket that refills in ~30,000 years: the client retries in 1 ms", pb)
 	}
 }
+
+// TestClassifyDeadlineBoundsHandler: a Classify that shortens the call's
+// deadline (a MaxDeadline of its own) bounds the handler's context, as
+// shedhttp.Classification.Deadline promises and the HTTP middleware does.
+func TestClassifyDeadlineBoundsHandler(t *testing.T) {
+	lim := newLimiter(t, shed.Config{Limit: 4})
+	s := newServer(t, shedgrpc.ServerConfig{Limiter: lim, Classify: func(ctx context.Context, _ shedgrpc.Call, def shedhttp.Classification) shedhttp.Classification {
+		def.Deadline = time.Now().Add(100 * time.Millisecond)
+		return def
+	}})
+	got := make(chan time.Duration, 1)
+	cc := serve(t, &service{unary: func(ctx context.Context, _ string, in *wrapperspb.StringValue) (*wrapperspb.StringValue, error) {
+		if dl, ok := ctx.Deadline(); ok {
+			got <- time.Until(dl)
+		} else {
+			got <- -1
+		}
+		return in, nil
+	}}, s.ServerOptions())
+	if _, err := call(testCtx(t), cc, mBatch, "x"); err != nil {
+		t.Fatal(err)
+	}
+	if d := <-got; d < 0 || d > 100*time.Millisecond {
+		t.Fatalf("handler's deadline is %v away; Classify set 100ms", d)
+	}
+}

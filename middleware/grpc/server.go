@@ -56,6 +56,9 @@ type ServerConfig struct {
 	// call's deadline, passed as def): for example it sets the cost from
 	// the request message. It runs on every call that is not skipped,
 	// before rate limiting, and must be fast and safe for concurrent use.
+	// A Deadline it sets counts when it is earlier than the call's: the
+	// limiter judges the call by it and the handler's context ends at it;
+	// it never extends the call.
 	Classify func(ctx context.Context, call Call, def shedhttp.Classification) shedhttp.Classification
 
 	// RateLimits maps class names to a per-key rate limit. Classes without

@@ -107,7 +107,7 @@ func (ms *msgStream) RecvMsg(m any) error {
 	}
 	call := ms.call
 	call.Request = m
-	p, _, rq, rej := ms.s.acquire(ms.ctx, &call)
+	p, _, rq, _, rej := ms.s.acquire(ms.ctx, &call)
 	ms.mu.Lock()
 	defer ms.mu.Unlock()
 	switch {
