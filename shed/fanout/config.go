@@ -16,7 +16,9 @@ import (
 type Config[In any] struct {
 	// Bound is the most tasks of this fan-out that exist at once (created
 	// and not yet finished). The next input is pulled only when one of
-	// them finishes. Required, > 0.
+	// them finishes. Required, in [1, MaxBound]: Run's buffers hold Bound
+	// results (fewer with MaxItems), so a bound taken from a request
+	// must not size them.
 	Bound int
 
 	// Limiter, when set, is a service-wide bound shared by many fan-outs:
@@ -86,10 +88,14 @@ func configError(field, format string, args ...any) error {
 	return fmt.Errorf("%w: %s: %s", ErrInvalidConfig, field, fmt.Sprintf(format, args...))
 }
 
+// MaxBound is the largest Bound and ReorderBuffer: far beyond any useful
+// concurrency, and small enough that the buffers they size stay small.
+const MaxBound = 1 << 16
+
 // validate checks c and returns a copy with defaults filled in.
 func (c Config[In]) validate() (Config[In], error) {
-	if c.Bound <= 0 {
-		return c, configError("Bound", "must be > 0, got %d", c.Bound)
+	if c.Bound <= 0 || c.Bound > MaxBound {
+		return c, configError("Bound", "must be in [1, %d], got %d", MaxBound, c.Bound)
 	}
 	if c.Limiter == nil {
 		switch {
@@ -107,8 +113,8 @@ func (c Config[In]) validate() (Config[In], error) {
 	if c.Outcome == nil {
 		c.Outcome = DefaultOutcome
 	}
-	if c.ReorderBuffer < 0 {
-		return c, configError("ReorderBuffer", "must be >= 0, got %d", c.ReorderBuffer)
+	if c.ReorderBuffer < 0 || c.ReorderBuffer > MaxBound {
+		return c, configError("ReorderBuffer", "must be in [0, %d], got %d", MaxBound, c.ReorderBuffer)
 	}
 	if c.ReorderBuffer > 0 && !c.Ordered {
 		return c, configError("ReorderBuffer", "set without Ordered")

@@ -67,9 +67,9 @@ func Run[In, Out any](ctx context.Context, items iter.Seq[In], task func(ctx con
 		each:   each,
 		parent: ctx,
 		// Every task sends exactly one result and at most Bound tasks
-		// exist, so a worker never blocks on its send: it drops its input
-		// as soon as its task is done.
-		results: make(chan envelope[Out], cfg.Bound),
+		// exist (at most MaxItems ever), so a worker never blocks on its
+		// send: it drops its input as soon as its task is done.
+		results: make(chan envelope[Out], capped(cfg.Bound, cfg.MaxItems)),
 		jobs:    make(chan job[In]),
 	}
 	r.ctx, r.cancel = context.WithCancel(ctx)
@@ -81,9 +81,18 @@ func Run[In, Out any](ctx context.Context, items iter.Seq[In], task func(ctx con
 		r.own <- struct{}{}
 	}
 	if cfg.Ordered {
-		r.ring = make([]slot[Out], cfg.ReorderBuffer+1)
+		r.ring = make([]slot[Out], capped(cfg.ReorderBuffer, cfg.MaxItems)+1)
 	}
 	return r.run(items)
+}
+
+// capped returns n, or maxItems when that is set and smaller: a fan-out
+// of at most maxItems items never holds more results than that.
+func capped(n, maxItems int) int {
+	if maxItems > 0 {
+		return min(n, maxItems)
+	}
+	return n
 }
 
 type job[In any] struct {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"runtime"
 	"slices"
@@ -757,6 +758,9 @@ func TestInvalidArguments(t *testing.T) {
 	}{
 		{"Bound", fanout.Config[int]{}, task, items},
 		{"Bound", fanout.Config[int]{Bound: -1}, task, items},
+		{"Bound", fanout.Config[int]{Bound: math.MaxInt}, task, items},
+		{"Bound", fanout.Config[int]{Bound: fanout.MaxBound + 1}, task, items},
+		{"ReorderBuffer", fanout.Config[int]{Bound: 1, Ordered: true, ReorderBuffer: math.MaxInt}, task, items},
 		{"task", fanout.Config[int]{Bound: 1}, nil, items},
 		{"items", fanout.Config[int]{Bound: 1}, task, nil},
 		{"ReorderBuffer", fanout.Config[int]{Bound: 1, ReorderBuffer: 2}, task, items},
@@ -787,6 +791,26 @@ func TestErrorMessages(t *testing.T) {
 	} {
 		if got := tc.err.Error(); got != tc.want {
 			t.Errorf("Error() = %q, want %q", got, tc.want)
+		}
+	}
+}
+
+// TestBuffersFollowMaxItems: Run's buffers hold Bound results, or
+// MaxItems when that is smaller: a fan-out of three items at the largest
+// Bound allocates for three.
+func TestBuffersFollowMaxItems(t *testing.T) {
+	task := func(ctx context.Context, in int) (int, error) { return in, nil }
+	items := slices.Values([]int{1, 2, 3})
+	for _, ordered := range []bool{false, true} {
+		cfg := fanout.Config[int]{Bound: fanout.MaxBound, MaxItems: 3, Ordered: ordered}
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		if err := fanout.Run(t.Context(), items, task, cfg, nil); err != nil {
+			t.Fatal(err)
+		}
+		runtime.ReadMemStats(&after)
+		if grown := after.TotalAlloc - before.TotalAlloc; grown > 1<<16 {
+			t.Errorf("ordered %v: %d bytes allocated for three items", ordered, grown)
 		}
 	}
 }
