@@ -56,7 +56,11 @@ type MemoryStoreConfig struct {
 // the store past MaxKeys; it only evicts.
 //
 // The store starts no goroutines and reads no clock: time comes from the
-// caller. It may be shared by several middlewares.
+// caller. It may be shared by several middlewares (HTTP and gRPC, say):
+// a key's requests in a class count in one bucket per limit, so that the
+// sides that give the class the same RateLimit share its tokens, and a
+// side with another limit keeps its own bucket (were they one, requests
+// to a looser side would refill it at the looser rate for the stricter).
 type MemoryStore struct {
 	seed     maphash.Seed
 	shards   []memShard
@@ -68,6 +72,7 @@ type MemoryStore struct {
 type bucketKey struct {
 	class shed.Class
 	key   string
+	limit RateLimit
 }
 
 type bucket struct {
@@ -144,18 +149,13 @@ func (s *MemoryStore) AllowNAt(now time.Time, class shed.Class, key string, limi
 	}
 	h := maphash.String(s.seed, key)
 	sh := &s.shards[(h^uint64(class)*0x9e3779b97f4a7c15)&s.mask]
-	k := bucketKey{class, key}
+	k := bucketKey{class, key, limit}
 	sh.mu.Lock()
 	b := sh.m[k]
 	if b == nil {
 		b = sh.insert(now, k, limit, s.perShard)
 	} else {
 		sh.touch(b)
-		if b.limit != limit {
-			b.lim.SetLimitAt(now, limit.Rate)
-			b.lim.SetBurstAt(now, limit.Burst)
-			b.limit = limit
-		}
 	}
 	ok := b.lim.AllowN(now, n)
 	var wait time.Duration
