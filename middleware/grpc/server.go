@@ -49,7 +49,8 @@ type ServerConfig struct {
 	// IPv6KeyPrefix is the prefix length, in bits, of the default key of
 	// an IPv6 peer: all the addresses of one /64 (the default,
 	// shedhttp.DefaultIPv6KeyPrefix) share one rate-limit bucket. IPv4
-	// peers are keyed by their address.
+	// peers, also those seen through stateless translation
+	// (64:ff9b::/96), are keyed by their IPv4 address.
 	IPv6KeyPrefix int
 	// Classify, when set, refines the default classification (computed
 	// from Methods, DefaultClass, ClassMetadata, KeyMetadata and the

@@ -78,7 +78,9 @@ type Options struct {
 	// an IPv6 client: all the addresses of one /64 (the default,
 	// DefaultIPv6KeyPrefix) share one rate-limit bucket, because whoever
 	// holds a /64 can send from any address in it. IPv4 clients, also
-	// IPv4-mapped ones, are keyed by their address. 128 keys each IPv6
+	// IPv4-mapped ones and those an IPv6-only server sees through
+	// stateless translation (64:ff9b::/96), are keyed by their IPv4
+	// address. 128 keys each IPv6
 	// address apart; a shorter prefix (48, 56) groups larger networks, and
 	// the clients behind them. It does not apply to keys from KeyHeader or
 	// the middleware's Classify.

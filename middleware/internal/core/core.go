@@ -413,12 +413,22 @@ func AddrKey(host string, v6Bits int) string {
 	if a.Is4In6() {
 		return a.Unmap().String()
 	}
+	if nat64Prefix.Contains(a) {
+		// An IPv4 client through stateless translation (RFC 6052's
+		// well-known prefix) counts by its own address, as IPv4 clients
+		// do: grouped by /64, every one of them would share one key.
+		b := a.As16()
+		return netip.AddrFrom4([4]byte(b[12:])).String()
+	}
 	p, err := a.WithZone("").Prefix(v6Bits)
 	if err != nil {
 		return host // v6Bits outside [0, 128]: New does not allow it
 	}
 	return p.String()
 }
+
+// nat64Prefix is RFC 6052's well-known prefix for IPv4 addresses in IPv6.
+var nat64Prefix = netip.MustParsePrefix("64:ff9b::/96")
 
 // RemoteHost returns the host part of a RemoteAddr ("ip:port"), or addr
 // itself when it has no port. It allocates nothing for a valid address.

@@ -178,6 +178,10 @@ func TestAddrKey(t *testing.T) {
 		{"fe80::1%eth0", 64, "fe80::/64"},
 		{"fe80::1%eth0", 128, "fe80::1/128"},
 		{"::1", 64, "::/64"},
+		// Stateless translation (64:ff9b::/96): each IPv4 client by itself.
+		{"64:ff9b::c000:201", 64, "192.0.2.1"},
+		{"64:ff9b::c633:6407", 64, "198.51.100.7"},
+		{"64:ff9b:0:0:1::1", 64, "64:ff9b::/64"}, // outside the /96
 		{"::", 64, "::/64"},
 		// Not an IP address: the key is the host, unchanged.
 		{"", 64, ""},
