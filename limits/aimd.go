@@ -45,7 +45,8 @@ type AIMDConfig struct {
 	// DefaultInitialLimit, clamped into [MinLimit, MaxLimit].
 	InitialLimit int
 	// MinLimit and MaxLimit bound the limit. Defaults DefaultMinLimit and
-	// DefaultMaxLimit; MaxLimit is at most shed.MaxLimit.
+	// DefaultMaxLimit (or InitialLimit or MinLimit, if larger); MaxLimit
+	// is at most shed.MaxLimit.
 	MinLimit int
 	MaxLimit int
 	// Increase is added to the limit after a window without congestion in

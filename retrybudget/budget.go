@@ -29,7 +29,8 @@ type BudgetConfig struct {
 	// TTL is how long a deposit or a withdrawal counts. Default 10s.
 	TTL time.Duration
 	// RetryRatio is the share of requests that may be retried: within
-	// any TTL, retries <= RetryRatio x requests + the floor. Default 0.2.
+	// any span of TTL-TTL/Buckets, retries <= RetryRatio x requests + the
+	// floor (see the package documentation). Default 0.2.
 	// A negative value means 0: only the floor allows retries.
 	RetryRatio float64
 	// MinRetriesPerSecond is the floor that lets a quiet client retry:

@@ -22,12 +22,16 @@
 // # Budget
 //
 // Defaults are Finagle's RetryBudget: TTL 10 s, RetryRatio 0.2,
-// MinRetriesPerSecond 10. Within any TTL a budget allows
+// MinRetriesPerSecond 10. Its window slides by buckets (Buckets, 10 by
+// default), so an event counts for between TTL-TTL/Buckets and TTL, and
+// within any span of TTL-TTL/Buckets (9 s by default) a budget allows
 //
 //	retries <= RetryRatio x requests + MinRetriesPerSecond x TTL
 //
-// so a process that sends 1,000 logical requests to a dead upstream makes
-// at most 1,000 x 1.2 + 100 attempts, instead of 4,000 with 3 naive
+// (a span of a whole TTL that straddles a bucket's edge may see up to
+// twice the floor). So a process that sends 1,000 logical requests to a
+// dead upstream within 9 s makes at most 1,000 x 1.2 + 100 attempts,
+// instead of 4,000 with 3 naive
 // retries (and 64x across three layers of 4 attempts). The window is a
 // ring of Buckets time buckets (10 by default): an event counts for
 // between TTL - TTL/Buckets and TTL.

@@ -43,7 +43,8 @@ type Waiter struct {
 func NewWaiter(notify func(*Waiter)) *Waiter { return &Waiter{notify: notify} }
 
 // Result returns the outcome delivered to the waiter: a permit, or a
-// *Rejection (ReasonQueueTimeout, ReasonDraining).
+// *Rejection (ReasonQueueTimeout, ReasonDraining, or ReasonTenantShare
+// when its tenant is over its share as its turn comes).
 func (w *Waiter) Result() (Permit, error) { return w.permit, w.err }
 
 // Request returns the request the waiter was queued with.

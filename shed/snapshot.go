@@ -37,7 +37,8 @@ type ClassSnapshot struct {
 	Protected int
 	Queued    int
 	// Enqueued counts requests that joined the queue; each ends admitted
-	// (AdmittedAfterWait), rejected (queue timeout, draining) or Cancelled.
+	// (AdmittedAfterWait), rejected (queue timeout, draining, tenant
+	// share) or Cancelled.
 	Enqueued uint64
 	// Admitted counts admissions, AdmittedAfterWait those that queued first.
 	Admitted          uint64

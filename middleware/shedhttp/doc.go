@@ -66,8 +66,9 @@
 // Connect-Timeout-Ms, gRPC's grpc-timeout) lets the service refuse at once
 // work it cannot finish in time: the limiter rejects with 503
 // (deadline_too_short) a request whose deadline has passed, or whose
-// remaining time is shorter than its expected queue wait plus half (by
-// default) of its class's expected service time, before the handler runs.
+// remaining time is shorter than its expected queue wait (plus a share of
+// its class's expected service time when shed.Config.DeadlineMargin is
+// set; 0.5 counts half of it), before the handler runs.
 // An admitted request's handler context ends at the deadline, so that its
 // own outgoing calls through retrybudget.Transport pass on what is left,
 // minus the time spent.
