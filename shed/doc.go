@@ -38,7 +38,11 @@
 // rejected at once.
 //
 // A class may queue a bounded number of requests for a bounded time. A
-// freed slot goes to exactly one waiter.
+// freed slot goes to exactly one waiter, in order (oldest first, or newest
+// with ClassConfig.LIFO). A newcomer is not queued behind the waiters:
+// capacity a rising limit adds goes to whoever asks next until a release
+// hands freed capacity to the queue, and with a cost budget a waiter at
+// the head whose cost does not fit yet lets smaller newcomers pass.
 //
 // # Tenants
 //
