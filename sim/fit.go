@@ -6,6 +6,7 @@ import (
 	"io"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"time"
 
@@ -157,7 +158,8 @@ func FitRecording(rd *record.Reader, opt FitOptions) (*Fit, error) {
 	if err != nil {
 		return nil, err
 	}
-	var file, hashing, keysrc string
+	var file, hashing, keysrc, firstFile string
+	var classes []string
 	for n := 0; ; n++ {
 		r, err := rd.Next()
 		if err == io.EOF {
@@ -167,6 +169,14 @@ func FitRecording(rd *record.Reader, opt FitOptions) (*Fit, error) {
 			return nil, err
 		}
 		if h, _ := rd.Header(); n == 0 || rd.File() != file || h.KeyHashing != hashing || h.KeySource != keysrc {
+			if n == 0 {
+				firstFile, classes = rd.File(), h.Classes
+			} else if !slices.Equal(h.Classes, classes) {
+				// Records name their class by index: a service redeployed
+				// with its classes in another order would merge them.
+				return nil, fmt.Errorf("sim: %s names its classes %q, %s named them %q: fit the recordings apart",
+					rd.File(), h.Classes, firstFile, classes)
+			}
 			file, hashing, keysrc = rd.File(), h.KeyHashing, h.KeySource
 			f.Source(file, h)
 		}

@@ -167,7 +167,7 @@ func (c *TuneCandidate) keyConcurrencySource(sc *Scenario) string {
 	if caps.Len() == 0 {
 		return ""
 	}
-	n := sc.Service.Replicas
+	n := max(sc.Service.Replicas, 1) // unset (a fitted scenario): one, as the simulator ran it
 	comment := fmt.Sprintf("// Replicas (%d) is the fleet the caps were tried on: the leases are kept in\n"+
 		"// Redis for all of it, and while Redis cannot be used each replica enforces\n"+
 		"// Limit/Replicas (rounded up) alone. Set it to the replicas you run.\n", n)
