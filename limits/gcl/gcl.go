@@ -3,7 +3,6 @@ package gcl
 import (
 	"errors"
 	"fmt"
-	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -74,7 +73,11 @@ type Source struct {
 	mu      sync.Mutex   // serializes per-window forwarding
 
 	// ceiling caps the limit read from the library, for a Tuning.MaxLimit
-	// the library cannot apply itself (AIMD). 0: math.MaxInt32.
+	// the library cannot apply itself (AIMD), and the work in flight it is
+	// told of: a shed.Limiter's dry run admits past the limit, and an
+	// estimate grown on that work would stay hidden above the cap, backing
+	// off from there when drops come. Default shed.MaxLimit, the most a
+	// Limiter enforces.
 	ceiling int
 }
 
@@ -92,7 +95,7 @@ func fromCore(l core.Limit, cfg Config, ceiling int) (*Source, error) {
 		return nil, configError("Config.RTT", "unknown value %d", cfg.RTT)
 	}
 	if ceiling <= 0 {
-		ceiling = math.MaxInt32
+		ceiling = shed.MaxLimit
 	}
 	s := &Source{core: l, rtt: cfg.RTT, ceiling: ceiling}
 	if !cfg.PerSample {
@@ -140,7 +143,8 @@ func NewAIMD(cfg Config) (*Source, error) {
 func (s *Source) Core() core.Limit { return s.core }
 
 // Limit returns the library's latest estimate, clamped to at least 1 and
-// at most Tuning.MaxLimit. It is an atomic load.
+// at most Tuning.MaxLimit (shed.MaxLimit without one). It is an atomic
+// load.
 func (s *Source) Limit() int { return int(s.limit.Load()) }
 
 // store caches a limit reported by the library. A NaN estimate converts to
@@ -149,7 +153,10 @@ func (s *Source) store(n int) {
 	s.limit.Store(int64(min(max(n, 1), s.ceiling)))
 }
 
-// Observe records a finished unit of work.
+// Observe records a finished unit of work. A panic of the wrapped
+// library is not recovered: it reaches the caller of Release, which a
+// shed.LimitSource must not do; the samples passed on keep the library's
+// algorithms from panicking (a latency of at least 1 ns, no NaN).
 func (s *Source) Observe(x shed.Sample) {
 	if s.win == nil {
 		s.observeOne(x)
@@ -186,7 +193,7 @@ func (s *Source) forward(w limits.WindowSummary) {
 	if w.Samples > 0 {
 		s.lastRTT.Store(rtt)
 	}
-	s.core.OnSample(w.Start.UnixNano(), rtt, w.MaxInFlight, w.Drops > 0)
+	s.core.OnSample(w.Start.UnixNano(), rtt, min(w.MaxInFlight, s.ceiling), w.Drops > 0)
 	s.store(s.core.EstimatedLimit())
 }
 
@@ -211,7 +218,7 @@ func (s *Source) observeOne(x shed.Sample) {
 	if !x.Now.IsZero() {
 		start = x.Now.Add(-time.Duration(rtt)).UnixNano()
 	}
-	s.core.OnSample(start, rtt, x.InFlight, x.Dropped)
+	s.core.OnSample(start, rtt, min(x.InFlight, s.ceiling), x.Dropped)
 	s.store(s.core.EstimatedLimit())
 }
 

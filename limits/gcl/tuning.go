@@ -28,10 +28,11 @@ type Tuning struct {
 	MinLimit int
 	// MaxLimit caps the limit. Gradient2 and Vegas apply it themselves.
 	// The library's AIMD has no maximum: the Source clamps the limit it
-	// reports instead. The library's estimate then stops at most one
-	// increase above MaxLimit (it grows only while the in-flight count,
-	// held to MaxLimit by the limiter, reaches it), and backs off from
-	// there. Zero keeps AIMD uncapped, as in the library.
+	// reports instead, and the in-flight count it passes on. The
+	// library's estimate then stops at most one increase above MaxLimit
+	// (it grows only while the in-flight count reaches it), and backs off
+	// from there, also when a limiter's dry run admits past the limit.
+	// Zero keeps AIMD capped only at shed.MaxLimit.
 	MaxLimit int
 	// NoProbe turns off Vegas' probe, which re-bases its no-load latency
 	// every 15 to 30 x limit samples at a point drawn from math/rand's
