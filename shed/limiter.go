@@ -54,7 +54,11 @@ const (
 
 func inFlightOf(s uint64) int64 { return int64(s & countMask) }
 func costOf(s uint64) int64     { return int64(s >> costShift) }
-func delta(cost int64) uint64   { return 1 + uint64(cost)<<costShift }
+
+// delta is the state word's change for one admission of cost.
+func delta(cost int64) uint64 {
+	return 1 + uint64(cost)<<costShift
+}
 
 // Limiter admits, queues or rejects units of work so that the work in
 // flight stays within a concurrency limit (and optionally a cost budget),

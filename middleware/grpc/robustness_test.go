@@ -113,23 +113,7 @@ func TestPerMessageReceiverGoroutine(t *testing.T) {
 	lim := newLimiter(t, shed.Config{Limit: 100})
 	s := newServer(t, shedgrpc.ServerConfig{Limiter: lim, PerMessageStreams: []string{mChat}})
 	cc := serve(t, &service{stream: func(_ string, ss grpc.ServerStream) error {
-		ctx := ss.Context()
-		ch := make(chan *wrapperspb.StringValue)
-		go func() {
-			for {
-				in := new(wrapperspb.StringValue)
-				if err := ss.RecvMsg(in); err != nil {
-					return
-				}
-				select {
-				case ch <- in:
-				case <-ctx.Done():
-					return
-				}
-			}
-		}()
-		in := <-ch
-		return ss.SendMsg(in) // one answer, then the handler is done
+		return ss.SendMsg(<-receiveAsync(ss, nil)) // one answer, then the handler is done
 	}}, s.ServerOptions())
 	ctx := testCtx(t)
 	for i := range 30 {
@@ -239,23 +223,7 @@ func TestPerMessageAfterHandlerReturn(t *testing.T) {
 	}
 	admitted := make(chan struct{}, 10)
 	cc := serve(t, &service{stream: func(_ string, ss grpc.ServerStream) error {
-		ctx := ss.Context()
-		ch := make(chan *wrapperspb.StringValue)
-		go func() {
-			for {
-				in := new(wrapperspb.StringValue)
-				if err := ss.RecvMsg(in); err != nil {
-					return
-				}
-				admitted <- struct{}{}
-				select {
-				case ch <- in:
-				case <-ctx.Done():
-					return
-				}
-			}
-		}()
-		return ss.SendMsg(<-ch)
+		return ss.SendMsg(<-receiveAsync(ss, admitted))
 	}}, []grpc.ServerOption{grpc.ChainStreamInterceptor(outer, s.StreamInterceptor())})
 	cs, err := cc.NewStream(testCtx(t), chatDesc, mChat)
 	if err != nil {
@@ -386,4 +354,30 @@ func TestClassifyDeadlineBoundsHandler(t *testing.T) {
 	if d := <-got; d < 0 || d > 100*time.Millisecond {
 		t.Fatalf("handler's deadline is %v away; Classify set 100ms", d)
 	}
+}
+
+// receiveAsync receives ss's messages on a goroutine of its own, as a
+// bidirectional handler that sends from its own goroutine does, signals
+// each on received (when not nil), and hands them over until the stream
+// ends.
+func receiveAsync(ss grpc.ServerStream, received chan<- struct{}) <-chan *wrapperspb.StringValue {
+	ctx := ss.Context()
+	ch := make(chan *wrapperspb.StringValue)
+	go func() {
+		for {
+			in := new(wrapperspb.StringValue)
+			if err := ss.RecvMsg(in); err != nil {
+				return
+			}
+			if received != nil {
+				received <- struct{}{}
+			}
+			select {
+			case ch <- in:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return ch
 }

@@ -263,6 +263,7 @@ func Run(t *testing.T, a Adapter) {
 		{"IdleHijacked", testIdleHijacked},
 		{"SlowUploads", testSlowUploads},
 		{"Outcomes", testOutcomes},
+		{"OutcomePanic", testOutcomePanic},
 		{"Reconcile", testReconcile},
 		{"Skip", testSkip},
 		{"EncodedPath", testEncodedPath},
@@ -1273,6 +1274,38 @@ func slowUploader(t *testing.T, addr string, stop <-chan struct{}) {
 		}
 		io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()
+	}
+}
+
+// testOutcomePanic: a panicking Outcome (user code, run after the
+// handler returned) still releases the request's permit: the panic goes
+// on to the recovery outside, and once idle the server admits the next
+// request.
+func testOutcomePanic(t *testing.T, a Adapter) {
+	l := twoClasses(t, 2)
+	recovering := func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			defer func() { _ = recover() }() // as net/http's server or Echo's Recover
+			h.ServeHTTP(w, r)
+		})
+	}
+	app := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/teapot" {
+			w.WriteHeader(http.StatusTeapot)
+		}
+	})
+	s := a.start(t, Options{Options: shedhttp.Options{Limiter: l, Outcome: func(r *http.Request, status int) shed.Outcome {
+		if status == http.StatusTeapot {
+			panic("a bug in the user's mapping, on a rare status")
+		}
+		return shedhttp.DefaultOutcome(r, status)
+	}}, Outer: recovering}, app)
+	for range 2 {
+		s.get("/teapot", nil)
+	}
+	waitIdle(t, l)
+	if resp, _ := s.get("/", nil); resp.StatusCode != http.StatusOK {
+		t.Errorf("idle server answers %d, want 200: the permits leaked", resp.StatusCode)
 	}
 }
 
