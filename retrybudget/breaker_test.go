@@ -307,7 +307,7 @@ func TestClassifyError(t *testing.T) {
 		{tls.RecordHeaderError{Msg: "bad record"}, errHost},
 		{&attemptTimeoutError{err: context.Canceled}, errTimeout},
 		{context.DeadlineExceeded, errTimeout},
-		{&net.OpError{Op: "readfrom", Net: "tcp", Err: &requestBodyError{err: opErr}}, errRequest},
+		{&net.OpError{Op: "readfrom", Net: "tcp", Err: &requestError{err: opErr}}, errRequest},
 		{errNilResponse, errRequest},
 		{errors.New(`net/http: invalid header field value for "X"`), errOther},
 	} {

@@ -627,7 +627,8 @@ func (rt *roundTrip) report(now time.Time, err error, status int, noRetry, gone 
 	case err == nil && status != http.StatusTooManyRequests &&
 		status != http.StatusServiceUnavailable && !noRetry:
 		rt.throttle.AcceptAt(now)
-	case err != nil && gone:
+	case err != nil && (gone || classifyError(err) == errRequest):
+		// No answer, or one about the request and not the backend.
 	default:
 		rt.throttle.RejectAt(now)
 	}
@@ -769,6 +770,9 @@ func (rt *roundTrip) attempt(n int, body io.ReadCloser) (*http.Response, error) 
 	}
 	if err == nil && resp == nil {
 		err = errNilResponse // nor neither
+	}
+	if err != nil && (forbiddenFields(areq.Header) || forbiddenFields(areq.Trailer)) {
+		err = &requestError{err: err}
 	}
 	timedOut := false
 	if timer != nil {
