@@ -41,6 +41,27 @@ func BenchmarkObserve(b *testing.B) {
 	})
 }
 
+// Reading the limit, as a shed.Limiter does on every admission: it must
+// stay one atomic load, without locks or allocations.
+func BenchmarkLimit(b *testing.B) {
+	s, err := gcl.NewGradient2(gcl.Config{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	var sum atomic.Int64 // keeps the reads from being optimized away
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		n := 0
+		for pb.Next() {
+			n += s.Limit()
+		}
+		sum.Add(int64(n))
+	})
+	if sum.Load() < int64(b.N) {
+		b.Fatalf("limits summed to %d over %d reads", sum.Load(), b.N)
+	}
+}
+
 // The whole hot path, TryAcquire + Release, through the adapter, and
 // go-concurrency-limits' own limiter with its Gradient2, for scale.
 func BenchmarkHotPath(b *testing.B) {

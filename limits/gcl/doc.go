@@ -34,7 +34,8 @@
 // window had any drop. Config.PerSample passes every sample instead, for a
 // limit that windows samples itself. Limit reads an atomic updated from
 // the library's NotifyOnChange and after every OnSample, so admission
-// never takes the library's mutex.
+// never takes the library's mutex; an estimate read before a change is
+// never published over it, even by a goroutine that publishes last.
 //
 // # Faults of go-concurrency-limits v1.0.0
 //

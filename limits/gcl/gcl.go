@@ -56,18 +56,26 @@ var ErrNilLimit = errors.New("gcl: nil core.Limit")
 // Source makes a go-concurrency-limits core.Limit a shed.LimitSource.
 //
 // Limit is an atomic load of the limit cached from the library's change
-// notifications. Observe aggregates samples in a lock-free limits.Window
-// and passes one sample per window to the library's OnSample (startTime:
-// window start in Unix ns; rtt: the window's latency in ns, at least 1;
-// inFlight: the window's largest in-flight count; didDrop: whether the
-// window had any drop). A window without timed successes passes the last
-// known rtt; until one is known it is skipped, since a made-up rtt would
-// corrupt the library's averages.
+// notifications and re-read after every OnSample; an estimate never
+// replaces a newer one, whichever goroutine publishes last. Observe
+// aggregates samples in a lock-free limits.Window and passes one sample
+// per window to the library's OnSample (startTime: window start in Unix
+// ns; rtt: the window's latency in ns, at least 1; inFlight: the window's
+// largest in-flight count; didDrop: whether the window had any drop). A
+// window without timed successes passes the last known rtt; until one is
+// known it is skipped, since a made-up rtt would corrupt the library's
+// averages.
 type Source struct {
-	limit atomic.Int64
-	core  core.Limit
-	win   *limits.Window // nil in per-sample mode
-	rtt   RTT
+	// state is the published limit (low valueBits) and the ticket of the
+	// estimate it came from (the bits above): one word, so that Limit is a
+	// single load and a publisher can compare and swap both at once.
+	state atomic.Uint64
+	// tickets orders the estimates: a publisher takes one before it learns
+	// the estimate, and an estimate is published only over an older one.
+	tickets atomic.Uint64
+	core    core.Limit
+	win     *limits.Window // nil in per-sample mode
+	rtt     RTT
 
 	lastRTT atomic.Int64 // ns; 0 until a timed success was seen
 	mu      sync.Mutex   // serializes per-window forwarding
@@ -81,7 +89,9 @@ type Source struct {
 	ceiling int
 }
 
-// FromCore wraps l.
+// FromCore wraps l. The Source trusts l to notify its changes in the order
+// it makes them, as the library's limits do (they notify under the lock
+// that guards the change).
 func FromCore(l core.Limit, cfg Config) (*Source, error) {
 	return fromCore(l, cfg, 0)
 }
@@ -108,8 +118,10 @@ func fromCore(l core.Limit, cfg Config, ceiling int) (*Source, error) {
 		}
 		s.win = w
 	}
-	s.store(l.EstimatedLimit())
-	l.NotifyOnChange(s.store)
+	// Listen before the first read: a change made meanwhile by another
+	// user of l is then notified, and its newer ticket outranks the read.
+	l.NotifyOnChange(s.notified)
+	s.refresh()
 	return s, nil
 }
 
@@ -145,12 +157,52 @@ func (s *Source) Core() core.Limit { return s.core }
 // Limit returns the library's latest estimate, clamped to at least 1 and
 // at most Tuning.MaxLimit (shed.MaxLimit without one). It is an atomic
 // load.
-func (s *Source) Limit() int { return int(s.limit.Load()) }
+func (s *Source) Limit() int { return int(s.state.Load() & valueMask) }
 
-// store caches a limit reported by the library. A NaN estimate converts to
-// an arbitrary integer, hence the clamp.
-func (s *Source) store(n int) {
-	s.limit.Store(int64(min(max(n, 1), s.ceiling)))
+// valueBits holds any limit a Source publishes (at most shed.MaxLimit);
+// the remaining 40 bits of the ticket wrap after 2^40 estimates, which
+// newer's serial comparison allows.
+const (
+	valueBits = 24
+	valueMask = 1<<valueBits - 1
+)
+
+// A shed.MaxLimit that outgrows valueBits fails to compile here.
+const _ = uint64(valueMask - shed.MaxLimit)
+
+// notified is the library's change listener. The library's limits notify
+// while holding the lock under which they changed, so the estimate is
+// still current when the ticket is taken.
+func (s *Source) notified(n int) { s.store(s.tickets.Add(1), n) }
+
+// refresh publishes the library's estimate, for limits that change without
+// notifying. The ticket is taken before the read, so that a change the
+// read misses is notified with a newer ticket and is not overwritten.
+func (s *Source) refresh() {
+	t := s.tickets.Add(1)
+	s.store(t, s.core.EstimatedLimit())
+}
+
+// store publishes n, the estimate of ticket t, unless a newer one is
+// already published: a goroutine preempted between reading an estimate and
+// storing it would otherwise bring back a limit the library has left. A
+// NaN estimate converts to an arbitrary integer, hence the clamp.
+func (s *Source) store(t uint64, n int) {
+	v := t<<valueBits | uint64(min(max(n, 1), s.ceiling))
+	for {
+		old := s.state.Load()
+		if !newer(v, old) || s.state.CompareAndSwap(old, v) {
+			return
+		}
+	}
+}
+
+// newer reports whether state a carries a newer ticket than state b. The
+// tickets are compared as serial numbers (RFC 1982), so that they may
+// wrap; the order holds unless a publisher stalls between its ticket and
+// its store while 2^39 other estimates are published.
+func newer(a, b uint64) bool {
+	return int64((a>>valueBits-b>>valueBits)<<valueBits) > 0
 }
 
 // Observe records a finished unit of work. A panic of the wrapped
@@ -194,7 +246,7 @@ func (s *Source) forward(w limits.WindowSummary) {
 		s.lastRTT.Store(rtt)
 	}
 	s.core.OnSample(w.Start.UnixNano(), rtt, min(w.MaxInFlight, s.ceiling), w.Drops > 0)
-	s.store(s.core.EstimatedLimit())
+	s.refresh()
 }
 
 // observeOne passes one sample on. Untimed successes carry nothing the
@@ -219,7 +271,7 @@ func (s *Source) observeOne(x shed.Sample) {
 		start = x.Now.Add(-time.Duration(rtt)).UnixNano()
 	}
 	s.core.OnSample(start, rtt, min(x.InFlight, s.ceiling), x.Dropped)
-	s.store(s.core.EstimatedLimit())
+	s.refresh()
 }
 
 var _ shed.LimitSource = (*Source)(nil)
