@@ -24,10 +24,16 @@
 // than shedhttp.MaxKeyBytes, and keys that start with "sha256:" (so that
 // none can pose as another's digest), are stored as a digest.
 //
-//   - Quotas: "rate:<prefix>q:<class>:<key>" holds one number, the GCRA
-//     theoretical arrival time, set by redis_rate's Lua script (one
-//     EVALSHA per decision) with Redis's clock and an expiry of one
-//     refill, so idle keys vanish.
+//   - Quotas: "rate:<prefix>ql:<class>:<rate>/<burst>:<key>" holds one
+//     number, the GCRA theoretical arrival time, set by redis_rate's Lua
+//     script (one EVALSHA per decision) with Redis's clock and an expiry
+//     of one refill, so idle keys vanish. The limit is part of the key,
+//     as in shedhttp.MemoryStore: callers that give a class the same
+//     limit share its bucket, and another limit (a token quota beside a
+//     request limit, a limit changed by a deploy) has its own, since one
+//     timestamp read under two limits means neither. A changed limit
+//     thus starts full, and while old and new replicas both run, a
+//     tenant may get both limits' rates.
 //   - Leases: "<prefix>c:<key>" is a sorted set whose members are leases
 //     ("<replica id>:<sequence>") scored by their expiry in Redis
 //     milliseconds. Acquire (one script) drops expired members, counts
@@ -45,8 +51,10 @@
 // go-redis client must have ContextTimeoutEnabled so that the budget
 // reaches the socket). On a timeout or an error the decision is taken
 // locally, on this replica's share of the quota: Rate/Replicas and
-// Burst/Replicas for rates (kept in a shedhttp.MemoryStore), limit/Replicas
-// for leases, rounded up. The service keeps answering, and the fleet as a
+// Burst/Replicas for rates (kept in a shedhttp.MemoryStore; a cost larger
+// than the share's burst is taken from a bucket of the fleet's burst,
+// refilled at the share's rate, that every cost of the key is charged
+// to), limit/Replicas for leases, rounded up. The service keeps answering, and the fleet as a
 // whole still enforces about the quota, as long as the load is spread
 // evenly over Config.Replicas replicas. A gobreaker breaker opens after
 // Config.BreakerFailures consecutive failures and stops calling Redis for

@@ -38,7 +38,10 @@ type CostStore interface {
 // (the generic cell rate algorithm, a token bucket kept as one timestamp
 // per key) run by one Lua script per decision through
 // github.com/go-redis/redis_rate, with Redis's clock, so that the
-// replicas' clocks do not matter.
+// replicas' clocks do not matter. As in shedhttp.MemoryStore, a bucket
+// belongs to a class, a key and a limit: a token quota charged beside the
+// middleware's request limit on the same class and key, or a limit
+// changed by a deploy, counts apart.
 //
 // Each call has a time budget (Config.Timeout). On timeout, error, or
 // while the breaker is open, the decision falls back to an in-memory
@@ -144,7 +147,7 @@ func (s *Store) Decide(ctx context.Context, now time.Time, class shed.Class, key
 		return Decision{Remaining: -1}
 	}
 	s.decided.Add(1)
-	rkey := s.key(class, key)
+	rkey := s.key(class, key, limit)
 	rl := redisLimit(limit)
 	var res *redis_rate.Result
 	cause := s.g.do(ctx, OpAllow, func(ctx context.Context) error {
@@ -179,15 +182,27 @@ func (s *Store) Decide(ctx context.Context, now time.Time, class shed.Class, key
 // localAllow decides on this replica's share of limit.
 func (s *Store) localAllow(now time.Time, class shed.Class, key string, limit shedhttp.RateLimit, n int) (bool, time.Duration) {
 	share := s.share(limit)
-	// A cost the share's bucket cannot hold (the fleet's quota allows it:
-	// n <= limit.Burst) needs a bucket that holds it: this key's bucket
-	// grows to the cost and refills at the share's rate. Charged as a
-	// full share bucket instead, each replica admitted such costs at
-	// up to Replicas times its share of the rate.
-	share.Burst = max(share.Burst, n)
 	// The key is digested as in Redis: the local store digests long keys
 	// into the same spelling a short key can forge.
-	return s.local.AllowNAt(now, class, hashKey(key), share, n)
+	key = hashKey(key)
+	// Every cost is charged to one bucket that holds the largest cost the
+	// fleet's quota allows (n <= limit.Burst), refilled at the share's
+	// rate, so that this replica keeps to its share of the rate whatever
+	// mix of costs a key sends. The bucket used to grow to each cost, and
+	// as the memory store keeps a bucket per limit, each cost larger than
+	// the share's burst had a full bucket of its own (and a key sending
+	// many costs filled the fallback's MaxKeys with them).
+	whole := shedhttp.RateLimit{Rate: share.Rate, Burst: limit.Burst}
+	if whole == share {
+		return s.local.AllowNAt(now, class, key, share, n)
+	}
+	if n <= share.Burst {
+		// Costs the share's bucket holds keep to its burst too.
+		if ok, wait := s.local.AllowNAt(now, class, key, share, n); !ok {
+			return false, wait
+		}
+	}
+	return s.local.AllowNAt(now, class, key, whole, n)
 }
 
 // share is this replica's part of limit while Redis cannot be used.
@@ -202,11 +217,28 @@ func (s *Store) share(limit shedhttp.RateLimit) shedhttp.RateLimit {
 	}
 }
 
-// key is the Redis key of (class, key), without redis_rate's own "rate:"
-// prefix. Keys longer than shedhttp.MaxKeyBytes, or that start with
-// "sha256:", are stored as a digest.
-func (s *Store) key(class shed.Class, key string) string {
-	return s.cfg.Prefix + "q:" + strconv.Itoa(int(class)) + ":" + hashKey(key)
+// key is the Redis key of (class, key) under limit, without redis_rate's
+// own "rate:" prefix. Keys longer than shedhttp.MaxKeyBytes, or that start
+// with "sha256:", are stored as a digest.
+//
+// The limit is part of the key, as in shedhttp.MemoryStore, because GCRA
+// keeps one timestamp (TAT) per key and reads it with the caller's limit:
+// a token quota's cost pushed it seconds ahead and the same tenant's
+// request limit then refused it for seconds; a raised limit refused what
+// the old one had spent. Callers with the same limit still share a
+// bucket. "ql:" rather than the former "q:" so that no tenant key on a
+// replica of an older version ("q:<class>:<key>") can spell a new key.
+// The class and the limit contain no ':', so the key after them is
+// unambiguous.
+func (s *Store) key(class shed.Class, key string, limit shedhttp.RateLimit) string {
+	return s.cfg.Prefix + "ql:" + strconv.Itoa(int(class)) + ":" + limitTag(limit) + ":" + hashKey(key)
+}
+
+// limitTag spells limit as "<rate>/<burst>": the shortest decimal that
+// reads back as the same float64, so that different limits never share a
+// tag.
+func limitTag(l shedhttp.RateLimit) string {
+	return strconv.FormatFloat(float64(l.Rate), 'g', -1, 64) + "/" + strconv.Itoa(l.Burst)
 }
 
 const digestPrefix = "sha256:"
