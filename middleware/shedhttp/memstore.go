@@ -127,20 +127,24 @@ func (s *MemoryStore) AllowAt(now time.Time, class shed.Class, key string, limit
 	return s.AllowNAt(now, class, key, limit, 1)
 }
 
-// AllowNAt takes n tokens (n < 1 counts as 1) from the bucket of (class,
-// key) at time now, as AllowAt takes one: for a cost quota (LLM tokens per
-// tenant). A cost larger than limit.Burst is never allowed; retryAfter is
 // AllowRequest implements RequestKeyStore: AllowNAt, r aside.
 func (s *MemoryStore) AllowRequest(_ *http.Request, now time.Time, class shed.Class, key string, limit RateLimit, n int) (bool, time.Duration) {
 	return s.AllowNAt(now, class, key, limit, n)
 }
 
-// then the time the bucket takes to fill, after which it is still refused.
+// AllowNAt takes n tokens (n < 1 counts as 1) from the bucket of (class,
+// key) at time now, as AllowAt takes one: for a cost quota (LLM tokens per
+// tenant). A cost larger than limit.Burst is never allowed, and retryAfter
+// is then 0, as waiting does not help (shedredis.Store answers the same);
+// no bucket is made for it.
 func (s *MemoryStore) AllowNAt(now time.Time, class shed.Class, key string, limit RateLimit, n int) (bool, time.Duration) {
 	if limit.Rate == rate.Inf {
 		return true, 0
 	}
 	n = max(n, 1)
+	if n > limit.Burst {
+		return false, 0
+	}
 	if len(key) > MaxKeyBytes || strings.HasPrefix(key, digestPrefix) {
 		// A key spelled like a digest is digested too, so that no client
 		// can name another key's bucket.
@@ -160,7 +164,7 @@ func (s *MemoryStore) AllowNAt(now time.Time, class shed.Class, key string, limi
 	ok := b.lim.AllowN(now, n)
 	var wait time.Duration
 	if !ok {
-		wait = tokenWait(float64(min(n, limit.Burst))-b.lim.TokensAt(now), limit.Rate)
+		wait = tokenWait(float64(n)-b.lim.TokensAt(now), limit.Rate)
 	}
 	sh.mu.Unlock()
 	return ok, wait

@@ -80,8 +80,16 @@ func TestMemoryStoreCost(t *testing.T) {
 	if ok, _ = s.AllowNAt(t0.Add(time.Second), 0, "a", lim, 300); !ok {
 		t.Error("the bucket refilled after 1 s, refused")
 	}
-	if ok, _ = s.AllowNAt(t0.Add(time.Hour), 0, "a", lim, 1001); ok {
-		t.Error("a cost larger than the burst allowed")
+	if ok, wait = s.AllowNAt(t0.Add(time.Second), 0, "a", lim, 1001); ok || wait != 0 {
+		// Waiting never helps, as shedredis.CostStore states: a
+		// Retry-After would send the client back to be refused again.
+		t.Errorf("a cost larger than the burst: ok %v wait %v, want false 0", ok, wait)
+	}
+	if n := s.Stats().Keys; n != 1 {
+		t.Errorf("%d buckets after a refused oversized cost on a new key, want 1 (a)", n)
+	}
+	if ok, _ = s.AllowNAt(t0.Add(time.Hour), 0, "c", lim, 1001); ok || s.Stats().Keys != 1 {
+		t.Errorf("an oversized cost on a new key: ok %v, %d buckets, want false 1", ok, s.Stats().Keys)
 	}
 	if ok, _ = s.AllowNAt(t0, 0, "b", lim, 0); !ok {
 		t.Error("a cost of 0 (counted as 1) refused")
