@@ -57,6 +57,21 @@ const (
 // by a middleware's Recorder (net/http, Echo, gRPC), or through Observers when
 // the recorder is both the limiter's and the middleware's
 // (shedhttp.Options.Observer).
+//
+// Records come roughly in time order, but a few may be dated wrong (a
+// caller's clock ahead, a bad timestamp), and counted where they say they
+// came they would stretch the fitted timeline to their date. So: a record
+// dated more than ten intervals (at least a minute) after the latest time
+// the fit has taken, or a tick dated before the last tick taken whose
+// counts go on from it, is held aside until the recording shows which
+// way time went. A tick back near the fit's timeline, or the end of the
+// recording, sets the held records aside (a note of the Fit counts them),
+// while a second, later tick beyond it, or 1,024 records held, shows that
+// time went on there, and they are taken.
+//
+// Once Source has given a header, classes are matched by name across
+// files, in the order their names first came (see ErrInvalidRecording
+// for the recordings that cannot be).
 type Fitter struct {
 	opt   FitOptions
 	dt    int64 // cell length, ns
@@ -86,6 +101,16 @@ type Fitter struct {
 	// The key hashes of the records of arrivals (see fit_keys.go).
 	unkeyed  [shed.MaxClasses]int
 	hashings keyHashings
+
+	// Classes by name across files (see fit_classes.go): used marks the
+	// classes records came for.
+	classes fitClassMap
+	used    [shed.MaxClasses]bool
+	err     error // what stops the fit (ErrInvalidRecording)
+
+	// Records dated far from the rest (see fit_skew.go).
+	hold     fitHold
+	timeline fitTimeline
 }
 
 // fitCells are the per-interval totals, one slice element per cell.
@@ -158,7 +183,7 @@ func FitRecording(rd *record.Reader, opt FitOptions) (*Fit, error) {
 	if err != nil {
 		return nil, err
 	}
-	var file, hashing, keysrc, firstFile string
+	var file, hashing, keysrc string
 	var classes []string
 	for n := 0; ; n++ {
 		r, err := rd.Next()
@@ -168,17 +193,12 @@ func FitRecording(rd *record.Reader, opt FitOptions) (*Fit, error) {
 		if err != nil {
 			return nil, err
 		}
-		if h, _ := rd.Header(); n == 0 || rd.File() != file || h.KeyHashing != hashing || h.KeySource != keysrc {
-			if n == 0 {
-				firstFile, classes = rd.File(), h.Classes
-			} else if !slices.Equal(h.Classes, classes) {
-				// Records name their class by index: a service redeployed
-				// with its classes in another order would merge them.
-				return nil, fmt.Errorf("sim: %s names its classes %q, %s named them %q: fit the recordings apart",
-					rd.File(), h.Classes, firstFile, classes)
-			}
-			file, hashing, keysrc = rd.File(), h.KeyHashing, h.KeySource
+		if h, _ := rd.Header(); n == 0 || rd.File() != file || h.KeyHashing != hashing || h.KeySource != keysrc || !slices.Equal(h.Classes, classes) {
+			file, hashing, keysrc, classes = rd.File(), h.KeyHashing, h.KeySource, h.Classes
 			f.Source(file, h)
+			if f.err != nil {
+				return nil, f.err
+			}
 		}
 		f.Add(r)
 	}
@@ -236,26 +256,31 @@ func (c *fitCells) grow(n int) {
 // (h.KeyHashing) are not counted as more tenants (see KeysFit.Excluded),
 // and where their keys came from (h.KeySource, see Fit.KeySource).
 // Without it, the keys are counted together, their hashing and source
-// unknown.
+// unknown, and the records' class indices are the fit's classes. With
+// it, h.Classes names the indices of the records added next, and classes
+// are matched by name across files; a header that names two classes
+// alike makes Fit fail (ErrInvalidRecording).
 func (f *Fitter) Source(file string, h record.Header) {
 	f.hashings.source(file, h.KeyHashing, h.KeySource)
+	f.sourceClasses(file, h)
 }
 
-// Add feeds one record to the fit.
+// Add feeds one record to the fit. A record dated far from the rest may
+// be held aside (see Fitter).
 func (f *Fitter) Add(r record.Record) {
-	if r.Time.IsZero() || int(r.Class) >= shed.MaxClasses {
+	if f.err != nil || r.Time.IsZero() || int(r.Class) >= shed.MaxClasses || (r.Kind == record.KindTick && r.Tick == nil) {
 		return
 	}
 	f.records++
-	if r.Kind == record.KindTick {
-		f.tick(r.Time.UnixNano(), r.Tick)
-		return
+	if f.mapClass(&r) {
+		f.admit(r)
 	}
+}
+
+// add feeds a record other than a tick to the fit, its class the fit's.
+func (f *Fitter) add(r *record.Record) {
 	c := r.Class
-	if r.ClassName != "" {
-		f.names[c] = r.ClassName
-	}
-	refused := f.refusedRecord(&r)
+	refused := f.refusedRecord(r)
 	if r.Kind == record.KindRefused {
 		return // not an arrival, nor a rejection: no work, no cost
 	}
@@ -271,8 +296,8 @@ func (f *Fitter) Add(r record.Record) {
 	if r.Kind == record.KindRejected || (r.Kind == record.KindRequest && r.Decision == record.Rejected) {
 		f.shedBy[r.Reason]++
 	}
-	f.rateRecord(&r)
-	f.keyRecord(&r)
+	f.rateRecord(r)
+	f.keyRecord(r)
 	admitted := r.Kind == record.KindReleased || (r.Kind == record.KindRequest && r.Decision == record.Admitted)
 	if !admitted || !r.Timed || r.Outcome == shed.Ignored {
 		return
@@ -416,7 +441,7 @@ func (f *Fitter) className(c int) string {
 func (f *Fitter) classCount() int {
 	n := 0
 	for c := range shed.MaxClasses {
-		if len(f.cells.arr[c]) > 0 || f.names[c] != "" || f.cost[c].seen > 0 {
+		if len(f.cells.arr[c]) > 0 || f.used[c] || f.cost[c].seen > 0 {
 			n = c + 1
 		}
 	}

@@ -96,6 +96,10 @@ type CapacityFit struct {
 
 // Fit builds the scenario from what Add was given.
 func (f *Fitter) Fit() (*Fit, error) {
+	if f.err != nil {
+		return nil, f.err
+	}
+	f.settle() // the recording ended: nothing more will tell about what is held
 	n := len(f.cells.expo)
 	if f.ticks < 2 || n == 0 {
 		return nil, errShortRecording
@@ -105,6 +109,10 @@ func (f *Fitter) Fit() (*Fit, error) {
 	if f.outside > 0 {
 		fit.Notes = append(fit.Notes, fmt.Sprintf("%d records with times far outside the recording's span were ignored", f.outside))
 	}
+	if note, ok := f.asideNote(); ok {
+		fit.Notes = append(fit.Notes, note)
+	}
+	fit.Notes = append(fit.Notes, f.classNotes()...)
 	f.fitClasses(fit)
 	f.fitRateLimits(fit)
 	f.fitKeys(fit)

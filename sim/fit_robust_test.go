@@ -2,13 +2,8 @@ package sim
 
 import (
 	"regexp"
-	"slices"
 	"strings"
 	"testing"
-	"time"
-
-	"github.com/shedkit/shedkit/record"
-	"github.com/shedkit/shedkit/shed"
 )
 
 // TestSnippetReplicasOfAFittedScenario: a scenario that leaves
@@ -41,47 +36,4 @@ func TestSnippetReplicasOfAFittedScenario(t *testing.T) {
 		return
 	}
 	t.Skip("no candidate with a key concurrency")
-}
-
-// TestFitRefusesRenumberedClasses: records name their class by index, so
-// a recording continued by a service redeployed with its classes in
-// another order (interactive 200/s and batch 20/s, swapped half-way) is
-// refused, naming both lists, rather than fitted with the classes mixed.
-func TestFitRefusesRenumberedClasses(t *testing.T) {
-	dir := t.TempDir()
-	rng := newStream(5, "test")
-	at := epoch
-	run := func(classes []string, until time.Time) {
-		rec, err := record.New(record.Config{Dir: dir, MaxRecordsPerSecond: -1, Classes: classes})
-		if err != nil {
-			t.Fatal(err)
-		}
-		for at.Before(until) {
-			at = at.Add(time.Duration(rng.ExpFloat64() * float64(time.Second) / 220))
-			c := shed.Class(0)
-			if rng.Float64() < 20.0/220 { // batch
-				c = 1
-			}
-			name := []string{"interactive", "batch"}[c]
-			idx := shed.Class(slices.Index(classes, name))
-			rec.Arrive(idx)
-			rec.Done(idx)
-			rec.Add(record.Record{Kind: record.KindRequest, Time: at, Class: idx, Decision: record.Admitted, Cost: 1,
-				Actual: 1, Timed: true, Latency: time.Duration(rng.ExpFloat64() * float64(20*time.Millisecond)), Status: 200})
-		}
-		if err := rec.Stop(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	run([]string{"interactive", "batch"}, epoch.Add(30*time.Second))
-	run([]string{"batch", "interactive"}, epoch.Add(60*time.Second))
-	rd, err := record.Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rd.Close()
-	_, err = FitRecording(rd, FitOptions{})
-	if err == nil || !strings.Contains(err.Error(), `["batch" "interactive"]`) {
-		t.Fatalf("FitRecording = %v, want a refusal naming both class lists", err)
-	}
 }

@@ -242,10 +242,17 @@ func FuzzFit(f *testing.F) {
 		`{"k":"req","t":9000000000000000000,"c":0,"d":"reject","r":"cost_too_large"}` + "\n" +
 		`{"k":"tick","t":4000000000,"arr":[420],"shed":[30],"done":[390],"ref":[3]}` + "\n" + `{"k":"tick","t":5000000000,"arr":[430],"ref":[1]}` + "\n")
 	f.Add([]byte(b.String()))
+	addFitSkewSeeds(f, head, tick)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		fit, err := FitRecording(record.NewReader(bytes.NewReader(data)), FitOptions{})
+		if errors.Is(err, ErrInvalidRecording) && !strings.Contains(err.Error(), "record.Header.Classes[") {
+			t.Fatalf("%v does not name the field", err)
+		}
 		if err != nil {
 			return
+		}
+		if fit.Intervals > fitMaxCells {
+			t.Fatalf("%d intervals, at most %d", fit.Intervals, fitMaxCells)
 		}
 		if err := fit.Scenario.Validate(); err != nil {
 			t.Fatalf("invalid fitted scenario: %v", err)
@@ -256,6 +263,54 @@ func FuzzFit(f *testing.F) {
 			t.Fatal(err)
 		}
 	})
+}
+
+// addFitSkewSeeds seeds FuzzFit with records dated far from the rest
+// (ahead, then back; behind, then on; a jump that time goes on from),
+// held records at the end, and files that list their classes in
+// different orders, add one, or name more than a limiter holds between
+// them.
+func addFitSkewSeeds(f *testing.F, head string, tick func(int64, uint64) string) {
+	rel := func(t int64) string {
+		return `{"k":"release","t":` + strconv.FormatInt(t, 10) + `,"c":0,"actual":1,"lat":20000000,"o":"success"}` + "\n"
+	}
+	var b strings.Builder
+	b.WriteString(head)
+	for i := range 20 {
+		at := int64(i) * 500_000_000
+		b.WriteString(rel(at))
+		switch i {
+		case 8:
+			b.WriteString(rel(at+3600e9) + tick(at+3600e9, uint64(i*10)))
+		case 12:
+			b.WriteString(tick(at-15e9, uint64(i*10)))
+		}
+		if i%2 == 0 {
+			b.WriteString(tick(at, uint64(i*10)))
+		}
+	}
+	f.Add([]byte(b.String()))
+	f.Add([]byte(b.String() + tick(7200e9, 500) + rel(7200e9) + tick(7201e9, 510) + rel(7202e9)))
+	f.Add([]byte(b.String() + rel(9000e9) + tick(9000e9, 600)))
+	hdr := func(classes string) string {
+		return strings.Replace(head, `"classes":["a"]`, `"classes":`+classes, 1)
+	}
+	cls := func(t int64, arr string) string {
+		return `{"k":"tick","t":` + strconv.FormatInt(t, 10) + `,"arr":` + arr + `,"done":` + arr + "}\n" +
+			`{"k":"release","t":` + strconv.FormatInt(t, 10) + `,"c":1,"actual":1,"lat":20000000,"o":"success"}` + "\n"
+	}
+	f.Add([]byte(hdr(`["a","b"]`) + cls(0, "[0,0]") + cls(1e9, "[5,2]") + hdr(`["b","a"]`) + cls(2e9, "[0,0]") + cls(3e9, "[3,6]") +
+		hdr(`["b","c","a"]`) + cls(4e9, "[0,0,0]") + cls(5e9, "[1,4,9,7]")))
+	var many strings.Builder
+	for file := range 2 {
+		var names []string
+		for c := range 9 {
+			names = append(names, strconv.Quote("f"+strconv.Itoa(file)+"c"+strconv.Itoa(c)))
+		}
+		many.WriteString(hdr("[" + strings.Join(names, ",") + "]"))
+		many.WriteString(cls(int64(file)*1e9, "[1,1,1,1,1,1,1,1,1]"))
+	}
+	f.Add([]byte(many.String()))
 }
 
 // checkFittedRates checks that each class of the fitted scenario sc

@@ -72,6 +72,17 @@ What it infers, and how:
                 keys from (the headers' keysrc: a trusted header, the
                 client address, its Classify) goes into keys.source, for
                 shedsim tune's snippet; none when the files disagree
+  classes       matched by name across the files (a redeploy that reorders
+                the classes or adds one), in the order the names first came:
+                the first file's, then each newcomer; a note says when a
+                file ranks them otherwise. A header naming two classes
+                alike, or files naming more than 16 between them, are
+                refused
+  timeline      a record dated more than 10 intervals (at least a minute)
+                after the rest, or a tick dated back, is held aside: set
+                aside if a tick comes back near the timeline, or the
+                recording ends first; taken if a later tick (or 1,024
+                records) follow it there. A note counts what was set aside
 The report (stderr) says what was inferred, from how much, how well it
 fits, and what was assumed (client deadlines, retries, one replica); the
 scenario (stdout or -o) repeats the notes as comments. Exit codes: 0, 1 when
@@ -142,7 +153,7 @@ func fitPath(path string, stdin io.Reader, opt sim.FitOptions, stderr io.Writer)
 	}
 	fit, err := sim.FitRecording(rd, opt)
 	switch {
-	case errors.Is(err, record.ErrFormat) || errors.Is(err, sim.ErrInvalidConfig):
+	case errors.Is(err, record.ErrFormat) || errors.Is(err, sim.ErrInvalidConfig) || errors.Is(err, sim.ErrInvalidRecording):
 		fmt.Fprintln(stderr, "shedsim fit:", err)
 		return nil, ExitUsage
 	case err != nil:
