@@ -27,8 +27,16 @@ func (l *Limiter) Acquire(ctx context.Context, req Request) (Permit, error) {
 			req.Deadline = d
 		}
 	}
-	p, err := l.acquire(time.Time{}, false, req, nil, true)
-	if err != errNeedWaiter {
+	p, err := l.acquire(time.Time{}, false, req, nil, true, unchecked)
+	// The second pass takes the first one's deadline verdict: checked
+	// again, a probe claimed by the first would reject this request. A
+	// probe is timed from an explicit time, as deadlineFirst does.
+	now, hasNow, v := time.Time{}, false, inTime
+	switch err {
+	case errNeedWaiter:
+	case errNeedWaiterProbe:
+		now, hasNow, v = l.clock(), true, probing
+	default:
 		return p, err
 	}
 	w := getBlockingWaiter()
@@ -52,7 +60,7 @@ func (l *Limiter) Acquire(ctx context.Context, req Request) (Permit, error) {
 			l.abandon(w)
 		}
 	}()
-	p, err = l.acquire(time.Time{}, false, req, w, true)
+	p, err = l.acquire(now, hasNow, req, w, true, v)
 	queuing = false
 	if err != errQueued {
 		reuse = true
@@ -60,7 +68,7 @@ func (l *Limiter) Acquire(ctx context.Context, req Request) (Permit, error) {
 	}
 	waiting = true
 	// The wait is measured on the limiter's clock, which may be a fake one.
-	timer := time.NewTimer(w.deadline.Sub(w.enqueued))
+	timer := time.NewTimer(w.patience)
 	defer timer.Stop()
 	select {
 	case <-w.ch:

@@ -58,9 +58,10 @@ const minServiceSample = time.Nanosecond
 type verdict uint8
 
 const (
-	inTime  verdict = iota // no deadline, or time enough
-	tooLate                // reject with ReasonDeadline
-	probing                // too late by the estimate, admitted as a probe
+	inTime    verdict = iota // no deadline, or time enough
+	tooLate                  // reject with ReasonDeadline
+	probing                  // too late by the estimate, admitted as a probe
+	unchecked                // the check has not run yet
 )
 
 // serviceEstimate returns the expected service time of class c (per unit
@@ -137,6 +138,13 @@ func (l *Limiter) probe(now time.Time, c Class, svc float64) verdict {
 	}
 	t := int64(now.Sub(l.epoch))
 	last := cc.serviceAt.Load()
+	if t < last {
+		// The clock went back: no time passed since the last sample, and
+		// the next probe is due one service time from now, not once the
+		// clock has caught up with the step.
+		cc.serviceAt.CompareAndSwap(last, t)
+		return tooLate
+	}
 	if float64(t-last) < svc || !cc.serviceAt.CompareAndSwap(last, t) {
 		return tooLate
 	}

@@ -103,7 +103,11 @@
 // [Limiter.DrainAt]): the core is a synchronous state machine that never
 // sleeps and starts no goroutines, which is what lets package sim run it in
 // virtual time. [Limiter.TryAcquire], [Limiter.Acquire] and [Limiter.Drain]
-// are wall-clock wrappers. Reading the clock costs about 100 ns, so the
+// are wall-clock wrappers. A clock that goes back counts as no time
+// passed: a demand hold, a queued request's wait, the deadline probe's
+// interval and the sampling rate's window each last at most their own
+// length after the step, never until the clock has caught up with it.
+// Reading the clock costs about 100 ns, so the
 // wall-clock API times only a subset of permits above
 // Config.MaxSamplesPerSecond (every 2^k-th admission of each class); drops
 // are always reported.

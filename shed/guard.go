@@ -181,7 +181,7 @@ const (
 )
 
 // giveBack returns the capacity of one admission to the state word (a
-// release, or an optimistic admission that lost). It never takes the count
+// release, or an admission undone). It never takes the count
 // or the cost below zero (see giveBackOdd), which is how a copy of a Permit
 // released after the original is caught when nothing else tells them
 // apart. If the slow flag is up, waiters may have queued on the capacity

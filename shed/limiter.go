@@ -244,13 +244,13 @@ func (l *Limiter) check(req Request) (int64, error) {
 // The error is a *Rejection (errors.Is(err, ErrRejected)) or, for a
 // malformed request, wraps ErrInvalidRequest.
 func (l *Limiter) TryAcquire(req Request) (Permit, error) {
-	return l.acquire(time.Time{}, false, req, nil, false)
+	return l.acquire(time.Time{}, false, req, nil, false, unchecked)
 }
 
 // TryAcquireAt is TryAcquire at an explicit time now, for virtual time.
 // The permit's latency is measured from now.
 func (l *Limiter) TryAcquireAt(now time.Time, req Request) (Permit, error) {
-	return l.acquire(now, true, req, nil, false)
+	return l.acquire(now, true, req, nil, false, unchecked)
 }
 
 // EnqueueAt admits req at once if it can, rejects it at once if it can
@@ -266,7 +266,7 @@ func (l *Limiter) EnqueueAt(now time.Time, req Request, w *Waiter) (p Permit, qu
 		// Queued, it would be granted capacity nobody is told about.
 		return Permit{}, false, fmt.Errorf("%w: waiter without a notify function (use NewWaiter)", ErrInvalidRequest)
 	}
-	p, err = l.acquire(now, true, req, w, true)
+	p, err = l.acquire(now, true, req, w, true, unchecked)
 	if err == errQueued {
 		return Permit{}, true, nil
 	}
@@ -278,14 +278,22 @@ var (
 	// errQueued: w was queued; its outcome comes through its notify.
 	errQueued = errors.New("shed: queued")
 	// errNeedWaiter: the request would queue but mayQueue came without a
-	// waiter; the caller supplies one and calls again.
+	// waiter; the caller supplies one and calls again, with the verdict
+	// of the deadline check passed on (see needWaiter).
 	errNeedWaiter = errors.New("shed: need a waiter")
+	// errNeedWaiterProbe is errNeedWaiter for a request that claimed its
+	// class's deadline probe.
+	errNeedWaiterProbe = errors.New("shed: need a waiter (probe)")
 )
 
 // acquire is the admission path. It returns a permit or an error: a
-// rejection, errQueued when w was queued (mayQueue), or errNeedWaiter when
-// the request would queue and w is nil.
-func (l *Limiter) acquire(now time.Time, hasNow bool, req Request, w *Waiter, mayQueue bool) (Permit, error) {
+// rejection, errQueued when w was queued (mayQueue), or errNeedWaiter (or
+// errNeedWaiterProbe) when the request would queue and w is nil. v is the
+// verdict of the deadline check: unchecked, or what an earlier pass for the
+// same request decided (see needWaiter); the check is not run again, since
+// it may claim the class's probe, and a second run would find the probe
+// taken, by this very request.
+func (l *Limiter) acquire(now time.Time, hasNow bool, req Request, w *Waiter, mayQueue bool, v verdict) (Permit, error) {
 	cost := req.Cost
 	if cost == 0 {
 		cost = 1
@@ -293,27 +301,21 @@ func (l *Limiter) acquire(now time.Time, hasNow bool, req Request, w *Waiter, ma
 	if cost < 0 || int(req.Class) >= len(l.cfg) || cost > l.maxCost {
 		return l.acquireOdd(now, req, cost)
 	}
-	v := inTime
-	if !req.Deadline.IsZero() {
-		var err error
-		if now, hasNow, v, err = l.deadlineFirst(now, hasNow, req, cost); err != nil {
-			return Permit{}, err
+	if v == unchecked {
+		v = inTime
+		if !req.Deadline.IsZero() {
+			var err error
+			if now, hasNow, v, err = l.deadlineFirst(now, hasNow, req, cost); err != nil {
+				return Permit{}, err
+			}
 		}
 	}
 	limit := l.limit()
 	if req.Tenant != "" {
 		return l.acquireTenant(now, hasNow, req, cost, w, mayQueue, limit, v)
 	}
-	if s := l.state.Load(); s&slowFlag != 0 || uint64(inFlightOf(s)) >= limit || costOf(s)+cost > l.maxCost {
-		return l.acquireShort(now, hasNow, req, cost, w, mayQueue, limit, v)
-	}
-	// Optimistic: add, then check. One atomic add instead of a CAS loop
-	// that retries under contention; the rare loser takes its add back.
-	s := l.state.Add(delta(cost))
-	if s&slowFlag != 0 || uint64(inFlightOf(s)) > limit || costOf(s) > l.maxCost {
-		if l.giveBack(now, hasNow, cost) != gaveBack {
-			l.misused(now, hasNow, req.Class, cost) // a copy took this unit
-		}
+	s, ok := l.addFits(l.state.Load(), cost, limit)
+	if !ok {
 		return l.acquireShort(now, hasNow, req, cost, w, mayQueue, limit, v)
 	}
 	shadow := v.shadow()
@@ -322,6 +324,29 @@ func (l *Limiter) acquire(now time.Time, hasNow bool, req Request, w *Waiter, ma
 		l.admitted(now, hasNow, p, 0)
 	}
 	return p, nil
+}
+
+// addFits adds one admission of cost to the state word, starting from its
+// value s, if it fits the limit and the cost budget and the slow flag is
+// down; it returns the new value. The check comes before the change, in
+// one compare-and-swap: added first and checked after, concurrent
+// admissions that all passed a check on the same old value could carry the
+// count into the slow flag, or the cost past the top of the word, where it
+// wraps to a small value that passes the budget check. Checked first, the
+// word never holds more than the limit (<= MaxLimit) and the budget (<=
+// MaxTotalCost), so neither field can overflow. Uncontended, the CAS costs
+// what an atomic add does.
+func (l *Limiter) addFits(s uint64, cost int64, limit uint64) (uint64, bool) {
+	for {
+		if s&slowFlag != 0 || uint64(inFlightOf(s)) >= limit || costOf(s)+cost > l.maxCost {
+			return s, false
+		}
+		next := s + delta(cost)
+		if l.state.CompareAndSwap(s, next) {
+			return next, true
+		}
+		s = l.state.Load()
+	}
 }
 
 // deadlineFirst runs the deadline check of a request with a deadline
@@ -482,7 +507,7 @@ func (l *Limiter) queueLocked(now time.Time, req Request, wt uint64, cost int64,
 	case w == nil:
 		l.thawLocked()
 		l.mu.Unlock()
-		return ReasonNone, Permit{}, errNeedWaiter
+		return ReasonNone, Permit{}, needWaiter(v)
 	case w.queued:
 		l.thawLocked()
 		l.mu.Unlock()
@@ -508,6 +533,15 @@ func (l *Limiter) queueLocked(now time.Time, req Request, wt uint64, cost int64,
 		l.reportQueued(o, now, w)
 	}
 	return ReasonNone, Permit{}, errQueued
+}
+
+// needWaiter returns the error that asks the caller of acquire for a waiter
+// and tells it the verdict v of the deadline check, to pass back in.
+func needWaiter(v verdict) error {
+	if v == probing {
+		return errNeedWaiterProbe
+	}
+	return errNeedWaiter
 }
 
 // freezeLocked sets the slow flag so that the state word changes only under
@@ -550,6 +584,13 @@ func (l *Limiter) expireDemandLocked(now time.Time) {
 	for i := range l.cfg {
 		if t := l.demandUntil[i]; !t.IsZero() {
 			if now.Before(t) {
+				// Further ahead than DemandHold, the mark was made later
+				// than now: the clock went back. That counts as no time
+				// passed, so that a step back holds no demand longer
+				// than DemandHold.
+				if t.Sub(now) > l.demandHold {
+					l.demandUntil[i] = now.Add(l.demandHold)
+				}
 				any = true
 			} else {
 				l.demandUntil[i] = time.Time{}

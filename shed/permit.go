@@ -507,13 +507,18 @@ func (l *Limiter) adjustSampling(now time.Time) {
 	}
 	t := int64(now.Sub(l.epoch))
 	last := l.lastRateCheck.Load()
+	if t < last {
+		// The clock went back: restart the rate's window now rather than
+		// keep the sampling as it is until the clock catches up.
+		if l.lastRateCheck.CompareAndSwap(last, t) {
+			l.lastRateCount.Store(l.admittedTotal())
+		}
+		return
+	}
 	if t-last < int64(100*time.Millisecond) || !l.lastRateCheck.CompareAndSwap(last, t) {
 		return
 	}
-	var count uint64
-	for i := range l.counts {
-		count += l.hot(Class(i)).admitted.Load()
-	}
+	count := l.admittedTotal()
 	prev := l.lastRateCount.Swap(count)
 	rate := float64(count-prev) / (float64(t-last) / 1e9)
 	if rate <= l.maxSamples {
@@ -522,6 +527,15 @@ func (l *Limiter) adjustSampling(now time.Time) {
 	}
 	every := uint64(rate/l.maxSamples) + 1
 	l.sampleMask.Store(1<<bits.Len64(every-1) - 1)
+}
+
+// admittedTotal returns the admissions of every class so far.
+func (l *Limiter) admittedTotal() uint64 {
+	var n uint64
+	for i := range l.counts {
+		n += l.hot(Class(i)).admitted.Load()
+	}
+	return n
 }
 
 // Leak describes a permit that was garbage collected without Release.

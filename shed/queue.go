@@ -18,6 +18,10 @@ type Waiter struct {
 	cost     int64
 	enqueued time.Time
 	deadline time.Time
+	// patience is deadline less enqueued as queued: what Acquire's timer
+	// waits. It is never changed while queued (rebaseLocked moves
+	// enqueued and deadline), so Acquire may read it without the lock.
+	patience time.Duration
 	prev     *Waiter
 	next     *Waiter
 	decided  time.Time
@@ -55,7 +59,20 @@ func (w *Waiter) Request() Request { return w.req }
 // can still finish before its deadline: the deadline less
 // Config.DeadlineMargin times the expected service time of its class, as
 // estimated when it was queued. A simulation calls ExpireAt at that time.
+// If the limiter sees its clock go back while w waits, the time before the
+// step counts as no time passed: the deadline moves back by as much as the
+// clock went back before the enqueue time.
 func (w *Waiter) Deadline() time.Time { return w.deadline }
+
+// rebaseLocked counts a clock that went back to now, before w was queued,
+// as no time passed: w keeps the wait it had left when queued, instead of
+// staying queued (and its class marked as short) for the size of the step.
+func (w *Waiter) rebaseLocked(now time.Time) {
+	if d := w.enqueued.Sub(now); d > 0 {
+		w.enqueued = now
+		w.deadline = w.deadline.Add(-d)
+	}
+}
 
 // waitQueue is an intrusive doubly linked list of the waiters of one class.
 type waitQueue struct {
@@ -109,6 +126,7 @@ func (l *Limiter) enqueueLocked(now time.Time, req Request, cost int64, w *Waite
 	c := req.Class
 	w.l, w.req, w.cost, w.enqueued, w.tenant = l, req, cost, now, e
 	w.deadline = l.waiterDeadline(now, req, cost, l.cfg[c].MaxWait, v)
+	w.patience = w.deadline.Sub(now)
 	w.permit, w.err, w.queued = Permit{}, nil, true
 	l.queues[c].push(w)
 	l.queued++
@@ -126,6 +144,7 @@ func (l *Limiter) removeLocked(w *Waiter) {
 
 // timeoutLocked removes w with a rejection for reason.
 func (l *Limiter) timeoutLocked(now time.Time, w *Waiter, reason Reason, limit uint64, done *waiterList) {
+	w.rebaseLocked(now)
 	w.decided = now
 	l.removeLocked(w)
 	hint := l.rej.max
@@ -152,6 +171,7 @@ func (l *Limiter) grantLocked(now time.Time, limit uint64, done *waiterList) {
 			if l.cfg[c].LIFO {
 				w = q.tail
 			}
+			w.rebaseLocked(now)
 			if !now.Before(w.deadline) {
 				l.timeoutLocked(now, w, ReasonQueueTimeout, limit, done)
 				continue
@@ -264,6 +284,7 @@ func (l *Limiter) removeWaiter(now time.Time, w *Waiter, reason Reason, observe 
 		return false
 	}
 	l.freezeLocked()
+	w.rebaseLocked(now)
 	if reason == ReasonNone {
 		l.removeLocked(w)
 	} else {
@@ -301,6 +322,7 @@ func (l *Limiter) ExpireAt(now time.Time) {
 	for c := range l.cfg {
 		for w := l.queues[c].head; w != nil; {
 			next := w.next
+			w.rebaseLocked(now)
 			if !now.Before(w.deadline) {
 				l.timeoutLocked(now, w, ReasonQueueTimeout, limit, &done)
 			}

@@ -464,20 +464,19 @@ func (l *Limiter) takeBack(now time.Time, hasNow bool, c Class, cost int64) {
 // and counted under the tenant's shard lock. Whatever needs the limiter's
 // lock goes to acquireShort.
 func (l *Limiter) acquireTenant(now time.Time, hasNow bool, req Request, cost int64, w *Waiter, mayQueue bool, limit uint64, v verdict) (Permit, error) {
-	s := l.state.Load()
-	if s&slowFlag != 0 || uint64(inFlightOf(s)) >= limit || costOf(s)+cost > l.maxCost || l.dryRun {
+	if s := l.state.Load(); s&slowFlag != 0 || uint64(inFlightOf(s)) >= limit || costOf(s)+cost > l.maxCost || l.dryRun {
 		return l.acquireShort(now, hasNow, req, cost, w, mayQueue, limit, v)
 	}
 	// shortNow may read the clock: before the state changes, so that a
 	// panicking Config.Clock leaves nothing to undo.
 	short, phantom := l.shortNow(req.Class, now, hasNow)
-	// Add first, then check: the share is judged on the room left after
+	// Take the place first, then judge the share on the room left after
 	// this and every concurrent admission that came before it, so that
 	// of several that race for the last places, the later ones see the
-	// class contended.
-	s = l.state.Add(delta(cost))
-	if s&slowFlag != 0 || uint64(inFlightOf(s)) > limit || costOf(s) > l.maxCost {
-		l.takeBack(now, hasNow, req.Class, cost)
+	// class contended. The word is read again: shortNow may have run
+	// long enough for others to change it.
+	s, ok := l.addFits(l.state.Load(), cost, limit)
+	if !ok {
 		return l.acquireShort(now, hasNow, req, cost, w, mayQueue, limit, v)
 	}
 	r := l.roomFast(s-delta(cost), req.Class, limit)
@@ -560,6 +559,16 @@ func (l *Limiter) shortNow(c Class, now time.Time, hasNow bool) (short, phantom 
 		return false, false
 	}
 	p := l.tenants.phantom[c].Load()
+	hold := int64(l.demandHold)
+	if v-t > hold {
+		// The mark was made later than now: the clock went back. That
+		// counts as no time passed, so that the class is not held
+		// contended for the size of the step.
+		l.tenants.short[c].CompareAndSwap(v, t+hold)
+		if p != 0 && p-t > hold && l.tenants.phantom[c].CompareAndSwap(p, t+hold) {
+			p = t + hold
+		}
+	}
 	return true, p != 0 && t < p // times before the epoch are negative
 }
 
