@@ -88,10 +88,11 @@ type AIMDConfig struct {
 	LatencyTolerance float64
 	// DropTolerance is the share of a window's units of work that may be
 	// drops without the window counting as congested, < 1. Default
-	// DefaultDropTolerance; a negative value means none. Above it, drops
-	// count only when clearly above the background rate learned from
-	// windows without congestion. Drops that crowd at the top of the
-	// limit count whatever their share (see the package documentation).
+	// DefaultDropTolerance; a negative value tolerates none (it does not
+	// turn drops off). Above it, drops count only when clearly above the
+	// background rate learned from windows without congestion. Drops
+	// that crowd at the top of the limit count whatever their share (see
+	// the package documentation).
 	DropTolerance float64
 	// MinUtilization: the limit grows only in windows whose largest
 	// in-flight count reached MinUtilization x limit, in (0, 1]. Default
@@ -123,6 +124,11 @@ type AIMDConfig struct {
 //
 // Limit is an atomic load. Observe is lock-free and allocation-free; the
 // sample that closes a window updates the limit under a mutex.
+//
+// Make one with NewAIMD. A zero AIMD (&limits.AIMD{}) reports a limit of
+// 0, which a shed.Limiter enforces as 1, and never adapts: a Limiter given
+// one as its Source admits one request at a time, for ever, without an
+// error.
 type AIMD struct {
 	limit atomic.Int64
 	win   *Window

@@ -244,7 +244,8 @@
 // within DropTolerance ([DefaultDropTolerance]) never count as beyond the
 // background; drops that crowd at the top of the limit still cut
 // (cut-crowd). A fixed LatencyThreshold replaces the learned baseline with
-// a latency objective; a negative one leaves drops alone.
+// a latency objective; a negative one turns the latency signal off, leaving
+// drops as the only one.
 //
 // # Defaults and why
 //

@@ -206,6 +206,11 @@ func DefaultQueueAllowance(limit float64) float64 {
 //
 // Limit is an atomic load. Observe is lock-free and allocation-free; the
 // sample that closes a window updates the limit under a mutex.
+//
+// Make one with NewGradient. A zero Gradient (&limits.Gradient{}) reports
+// a limit of 0, which a shed.Limiter enforces as 1, and never adapts: a
+// Limiter given one as its Source admits one request at a time, for ever,
+// without an error.
 type Gradient struct {
 	limit atomic.Int64
 	win   *Window

@@ -32,9 +32,7 @@
 // twice the floor). So a process that sends 1,000 logical requests to a
 // dead upstream within 9 s makes at most 1,000 x 1.2 + 100 attempts,
 // instead of 4,000 with 3 naive
-// retries (and 64x across three layers of 4 attempts). The window is a
-// ring of Buckets time buckets (10 by default): an event counts for
-// between TTL - TTL/Buckets and TTL.
+// retries (and 64x across three layers of 4 attempts).
 //
 // The core takes explicit time ([Budget.DepositAt], [Budget.TryWithdrawAt],
 // [Budget.SnapshotAt]) so a simulator can drive it in virtual time; the

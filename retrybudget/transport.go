@@ -162,6 +162,7 @@ type TransportConfig struct {
 // Transport is an http.RoundTripper that retries what is safe and
 // retryable, within a retry budget, behind per-host circuit breakers. See
 // the package documentation for the rules. It is safe for concurrent use.
+// Make one with NewTransport: the zero Transport panics when used.
 type Transport struct {
 	base           http.RoundTripper
 	maxAttempts    int

@@ -37,17 +37,37 @@ func ExampleLimiter_Acquire() {
 	if err != nil {
 		panic(err)
 	}
-	handle := func(ctx context.Context) error {
+	handle := func(ctx context.Context, work func(context.Context) error) error {
 		p, err := l.Acquire(ctx, shed.Request{})
 		if err != nil {
 			return err // a *shed.Rejection, or ctx's error
 		}
-		defer p.Release(shed.Success)
-		// ... the work ...
-		return nil
+		// The outcome is read at release: a deferred p.Release(shed.Success)
+		// would report every failure as a success.
+		outcome := shed.Ignored // a client error says nothing about capacity
+		defer func() { p.Release(outcome) }()
+		err = work(ctx)
+		switch {
+		case err == nil:
+			outcome = shed.Success // its latency is a sample
+		case errors.Is(err, context.DeadlineExceeded):
+			outcome = shed.Dropped // overload: what cuts an adaptive limit
+		}
+		return err
 	}
-	fmt.Println(handle(context.Background()))
-	// Output: <nil>
+	ok := func(context.Context) error { return nil }
+	timeout := func(context.Context) error { return context.DeadlineExceeded }
+	notFound := func(context.Context) error { return errors.New("not found") }
+	for _, work := range []func(context.Context) error{ok, timeout, notFound} {
+		fmt.Println(handle(context.Background(), work))
+	}
+	r := l.Snapshot().Classes[0].Released
+	fmt.Println("success:", r[shed.Success], "dropped:", r[shed.Dropped], "ignored:", r[shed.Ignored])
+	// Output:
+	// <nil>
+	// context deadline exceeded
+	// not found
+	// success: 1 dropped: 1 ignored: 1
 }
 
 // Interactive work protects 28 of 32 slots; batch borrows them while

@@ -48,9 +48,10 @@
 // its caller has left, in whole milliseconds rounded down, at most
 // shedhttp.DefaultMaxDeadline, never more than the caller's attempt
 // allows; its limiter rejects at once a request whose deadline has passed
-// or is shorter than its expected queue wait plus half its expected
-// service time. With service.no_deadline_propagation replicas see no
-// deadline at all, as a service whose callers send none.
+// or is shorter than its expected queue wait (plus service.deadline_margin
+// times its expected service time; 0 by default, as in shed.Config). With
+// service.no_deadline_propagation replicas see no deadline at all, as a
+// service whose callers send none.
 //
 // A class may spread its traffic over tenants (Keys, whose heaviest may
 // surge), and limit each tenant before the limiter sees it, as the

@@ -104,6 +104,11 @@ func ExampleRunBatch() {
 		sums = append(sums, &r.Summary)
 	}
 	sim.WriteTable(os.Stdout, sums)
+	// Output:
+	// scenario  policy        goodput  trigger  recovery   p50    p99  adm p99  trig p99   amp  wasted  rejected  limit  classes (goodput/offered)
+	// spike     none            30.9%     1.2%     never  50ms  187ms   80.53s    27.65s  1.00   75.3%      0.0%      -
+	// spike     static          99.6%    98.8%        0s  50ms  161ms    161ms     157ms  1.00    0.0%     19.1%    100
+	// spike     shedkit-aimd    96.9%    90.4%        0s  56ms  174ms    174ms     191ms  1.00    0.0%     21.3%    118
 }
 
 // Rank the configurations of a grid by an objective.

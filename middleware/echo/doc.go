@@ -1,8 +1,8 @@
 // Package echo is shedkit's load-shedding middleware for Echo v4: it rate
-// limits each client per priority class (429), admits the rest through a
-// shed.Limiter (503 when it is full), and releases each permit exactly
-// once when the handler is done. Its package name clashes with Echo's, so
-// import it under another name:
+// limits each client per priority class (429, for the classes RateLimits
+// names), admits the rest through a shed.Limiter (503 when it is full), and
+// releases each permit exactly once when the handler is done. Its package
+// name clashes with Echo's, so import it under another name:
 //
 //	import shedecho "github.com/shedkit/shedkit/middleware/echo"
 //

@@ -96,7 +96,8 @@ type ClientConfig struct {
 
 // Client holds the client interceptor's configuration and state: the
 // breakers of its targets. It is safe for concurrent use; share one per
-// process or per kind of upstream.
+// process or per kind of upstream. Make one with NewClient: the zero
+// Client is not usable.
 type Client struct {
 	maxAttempts  int
 	budget       *retrybudget.Budget

@@ -169,7 +169,8 @@ type rateRule struct {
 }
 
 // Server holds the server interceptors' configuration. It is safe for
-// concurrent use; one Server may serve several grpc.Servers.
+// concurrent use; one Server may serve several grpc.Servers. Make one with
+// NewServer: the zero Server is not usable.
 type Server struct {
 	lim         *shed.Limiter
 	exact       map[string]shed.Class

@@ -1,7 +1,8 @@
 // Package nethttp is shedkit's load-shedding middleware for net/http: one
 // line in front of a handler rate limits each client per priority class
-// (429), admits the rest through a shed.Limiter (503 when it is full), and
-// releases each permit exactly once when the handler is done.
+// (429, for the classes RateLimits names), admits the rest through a
+// shed.Limiter (503 when it is full), and releases each permit exactly once
+// when the handler is done.
 //
 //	gradient, _ := limits.NewGradient(limits.GradientConfig{})
 //	lim, _ := shed.New(shed.Config{Source: gradient, Classes: ...})

@@ -27,11 +27,10 @@ func ExampleNew() {
 	}
 	mw, err := nethttp.New(nethttp.Config{
 		Options: shedhttp.Options{
-			Limiter:    lim,
-			Routes:     map[string]string{"/api/": "interactive", "/api/export/": "batch"},
-			RateLimits: map[string]shedhttp.RateLimit{"batch": {Rate: 10, Burst: 20}},
-			KeyHeader:  "X-Tenant-Id",
-			// set by the authenticating proxy, never by clients
+			Limiter:      lim,
+			Routes:       map[string]string{"/api/": "interactive", "/api/export/": "batch"},
+			RateLimits:   map[string]shedhttp.RateLimit{"batch": {Rate: 10, Burst: 20}},
+			KeyHeader:    "X-Tenant-Id", // set by the authenticating proxy, never by clients
 			MaxBodyBytes: 1 << 20,
 			SkipPaths:    []string{"/healthz", "/metrics"},
 		},

@@ -115,7 +115,9 @@ type Options struct {
 	MaxBodyBytes int64
 
 	// SkipPaths are request paths (such as "/healthz" or "/metrics") that
-	// bypass the middleware entirely. They match the path exactly as the
+	// bypass the middleware entirely. The constructors do not check them:
+	// one without its leading slash ("healthz") never matches, and that
+	// endpoint is shed like any other. They match the path exactly as the
 	// client sent it: Request.URL.RawPath when the client used an
 	// encoding other than the canonical one, else Request.URL.Path (the
 	// path Echo's router matches). A percent-encoded variant (/%68ealthz,

@@ -35,7 +35,7 @@ func runSteps(steps []limitStep, allow func(shedhttp.RateLimit, int) (bool, time
 }
 
 // Two limits on one (class, key) must not share one GCRA timestamp. They
-// meet when a handler charges a token quota (ExampleStore_AllowNAt, class
+// meet when a handler charges a token quota (ExampleStore_Decide, class
 // 0) on the store the middleware rate-limits class 0 with, when two
 // middlewares sharing a store give a class different RateLimits, and
 // during a rolling deploy that changes a limit. redis_rate keeps one TAT

@@ -65,7 +65,7 @@ func Example() {
 
 // Charging the tokens of an LLM call against a tenant's quota of 100,000
 // tokens per minute, shared by the fleet.
-func ExampleStore_AllowNAt() {
+func ExampleStore_Decide() {
 	var store *shedredis.Store // from shedredis.NewStore
 	tokensPerMinute := shedhttp.RateLimit{Rate: 100_000.0 / 60, Burst: 100_000}
 	handler := func(w http.ResponseWriter, r *http.Request) {
