@@ -64,12 +64,12 @@ func vocabulary(instance string) map[string][]string {
 		"shedkit_limiter":             {"gateway"},
 		"shedkit_class":               {"interactive", "batch"},
 		"shedkit_decision":            {"admitted", "queued", "rejected", "cancelled"},
-		"shedkit_reason":              {"limit_exceeded", "queue_full", "queue_timeout", "deadline_too_short", "cost_too_large", "draining", "rate_limited", "body_too_large"},
+		"shedkit_reason":              {"limit_exceeded", "queue_full", "queue_timeout", "deadline_too_short", "cost_too_large", "draining", "rate_limited", "tenant_share"},
 		"shedkit_outcome":             {"success", "dropped", "ignored", "leaked"},
 		"shedkit_retry_client":        {"gateway-upstream"},
 		"shedkit_retry_budget":        {"gateway-upstream"},
 		"shedkit_retry_resend":        {"true", "false"},
-		"shedkit_retry_reason":        {"budget", "breaker", "throttle", "no_retry_header", "deadline", "retry_after", "max_attempts", "inbound_retry"},
+		"shedkit_retry_reason":        {"budget", "breaker", "throttle", "no_retry_header", "deadline", "retry_after", "max_attempts", "inbound_retry", "body_not_replayable"},
 		"shedkit_retry_breaker_state": {"closed", "half-open", "open"},
 	}
 }

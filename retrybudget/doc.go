@@ -170,13 +170,16 @@
 //   - the logical request: one INTERNAL span named "retry {method}"
 //     ("retry HTTP" for unknown methods), with http.request.method,
 //     server.address, server.port, shedkit.retry.attempts (attempts sent),
-//     and http.response.status_code or error.type for the final outcome
-//     (the last attempt's error type, or the denial reason, such as
-//     "breaker", when nothing was sent);
+//     http.response.status_code for the final response, and error.type
+//     when the request failed (the status code for statuses >= 400, the
+//     last attempt's error type, or the denial reason, such as "breaker",
+//     when nothing was sent);
 //   - each attempt on the wire: one CLIENT span, child of the logical
 //     span, named "{method}", following the HTTP client semantic
 //     conventions: http.request.method, server.address, server.port,
-//     url.full (credentials redacted), http.response.status_code,
+//     url.full (credentials and the values of the query's
+//     AWSAccessKeyId, Signature, sig and X-Goog-Signature redacted, as
+//     the conventions ask), http.response.status_code,
 //     error.type (the status code for statuses >= 400, else "timeout",
 //     "canceled" or the Go type of the error), and
 //     http.request.resend_count (1 for the first retry...) on resent

@@ -7,7 +7,9 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/sony/gobreaker/v2"
 	"go.opentelemetry.io/otel/attribute"
@@ -163,14 +165,46 @@ func serverAttrs(u *url.URL) []attribute.KeyValue {
 	return kvs
 }
 
-// redactedURL returns u without its credentials, as url.full requires.
+// redactedURL returns u without its credentials, and with the values of
+// the query parameters that carry signatures replaced, as url.full
+// requires: a presigned download link must not end up in a trace backend.
 func redactedURL(u *url.URL) string {
-	if u.User == nil {
+	if u.User == nil && u.RawQuery == "" {
 		return u.String()
 	}
 	c := *u
-	c.User = url.UserPassword("REDACTED", "REDACTED")
+	if u.User != nil {
+		c.User = url.UserPassword("REDACTED", "REDACTED")
+	}
+	c.RawQuery = redactedQuery(u.RawQuery)
 	return c.String()
+}
+
+// sensitiveParams are the query parameters whose values the semantic
+// conventions want redacted in url.full.
+var sensitiveParams = []string{"AWSAccessKeyId", "Signature", "sig", "X-Goog-Signature"}
+
+// redactedQuery replaces the values of sensitiveParams in a raw query,
+// leaving every other byte as it was.
+func redactedQuery(raw string) string {
+	if raw == "" {
+		return raw
+	}
+	parts := strings.Split(raw, "&")
+	changed := false
+	for i, p := range parts {
+		k, _, _ := strings.Cut(p, "=")
+		if uk, err := url.QueryUnescape(k); err == nil {
+			k = uk
+		}
+		if slices.Contains(sensitiveParams, k) {
+			parts[i], changed = k+"=REDACTED", true
+		}
+	}
+	if !changed {
+		return raw
+	}
+	return strings.Join(parts, "&")
 }
 
 // errorType returns a low-cardinality error.type for a transport error.

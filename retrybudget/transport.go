@@ -460,18 +460,10 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 
 	if rt.rec {
 		rt.span.SetAttributes(attrAttempts.Int(rt.attempts))
-		switch {
-		case err != nil:
-			rt.span.SetAttributes(attrErrorType.String(errorType(err, false)))
-			rt.span.SetStatus(codes.Error, "")
-		case resp.StatusCode >= 400:
-			rt.span.SetAttributes(attrStatusCode.Int(resp.StatusCode))
-			rt.span.SetStatus(codes.Error, "")
-		default:
-			rt.span.SetAttributes(attrStatusCode.Int(resp.StatusCode))
-		}
+		endSpan(rt.span, resp, err, false)
+	} else {
+		rt.span.End()
 	}
-	rt.span.End()
 	if r := reportFrom(ctx); r != nil {
 		*r = Report{Attempts: rt.attempts, Denied: rt.denied, Waited: rt.waited}
 	}
@@ -499,6 +491,7 @@ func (rt *roundTrip) runGuarded(now time.Time) (resp *http.Response, err error) 
 			if rt.done != nil {
 				rt.done(errAttemptExcluded)
 			}
+			rt.span.SetStatus(codes.Error, "panic")
 			rt.span.End()
 		}
 	}()
@@ -742,12 +735,23 @@ func (rt *roundTrip) attempt(n int, body io.ReadCloser) (*http.Response, error) 
 	rt.attempts = n
 	actx := rt.lctx
 	var aspan trace.Span
+	spanEnded := false
 	if rt.rec {
 		attrs := rt.attrs
 		if n > 1 {
 			attrs = append(attrs[:len(attrs):len(attrs)], attrResendCount.Int(n-1))
 		}
 		actx, aspan = t.tracer.Start(rt.lctx, attemptSpanName(rt.method), clientKind, trace.WithAttributes(attrs...))
+		// A panic below (Base, a hook) would otherwise leave the span
+		// open: never exported, the trace would lose the attempt that
+		// failed. runGuarded ends the logical span the same way.
+		defer func() {
+			if !spanEnded {
+				aspan.SetAttributes(attrErrorType.String("panic"))
+				aspan.SetStatus(codes.Error, "panic")
+				aspan.End()
+			}
+		}()
 	}
 	var (
 		cancel context.CancelFunc
@@ -797,20 +801,28 @@ func (rt *roundTrip) attempt(n int, body io.ReadCloser) (*http.Response, error) 
 	}
 
 	if aspan != nil {
-		switch {
-		case err != nil:
-			aspan.SetAttributes(attrErrorType.String(errorType(err, timedOut)))
-			aspan.SetStatus(codes.Error, "")
-		case resp.StatusCode >= 400:
-			aspan.SetAttributes(attrStatusCode.Int(resp.StatusCode),
-				attrErrorType.String(statusText(resp.StatusCode)))
-			aspan.SetStatus(codes.Error, "")
-		default:
-			aspan.SetAttributes(attrStatusCode.Int(resp.StatusCode))
-		}
-		aspan.End()
+		endSpan(aspan, resp, err, timedOut)
+		spanEnded = true
 	}
 	return resp, err
+}
+
+// endSpan sets the status code, error.type and status of an attempt's
+// span, or of the logical request's, and ends it. error.type is the
+// status code for an error status, as the conventions ask.
+func endSpan(span trace.Span, resp *http.Response, err error, timedOut bool) {
+	switch {
+	case err != nil:
+		span.SetAttributes(attrErrorType.String(errorType(err, timedOut)))
+		span.SetStatus(codes.Error, "")
+	case resp.StatusCode >= 400:
+		span.SetAttributes(attrStatusCode.Int(resp.StatusCode),
+			attrErrorType.String(statusText(resp.StatusCode)))
+		span.SetStatus(codes.Error, "")
+	default:
+		span.SetAttributes(attrStatusCode.Int(resp.StatusCode))
+	}
+	span.End()
 }
 
 // attemptRequest returns the request of attempt n, sent under actx with

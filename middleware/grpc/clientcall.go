@@ -100,6 +100,7 @@ func (lc *logicalCall) runGuarded(now time.Time) error {
 			if lc.done != nil {
 				lc.done(errAttemptExcluded)
 			}
+			lc.span.SetStatus(otelcodes.Error, "panic")
 			lc.span.End()
 		}
 	}()
@@ -272,6 +273,16 @@ func (lc *logicalCall) attempt(n int) (metadata.MD, error) {
 			attrs = append(attrs[:len(attrs):len(attrs)], attrResendCount.Int(n-1))
 		}
 		actx, aspan = c.tracer.Start(lc.lctx, methodName(lc.method), clientKind, trace.WithAttributes(attrs...))
+		// A panic below (a later interceptor, a codec) would otherwise
+		// leave the span open: never exported, the trace would lose the
+		// attempt that failed. runGuarded ends the logical span the same way.
+		defer func() {
+			if aspan != nil {
+				aspan.SetAttributes(attrErrorType.String("panic"))
+				aspan.SetStatus(otelcodes.Error, "panic")
+				aspan.End()
+			}
+		}()
 	}
 	actx = metadata.AppendToOutgoingContext(actx, AttemptMetadata, attemptValues[n])
 	if c.attemptSpans {
@@ -293,6 +304,7 @@ func (lc *logicalCall) attempt(n int) (metadata.MD, error) {
 			aspan.SetStatus(otelcodes.Error, "")
 		}
 		aspan.End()
+		aspan = nil // ended: nothing left for the panic guard
 	}
 	return tr, err
 }

@@ -31,6 +31,10 @@
 //	shedkit.admission.queue.wait        histogram      s          time in the queue; shedkit.class, shedkit.decision (admitted, rejected, cancelled)
 //	shedkit.admission.latency           histogram      s          how long timed permits were held; shedkit.class, shedkit.outcome
 //
+// The middleware's own rate-limit rejections (429) count under
+// shedkit.reason=rate_limited when the Metrics is also the middleware's
+// Observer (shedhttp.Options.Observer): the limiter never sees them.
+//
 // In dry-run mode shedkit.admission.decisions counts the would-be
 // rejections under shedkit.decision=rejected while every request is also
 // counted as admitted.

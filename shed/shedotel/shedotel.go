@@ -51,6 +51,10 @@ type Metrics struct {
 	// opts holds precomputed options, so that recording allocates nothing;
 	// Register swaps in a table with the limiter's class names.
 	opts atomic.Pointer[options]
+	// rateLimited counts, by class, the rejections the middleware decides
+	// itself and reports to Observe (shed.ReasonRateLimited): the limiter
+	// never sees them, so its Snapshot cannot count them.
+	rateLimited [shed.MaxClasses]atomic.Uint64
 
 	// What is registered: the series carry only Config.Name, so a second
 	// limiter or limit source would add its numbers to the first's.
@@ -165,8 +169,10 @@ func (m *Metrics) setClasses(names []string) {
 	m.opts.Store(t)
 }
 
-// Observe records the histograms: queue waits and timed latencies. Every
-// other event returns at once; counters are read from Snapshot instead.
+// Observe records the histograms (queue waits and timed latencies) and
+// counts the middleware's rate-limit rejections, which the limiter does not
+// see. Every other event returns at once; counters are read from Snapshot
+// instead.
 func (m *Metrics) Observe(e shed.Event) {
 	c := e.Class & (shed.MaxClasses - 1)
 	switch {
@@ -174,6 +180,8 @@ func (m *Metrics) Observe(e shed.Event) {
 		m.queueWait.Record(context.Background(), e.Wait.Seconds(), m.opts.Load().wait[c][0]...)
 	case e.Kind == shed.EventRejected && e.Queued:
 		m.queueWait.Record(context.Background(), e.Wait.Seconds(), m.opts.Load().wait[c][1]...)
+	case e.Kind == shed.EventRejected && e.Reason == shed.ReasonRateLimited:
+		m.rateLimited[c].Add(1)
 	case e.Kind == shed.EventCancelled:
 		m.queueWait.Record(context.Background(), e.Wait.Seconds(), m.opts.Load().wait[c][2]...)
 	case e.Kind == shed.EventReleased && e.Timed && (e.Outcome == shed.Success || e.Outcome == shed.Dropped):
@@ -206,9 +214,19 @@ func (m *Metrics) register(l *shed.Limiter) (metric.Registration, error) {
 	sets := newClassSets(lim, names)
 	limSet := attribute.NewSet(lim)
 	return m.meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
-		in.observe(o, l.Snapshot(), limSet, sets)
+		in.observe(o, m.withRateLimited(l.Snapshot()), limSet, sets)
 		return nil
 	}, in.limit, in.budget, in.inflight, in.cost, in.depth, in.tenants, in.decisions, in.releases)
+}
+
+// withRateLimited adds the middleware's rate-limit rejections to snap's
+// counts, which hold none of their own (a Limiter never rejects with
+// shed.ReasonRateLimited).
+func (m *Metrics) withRateLimited(snap shed.Snapshot) shed.Snapshot {
+	for i := range snap.Classes {
+		snap.Classes[i].Rejected[shed.ReasonRateLimited] += m.rateLimited[i&(shed.MaxClasses-1)].Load()
+	}
+	return snap
 }
 
 // limiterInstruments are the observable instruments of a registered
