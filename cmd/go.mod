@@ -4,7 +4,9 @@ go 1.26.0
 
 require (
 	github.com/prometheus/client_golang v1.24.1
+	github.com/redis/go-redis/v9 v9.23.0
 	github.com/shedkit/shedkit v0.0.0-00010101000000-000000000000
+	github.com/shedkit/shedkit/middleware/shedredis v0.0.0-00010101000000-000000000000
 	github.com/shedkit/shedkit/sim v0.0.0-00010101000000-000000000000
 	go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp v0.72.0
 	go.opentelemetry.io/otel v1.47.0
@@ -31,6 +33,7 @@ require (
 	github.com/felixge/httpsnoop v1.1.0 // indirect
 	github.com/go-logr/logr v1.4.4 // indirect
 	github.com/go-logr/stdr v1.2.2 // indirect
+	github.com/go-redis/redis_rate/v10 v10.0.1 // indirect
 	github.com/golang/freetype v0.0.0-20170609003504-e2365dfdc4a0 // indirect
 	github.com/google/uuid v1.6.0 // indirect
 	github.com/grpc-ecosystem/grpc-gateway/v2 v2.30.0 // indirect
@@ -46,6 +49,7 @@ require (
 	go.opentelemetry.io/otel/exporters/otlp/otlptrace v1.47.0 // indirect
 	go.opentelemetry.io/otel/log v1.47.0 // indirect
 	go.opentelemetry.io/proto/otlp v1.11.0 // indirect
+	go.uber.org/atomic v1.12.0 // indirect
 	go.yaml.in/yaml/v3 v3.0.6 // indirect
 	golang.org/x/image v0.30.0 // indirect
 	golang.org/x/net v0.60.0 // indirect
@@ -61,5 +65,7 @@ require (
 replace github.com/shedkit/shedkit => ..
 
 replace github.com/shedkit/shedkit/sim => ../sim
+
+replace github.com/shedkit/shedkit/middleware/shedredis => ../middleware/shedredis
 
 replace github.com/shedkit/shedkit/limits/gcl => ../limits/gcl

@@ -197,6 +197,9 @@ var knownMetrics = []string{
 	"shedkit_admission_latency_seconds_bucket", "shedkit_admission_latency_seconds_sum", "shedkit_admission_latency_seconds_count",
 	"shedkit_retry_requests_total", "shedkit_retry_attempts_total", "shedkit_retry_denied_total",
 	"shedkit_retry_budget_balance", "shedkit_retry_breaker_transitions_total",
+	// middleware/shedredis
+	"shedkit_store_errors_total", "shedkit_store_fallbacks_total", "shedkit_store_lease_decisions_total",
+	"shedkit_store_duration_seconds_bucket", "shedkit_store_duration_seconds_sum", "shedkit_store_duration_seconds_count",
 	"ALERTS",
 }
 

@@ -11,8 +11,10 @@
 // thing: it starts the demo and a Prometheus on 127.0.0.1, runs the demo's
 // upstream slowdown and outage, and asserts through Prometheus' HTTP API
 // that every panel's query returns series with the labels its legend
-// names, and that the chosen alerts fire during the incident and resolve
-// after it. Run it with `make dashboards-check`, which installs Debian's
+// names (but the panels of modules the demo does not run, such as
+// middleware/shedredis, whose names cmd/demo's tests check against the
+// exporter instead), and that the chosen alerts fire during the incident
+// and resolve after it. Run it with `make dashboards-check`, which installs Debian's
 // prometheus package when prometheus or promtool is missing.
 //
 // Only the standard library is used to talk to Prometheus, so that the

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"os"
@@ -14,10 +15,12 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
 	promexporter "go.opentelemetry.io/otel/exporters/prometheus"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 
 	"github.com/shedkit/shedkit/limits"
+	"github.com/shedkit/shedkit/middleware/shedredis"
 	"github.com/shedkit/shedkit/retrybudget"
 	"github.com/shedkit/shedkit/shed"
 	"github.com/shedkit/shedkit/shed/shedotel"
@@ -50,8 +53,8 @@ func TestDashboardsQueryExportedMetrics(t *testing.T) {
 			n++
 		}
 	}
-	if want := 16 + 2*2; n != want {
-		t.Errorf("the exporter wrote %d shedkit series names, want %d (16 instruments, two of them histograms of three series)", n, want)
+	if want := 20 + 3*2; n != want {
+		t.Errorf("the exporter wrote %d shedkit series names, want %d (20 instruments, three of them histograms of three series)", n, want)
 	}
 }
 
@@ -71,6 +74,7 @@ func exportedFamilies(t *testing.T) map[string]family {
 	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
 	driveAdmission(t, mp)
 	driveRetries(t, mp)
+	driveStore(t, mp)
 
 	mfs, err := reg.Gather()
 	if err != nil {
@@ -175,6 +179,28 @@ func driveRetries(t *testing.T, mp *sdkmetric.MeterProvider) {
 		if resp, err := rt.RoundTrip(req); err == nil {
 			resp.Body.Close()
 		}
+	}
+}
+
+// driveStore runs middleware/shedredis's Concurrency against an address
+// where no Redis listens (the demo runs none): every call fails, so its
+// errors, fallbacks and call durations are recorded, and a limit of 1
+// admits one lease and rejects the next, on the local share.
+func driveStore(t *testing.T, mp *sdkmetric.MeterProvider) {
+	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", ContextTimeoutEnabled: true, MaxRetries: -1})
+	t.Cleanup(func() { _ = client.Close() })
+	c, err := shedredis.NewConcurrency(shedredis.Config{Client: client, Replicas: 1, Timeout: 50 * time.Millisecond, MeterProvider: mp})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	l, err := c.Acquire(context.Background(), "tenant", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Release()
+	if _, err := c.Acquire(context.Background(), "tenant", 1); !errors.Is(err, shedredis.ErrConcurrencyLimit) {
+		t.Fatalf("a second lease over a limit of 1: %v, want ErrConcurrencyLimit", err)
 	}
 }
 

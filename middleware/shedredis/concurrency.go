@@ -99,6 +99,7 @@ return added
 type Concurrency struct {
 	cfg     Config
 	g       *guard
+	leases  *leaseMetrics
 	id      string
 	seq     atomic.Uint64
 	renewTO time.Duration
@@ -155,11 +156,16 @@ func NewConcurrency(cfg Config) (*Concurrency, error) {
 	if err != nil {
 		return nil, err
 	}
+	leases, err := newLeaseMetrics(&cfg)
+	if err != nil {
+		return nil, err
+	}
 	var b [8]byte
 	_, _ = rand.Read(b[:])
 	c := &Concurrency{
 		cfg:     cfg,
 		g:       g,
+		leases:  leases,
 		id:      hex.EncodeToString(b[:]),
 		renewTO: max(cfg.Timeout, cfg.LeaseTTL/10), // renewals are off the request path
 		active:  map[*Lease]struct{}{},
@@ -181,7 +187,17 @@ func NewConcurrency(cfg Config) (*Concurrency, error) {
 // When Acquire returns an error after its call to Redis was abandoned
 // (Timeout passed, or ctx ended, with the script on its way), Redis may
 // still add the lease: the next renewal removes it, within LeaseTTL/3.
+//
+// Each decision is counted in MetricLeaseDecisions.
 func (c *Concurrency) Acquire(ctx context.Context, key string, limit int) (*Lease, error) {
+	l, err := c.acquire(ctx, key, limit)
+	c.leases.record(ctx, l, err)
+	return l, err
+}
+
+// acquire is Acquire without its metric: counting what it returns, in
+// one place, counts every one of its many returns once.
+func (c *Concurrency) acquire(ctx context.Context, key string, limit int) (*Lease, error) {
 	if limit < 1 {
 		return nil, fmt.Errorf("shedredis: limit must be >= 1, got %d", limit)
 	}

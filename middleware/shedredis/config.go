@@ -205,8 +205,11 @@ type opOptions struct {
 	errs     map[string]metric.AddOption
 }
 
+// scopeName is the instrumentation scope of the package's meter.
+const scopeName = "github.com/shedkit/shedkit/middleware/shedredis"
+
 func newGuard(cfg *Config) (*guard, error) {
-	m := cfg.MeterProvider.Meter("github.com/shedkit/shedkit/middleware/shedredis")
+	m := cfg.MeterProvider.Meter(scopeName)
 	g := &guard{timeout: cfg.Timeout, store: AttrStore.String(cfg.Name), opts: map[string]*opOptions{}}
 	var err error
 	if g.errors, err = m.Int64Counter(MetricErrors, metric.WithUnit("{call}"),

@@ -69,11 +69,16 @@
 // refusals or added latency for everyone. Were Redis itself the overload,
 // the breaker keeps the service off it.
 //
-// Metrics (OpenTelemetry): shedkit.store.errors (by operation and
-// error.type), shedkit.store.fallbacks (by operation and cause: timeout,
-// error, breaker_open) and shedkit.store.duration (seconds, by
-// operation). [Decision.FellBack], [Lease.FellBack] and [Store.FellBack]
-// tell whether a decision fell back; [ConcurrencyMiddleware] and, through
+// Metrics (OpenTelemetry), each with shedkit.store.name (Config.Name):
+// shedkit.store.errors (by operation and error.type),
+// shedkit.store.fallbacks (by operation and cause: timeout, error,
+// breaker_open), shedkit.store.duration (seconds, by operation) and
+// shedkit.store.lease.decisions ([MetricLeaseDecisions]: the leases
+// Acquire admitted, rejected at the key's fleet limit (the 429s of
+// [ConcurrencyMiddleware]) or cancelled, by shedkit.decision and
+// shedkit.store.fallback). No metric carries the key.
+// [Decision.FellBack], [Lease.FellBack] and [Store.FellBack] tell whether
+// a decision fell back; [ConcurrencyMiddleware] and, through
 // [Store.AllowRequest] (shedhttp.RequestKeyStore), the shedkit middleware's
 // rate limit put it on the request's span ([AttrFallback], [AttrCause]).
 // With shedhttp.Options.RateLimitCost the middleware charges each

@@ -13,7 +13,8 @@ import (
 
 // AttrFallback is the span attribute (bool) the concurrency middleware
 // sets on the request's span: whether its decision was taken on the
-// local share because Redis could not be used.
+// local share because Redis could not be used. MetricLeaseDecisions
+// carries it too, so that traces and metrics use one word.
 const AttrFallback = "shedkit.store.fallback"
 
 // ReasonConcurrencyLimited is the AttrReason (shedhttp) of a request the
