@@ -198,11 +198,12 @@ type guard struct {
 }
 
 // opOptions are the precomputed attribute options of one operation, so
-// that recording allocates nothing.
+// that recording allocates nothing: slices, passed on with "...", as a
+// single option would be wrapped in a new slice at each call.
 type opOptions struct {
-	op       metric.MeasurementOption
-	fallback map[string]metric.AddOption
-	errs     map[string]metric.AddOption
+	op       []metric.RecordOption
+	fallback map[string][]metric.AddOption
+	errs     map[string][]metric.AddOption
 }
 
 // scopeName is the instrumentation scope of the package's meter.
@@ -227,15 +228,15 @@ func newGuard(cfg *Config) (*guard, error) {
 	}
 	for _, op := range []string{OpAllow, OpAcquire, OpRelease, OpRenew} {
 		o := &opOptions{
-			op:       metric.WithAttributeSet(attribute.NewSet(g.store, AttrOperation.String(op))),
-			fallback: map[string]metric.AddOption{},
-			errs:     map[string]metric.AddOption{},
+			op:       []metric.RecordOption{metric.WithAttributeSet(attribute.NewSet(g.store, AttrOperation.String(op)))},
+			fallback: map[string][]metric.AddOption{},
+			errs:     map[string][]metric.AddOption{},
 		}
 		for _, c := range []string{CauseTimeout, CauseError, CauseBreakerOpen} {
-			o.fallback[c] = metric.WithAttributeSet(attribute.NewSet(g.store, AttrOperation.String(op), AttrCause.String(c)))
+			o.fallback[c] = []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(g.store, AttrOperation.String(op), AttrCause.String(c)))}
 		}
 		for _, c := range []string{CauseTimeout, CauseError} {
-			o.errs[c] = metric.WithAttributeSet(attribute.NewSet(g.store, AttrOperation.String(op), AttrErrorType.String(c)))
+			o.errs[c] = []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(g.store, AttrOperation.String(op), AttrErrorType.String(c)))}
 		}
 		g.opts[op] = o
 	}
@@ -263,14 +264,14 @@ func (g *guard) doWithin(ctx context.Context, op string, timeout time.Duration, 
 	done, err := g.breaker.Allow()
 	if err != nil {
 		if op == OpAllow || op == OpAcquire {
-			g.fallback.Add(ctx, 1, o.fallback[CauseBreakerOpen])
+			g.fallback.Add(ctx, 1, o.fallback[CauseBreakerOpen]...)
 		}
 		return CauseBreakerOpen
 	}
 	cctx, cancel := context.WithTimeout(ctx, timeout)
 	start := time.Now()
 	err = call(cctx)
-	g.duration.Record(ctx, time.Since(start).Seconds(), o.op)
+	g.duration.Record(ctx, time.Since(start).Seconds(), o.op...)
 	cancel()
 	if err != nil && ctx.Err() != nil {
 		// The caller gave up: that says nothing about Redis.
@@ -285,9 +286,9 @@ func (g *guard) doWithin(ctx context.Context, op string, timeout time.Duration, 
 	if errors.Is(err, context.DeadlineExceeded) || isTimeout(err) {
 		cause = CauseTimeout
 	}
-	g.errors.Add(ctx, 1, o.errs[cause])
+	g.errors.Add(ctx, 1, o.errs[cause]...)
 	if op == OpAllow || op == OpAcquire {
-		g.fallback.Add(ctx, 1, o.fallback[cause])
+		g.fallback.Add(ctx, 1, o.fallback[cause]...)
 	}
 	return cause
 }

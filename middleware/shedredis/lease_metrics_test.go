@@ -2,6 +2,7 @@ package shedredis
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -172,5 +173,32 @@ func TestLeaseMetricDoesNotAllocate(t *testing.T) {
 	got := leaseCounts(t, reader, "tenants")
 	if got["cancelled/false"] != 2*got["admitted/true"] || got["admitted/false"] == 0 || got["rejected/true"] == 0 || len(got) != 5 {
 		t.Errorf("%s = %v, want every decision counted, twice as many cancelled, nothing for ErrClosed", leaseMetricName, got)
+	}
+}
+
+// TestStoreMetricsDoNotAllocate: while the breaker is open a decision
+// costs no Redis call, and counting its fallback must not cost an
+// allocation either.
+func TestStoreMetricsDoNotAllocate(t *testing.T) {
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	defer mp.Shutdown(context.Background())
+	cfg := Config{Name: "tenants", MeterProvider: mp, Timeout: time.Millisecond, BreakerFailures: 1, BreakerOpen: time.Hour}
+	g, err := newGuard(&cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	fail := func(context.Context) error { return errors.New("down") }
+	if cause := g.do(ctx, OpAllow, fail); cause != CauseError {
+		t.Fatalf("first call: cause %q, want %q", cause, CauseError)
+	}
+	allocs := testing.AllocsPerRun(1000, func() {
+		if g.do(ctx, OpAllow, fail) != CauseBreakerOpen {
+			t.Fatal("the breaker did not open")
+		}
+	})
+	if allocs != 0 {
+		t.Fatalf("a fallback while the breaker is open allocates %v times", allocs)
 	}
 }
