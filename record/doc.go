@@ -130,10 +130,16 @@
 // (ref, which arr and shed do not count; absent while there are none),
 // from zero at the recorder's first tick (so that their differences
 // count every request); lost is the cumulative count of records not
-// written, every the sampling in force. When the
-// records' time goes back by more than ten periods (a clock stepped back,
-// a record dated far ahead), the ticks restart from there. Records are
-// roughly, not strictly, in time order. Readers skip lines of kinds they do
+// written, every the sampling in force. A record dated more than ten
+// periods from the recorder's time, either side (a caller's clock off, a
+// bad explicit time), is written with its own time but moves nothing: no
+// tick, and no other record is dated by it. The recorder follows such a
+// jump (a clock stepped back, a quiet spell) once the next record far
+// from its time confirms it, not dated before it by more than ten
+// periods; when time went back, the ticks restart from there. Records
+// without a time of their own (untimed limiter events, the final tick)
+// take the recorder's time. Records are roughly, not strictly, in time
+// order. Readers skip lines of kinds they do
 // not know, and fields they do not know.
 //
 // The version changes when a field changes its meaning, so that a reader

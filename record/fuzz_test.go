@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -86,6 +87,12 @@ func FuzzReader(f *testing.F) {
 		`{"k":"refuse","t":1,"c":1,"st":413,"n":2}` + "\n" + `{"k":"tick","t":2,"arr":[1,0],"ref":[0,1]}` + "\n" +
 		`{"k":"refuse","t":3}` + "\n" + `{"k":"tick","t":4,"ref":[0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,1]}` + "\n" + `{"k":"refuse","t":5,"c":0,"st":-1}`))
 	f.Add([]byte("\n\n{}\n[1]\nnot json"))
+	// Cut last lines (a writer killed mid-line): in a record, in the
+	// header of a second file of a stream, after a carriage return.
+	s := sample(f)
+	f.Add(s[:len(s)-10])
+	f.Add(append(slices.Clone(s), s[:20]...))
+	f.Add(append(slices.Clone(s), "{\"k\":\"req\",\"t\":1,\"c\r"...))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		rd := record.NewReader(bytes.NewReader(data))
 		for n := 0; ; n++ {

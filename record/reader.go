@@ -52,7 +52,9 @@ const maxKeyHashingBytes = 128
 // recording's directory (Open), whose files it reads oldest first (a file
 // deleted since Open, as a live writer deletes the oldest, is skipped). Each
 // file starts with a header; lines of unknown kinds are skipped, so that
-// newer writers stay readable.
+// newer writers stay readable, and so is a malformed last line without its
+// newline: the unfinished end of a file whose writer was killed, or is
+// still writing.
 type Reader struct {
 	files  []string // left to open, for Open on a directory
 	dir    bool     // files were listed from a directory
@@ -63,6 +65,8 @@ type Reader struct {
 	line   int
 	header Header
 	has    bool
+	// cut: the line just scanned ended the input without a newline.
+	cut bool
 }
 
 // NewReader returns a Reader of the recording in rd.
@@ -92,7 +96,12 @@ func Open(path string) (*Reader, error) {
 			return nil, fmt.Errorf("record: no record-NNNNNN.jsonl files in %s", path)
 		}
 		for _, n := range names {
-			r.files = append(r.files, filepath.Join(path, n))
+			if name := filepath.Join(path, n); regular(name) {
+				r.files = append(r.files, name)
+			}
+		}
+		if len(r.files) == 0 {
+			return nil, fmt.Errorf("record: no regular record-NNNNNN.jsonl files in %s", path)
 		}
 	}
 	if err := r.openNext(); err != nil {
@@ -101,10 +110,27 @@ func Open(path string) (*Reader, error) {
 	return r, nil
 }
 
+// regular reports whether name is a regular file, or a link to one: a
+// named pipe with a recording's name would block the Reader's open until
+// something writes to it, which may be never.
+func regular(name string) bool {
+	fi, err := os.Stat(name)
+	return err != nil || fi.Mode().IsRegular() // one deleted since: openNext skips it
+}
+
 func (r *Reader) reset(rd io.Reader, name string) {
 	r.cur, r.name, r.line, r.has = rd, name, 0, false
 	r.sc = bufio.NewScanner(rd)
 	r.sc.Buffer(make([]byte, 0, 4096), MaxLineBytes)
+	r.sc.Split(r.splitLines)
+}
+
+// splitLines is bufio.ScanLines, noting a last line without its newline:
+// a writer killed mid-line, or one still writing, leaves one.
+func (r *Reader) splitLines(data []byte, atEOF bool) (int, []byte, error) {
+	adv, tok, err := bufio.ScanLines(data, atEOF)
+	r.cut = atEOF && tok != nil && adv == len(data) && bytes.IndexByte(data, '\n') < 0
+	return adv, tok, err
 }
 
 func (r *Reader) openNext() error {
@@ -170,6 +196,9 @@ func (r *Reader) Next() (Record, error) {
 			continue
 		}
 		rec, ok, err := r.parse(b)
+		if err != nil && r.cut {
+			continue // the unfinished end of a file, not a malformed line
+		}
 		if err != nil || ok {
 			return rec, err
 		}

@@ -59,9 +59,14 @@ type Recorder struct {
 	ch   chan entry
 	mask atomic.Uint64 // record the n-th when n&mask == 0
 	seq  atomic.Uint64 // numbers limiter events, for sampling
-	// lastT is the latest time seen (Unix ns): it stamps the events the
-	// wall-clock API leaves untimed.
-	lastT    atomic.Int64
+	// lastT is the time the recorder is at (Unix ns): it stamps the
+	// events the wall-clock API leaves untimed and the final tick. It
+	// follows the records' times, but one far from it (a skewed caller,
+	// a bad explicit time) only once the next confirms it (see follow),
+	// so that a single bad time dates nothing else.
+	lastT atomic.Int64
+	// suspect is the last time seen far from lastT, 0 for none.
+	suspect  atomic.Int64
 	nextTick atomic.Int64
 	lost     atomic.Uint64
 	untimed  atomic.Uint64
@@ -149,9 +154,10 @@ func (r *Recorder) Watch(l *shed.Limiter) {
 // of your own. Arrivals, rejections and releases are counted exactly; the
 // records themselves are sampled (Config.MaxRecordsPerSecond). An event
 // without a time (the wall-clock API times only a sample of permits)
-// takes the latest time seen. An event the format cannot hold (negative
-// cost or durations, an unknown reason or outcome) is counted, not
-// recorded.
+// takes the recorder's time: the latest time of the records it follows
+// (see the package documentation), never one lone record's far off. An
+// event the format cannot hold (negative cost or durations, an unknown
+// reason or outcome) is counted, not recorded.
 func (r *Recorder) Observe(ev shed.Event) { r.ObserveKeyed(ev, 0) }
 
 // ObserveKeyed is Observe for the event of a request whose tenant key has
@@ -333,20 +339,66 @@ func (r *Recorder) push(e entry) {
 	}
 }
 
-// stamp returns t in Unix ns (the latest time seen when t is zero) and
-// takes a tick when t reaches the next one.
+// stamp returns t in Unix ns (the recorder's time when t is zero) and
+// takes a tick when t reaches the next one. A time the recorder does not
+// follow (see follow) is returned as it is, but takes no tick.
 func (r *Recorder) stamp(t time.Time, inflight int) int64 {
 	if t.IsZero() {
 		return r.lastT.Load()
 	}
 	ns := t.UnixNano()
-	if ns > r.lastT.Load() {
-		r.lastT.Store(ns)
+	if !r.follow(ns) {
+		return ns
 	}
 	if next := r.nextTick.Load(); ns >= next || r.jumpedBack(ns, next) {
 		r.tick(ns, inflight, false)
 	}
 	return ns
+}
+
+// follow moves the recorder's time (lastT) to ns, and reports whether it
+// did. A time within maxBackTicks periods of it moves it forward only,
+// since records come roughly in time order. A time further away, either
+// side, is held as a suspect: the recorder has no clock to tell a bad
+// time from a clock stepped back or a quiet spell, so it follows such a
+// time only when the next time seen far from its own is not before the
+// suspect by more than the window, as the times after a real jump are,
+// and after a bad one are not.
+func (r *Recorder) follow(ns int64) bool {
+	cur, w := r.lastT.Load(), r.window()
+	if cur == 0 || near(ns, cur, w) {
+		if ns > cur {
+			r.lastT.Store(ns)
+		}
+		if r.suspect.Load() != 0 {
+			r.suspect.Store(0) // times went on from the recorder's own
+		}
+		return true
+	}
+	if s := r.suspect.Swap(ns); s == 0 || (ns < s && !near(ns, s, w)) {
+		return false
+	}
+	r.suspect.Store(0)
+	r.lastT.Store(ns)
+	return true
+}
+
+// window is how far (ns) from the recorder's time a record's time may be
+// and still be followed at once: maxBackTicks periods.
+func (r *Recorder) window() int64 {
+	every := int64(r.cfg.TickEvery)
+	if every > math.MaxInt64/maxBackTicks {
+		return math.MaxInt64
+	}
+	return maxBackTicks * every
+}
+
+// near reports whether a and b are at most w apart, for any int64s.
+func near(a, b, w int64) bool {
+	if a < b {
+		a, b = b, a
+	}
+	return uint64(a)-uint64(b) <= uint64(w)
 }
 
 // maxBackTicks is how many tick periods time may go back before the ticks
@@ -478,7 +530,10 @@ type Stats struct {
 	// file (or the stream) holds.
 	Files int
 	Bytes int64
-	// Err is the first write error; after it nothing more is written.
+	// Err is the first write error. With Config.Writer nothing more is
+	// written after it; with Config.Dir the next flush (every
+	// Config.FlushEvery, or Flush) starts a new file and writes again,
+	// and the records in between are lost, and counted.
 	Err error
 }
 

@@ -110,13 +110,17 @@ func (r *Recorder) run(stop, done chan struct{}) {
 
 // Flush writes the buffered records and ticks and flushes them to the
 // file, on the caller's goroutine. Drivers that do not start the writer
-// (simulators, tests) call it. It returns the first write error.
+// (simulators, tests) call it. It returns the first write error. With
+// Config.Dir, a Flush after a write error (a directory removed, a disk
+// full) writes again, in a new file.
 func (r *Recorder) Flush() error {
 	r.wmu.Lock()
 	defer r.wmu.Unlock()
+	r.out.retry()
 	r.drainLocked(len(r.ch))
 	r.writeTicksLocked()
-	return r.out.flush()
+	r.out.flush()
+	return r.out.first
 }
 
 // drainLocked writes up to n buffered records (n bounds the work when
@@ -185,7 +189,9 @@ type sink struct {
 	open     bool
 	final    bool  // stopped: nothing more is written
 	epoch    int64 // Unix ns that record times count from
-	err      error
+	err      error // what stops the writing until retry clears it
+	first    error // the first write error, which Flush and Stop return
+	hdrBytes int64 // the current file's header
 	// Published for Stats, which must not wait for a writer that is
 	// stuck in a Write holding the writer's lock.
 	files   atomic.Int64
@@ -234,6 +240,7 @@ func (s *sink) ready(t int64, r *Recorder) bool {
 	s.open = true
 	s.files.Add(1)
 	s.line = appendHeader(s.line[:0], s.epoch, r.classNames(), r.cfg.TickEvery, r.keys.Hashing(), r.keySourceNow())
+	s.hdrBytes = int64(len(s.line))
 	return s.write(nil)
 }
 
@@ -309,12 +316,41 @@ func (s *sink) flush() error {
 	return s.err
 }
 
-// fail keeps the first write error.
+// fail stops the writing until retry, and keeps the first write error.
 func (s *sink) fail(err error) {
-	if s.err == nil {
-		s.err = err
+	s.err = err
+	if s.first == nil {
+		s.first = err
 		s.errp.Store(&err)
 	}
+}
+
+// retry lets a directory's writing resume after an error, in a new file:
+// a disk full or a directory removed for a while must not end the
+// recording for the life of the process. It runs at each flush, which
+// bounds the attempts to one per FlushEvery. The failed file is closed
+// (a line it ends with, cut, readers skip) and deleted when no record
+// reached it, so that a disk that stays full does not rotate the older
+// files away with empty ones. A stream stays failed: what reached it of
+// a line cannot be told, and the next line would be glued to it.
+func (s *sink) retry() {
+	if s.err == nil || s.dir == "" || s.final {
+		return
+	}
+	if s.f != nil {
+		name := s.f.Name()
+		_ = s.f.Close() // it failed already
+		s.f = nil
+		if fi, err := os.Stat(name); err == nil && fi.Size() <= s.hdrBytes && os.Remove(name) == nil {
+			s.seq-- // its number is free again
+		}
+	}
+	s.open = false
+	if err := os.MkdirAll(s.dir, 0o755); err != nil {
+		s.err = err
+		return
+	}
+	s.err = nil
 }
 
 // close flushes and closes the current file; a stream is only flushed.
