@@ -24,7 +24,10 @@ const (
 // BudgetConfig configures a [Budget]. Zero fields mean the defaults.
 type BudgetConfig struct {
 	// Name identifies the budget in metrics (attribute
-	// shedkit.retry.budget). Keep it low-cardinality. Default "default".
+	// shedkit.retry.budget). Keep it low-cardinality, and give each
+	// budget of a process its own: two budgets of one name on one meter
+	// report their balances as one series, which shows either. Default
+	// "default".
 	Name string
 	// TTL is how long a deposit or a withdrawal counts. Default 10s.
 	TTL time.Duration
