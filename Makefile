@@ -22,7 +22,7 @@ STATICCHECK_VERSION ?= v0.8.2
 JAEGER_VERSION ?= v1.75.0
 JAEGER_BIN     := .cache/bin/jaeger-$(JAEGER_VERSION)
 
-.PHONY: help test test-modules modules-check consumer-check fmtcheck vet bench cover lint demo calibrate-demo tune-demo jaeger jaeger-build demo-traces e2e dashboards-check sim sim-check bench-peers sim-peers sim-family sim-family-seeds sim-cases test-bench test-grpc soak fuzz
+.PHONY: help test test-modules modules-check consumer-check fmtcheck vet bench cover lint demo calibrate-demo tune-demo jaeger jaeger-build demo-traces e2e dashboards-check sim sim-check bench-peers sim-peers sim-family sim-family-seeds sim-cases test-bench test-grpc soak fuzz release-check
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -49,6 +49,12 @@ modules-check: ## fail if a go.mod of the repository is in neither ALL_MODULES n
 
 consumer-check: ## a throwaway module importing shed, limits, retrybudget and middleware/nethttp: print its module graph, fail on charting, Prometheus, gRPC, Echo or YAML brought in by shedkit
 	GO=$(GO) .ci/consumer.sh
+
+# A maintainer's target, not in `make test`: it needs the network for
+# third-party modules. RELEASING.md describes the release it rehearses.
+VERSION ?= v0.0.1-check
+release-check: ## rehearse a release at VERSION (v0.0.1-check) in a temporary clone: tools/release/prepare.sh, commit, tags, then `go get` of each published module from that clone in fresh modules outside the repository, and their builds (about a minute; needs the network for third-party modules)
+	GO=$(GO) tools/release/check.sh $(VERSION)
 
 fmtcheck: ## fail if gofmt would change a file
 	@out=$$(gofmt -l $(GOFILES)); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
