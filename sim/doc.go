@@ -62,7 +62,9 @@
 // its own or, Shared, once for the fleet as shedredis keeps it in Redis;
 // during Service.StoreOutages a shared limit falls back to each
 // replica's share, and with Service.Store each decision waits the
-// store's round trip, behind shedredis's time budget and breaker. A rate limit bounds how fast a tenant sends; only the
+// store's round trip, behind shedredis's time budget and breaker, and
+// a shared cap's leases are released and renewed by store calls too,
+// so that they count late or expire as shedredis's do. A rate limit bounds how fast a tenant sends; only the
 // cap bounds how much of the fleet its slow requests hold.
 //
 // The replica admits the request through its limiter (built by the
@@ -174,6 +176,11 @@
 //	    timeout: 5ms             # shedredis Config.Timeout: a call out or slower costs this and fails
 //	    breaker_failures: 5      # consecutive failures that open a replica's breaker (one per client)
 //	    breaker_open: 1s         # open: no calls, local decisions; then one probe
+//	    lease_ttl: 10s           # shedredis Config.LeaseTTL: key concurrency leases are also released
+//	                             # and renewed (every lease_ttl/3) by store calls; a lease whose release
+//	                             # failed counts until a renewal removes it or it expires, one not renewed
+//	                             # for lease_ttl stops counting, one taken in fallback counts for the
+//	                             # fleet from the next renewal
 //	upstream:
 //	  capacity: 100              # servers: the concurrency where latency starts to grow
 //	  discipline: fifo           # fifo: the rest wait; ps: all share the servers

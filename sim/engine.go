@@ -98,6 +98,9 @@ type task struct {
 	// service requests
 	permit shed.Permit
 	waiter *shed.Waiter
+	// leaseRec is the record of the request's lease in the leaseBook
+	// + 1, 0 for none.
+	leaseRec int32
 }
 
 // ref names a task slot at a generation.
@@ -166,6 +169,9 @@ type engine struct {
 	// store models the calls of the Shared limits to the store; nil:
 	// they take no time.
 	store *storeCalls
+	// book keeps the Shared leases as the store holds them when its
+	// calls are modelled; nil: a lease counts for the fleet while held.
+	book  *leaseBook
 	ups   []*upstream
 	lbRng *rand.Rand
 	rr    int
@@ -306,6 +312,9 @@ func (e *engine) initReplicas(p Policy, shedClasses []shed.ClassConfig, seed uin
 	e.rates = newRateStore(sc)
 	e.leases = newKeyLeases(sc)
 	e.store = newStoreCalls(sc, seed)
+	if e.book = e.newLeaseBook(); e.book != nil {
+		e.leases.booked = true
+	}
 	for i := range e.replicas {
 		r := &e.replicas[i]
 		cfg := shed.Config{
@@ -456,6 +465,14 @@ func (e *engine) dispatch(ev *event) {
 		e.ups[ev.arg].psDone(e, ev.gen)
 	case evStore:
 		e.storeAnswered(t)
+	case evRenew:
+		e.renew(int(ev.arg))
+	case evRenewDone:
+		e.renewed(int(ev.arg))
+	case evLeaseRelease:
+		e.releaseAnswered(ev.arg)
+	case evLeaseExpire:
+		e.leaseExpired(ev.arg, ev.gen)
 	}
 }
 

@@ -39,6 +39,7 @@ func WriteFitReport(w io.Writer, fit *Fit) {
 	writeCapacity(w, fit)
 	writeRateLimits(w, fit)
 	writeKeys(w, fit)
+	writeNotRecorded(w)
 	fmt.Fprintln(w, "costs:")
 	for _, c := range fit.Classes {
 		cost, actual := "1 (none recorded)", "the estimate"
@@ -192,4 +193,21 @@ func (c controlFree) Write(p []byte) (int, error) {
 		return 0, err
 	}
 	return len(p), nil
+}
+
+// writeNotRecorded says which of the scenario's settings a recording
+// cannot show, so that a fitted scenario without them is not read as
+// "none was there". A recording holds what the shedkit middleware sees:
+// shedredis.ConcurrencyMiddleware refuses a tenant at its cap before that
+// middleware sees the request (no record, no arrival in the ticks), and
+// no record times a call to the store. To infer them the recorder would
+// need, for the cap, a record of each request refused at it (a "refuse"
+// with status 429, a reason such as key_concurrency, and the key's hash)
+// counted in the ticks' refusals, and the cap itself in the header; for
+// the store, each call's round trip and outcome (timeout, error, breaker
+// open) by operation (acquire, release, renew, rate limit), or their
+// distribution per tick.
+func writeNotRecorded(w io.Writer) {
+	fmt.Fprintln(w, "key concurrency: not observed: shedredis.ConcurrencyMiddleware refuses a tenant at its cap before the recorded middleware sees the request, so a recording shows neither its 429s nor those arrivals; the scenario sets no key_concurrency (set it by hand to your Concurrency's limit, or let shedsim tune try caps)")
+	fmt.Fprintln(w, "store: not observed: a recording times no call to the shared store (Redis); the scenario has no service.store (add one with the round trip your Redis client measures, its timeout and its lease_ttl, when a limit is shared)")
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -123,6 +124,25 @@ func TestFitPS(t *testing.T) {
 	}
 	if got, want := distMedian(fit.Scenario.Upstream.ServiceTime), 20e6; math.Abs(got/want-1) > 0.10 {
 		t.Errorf("median service time %v, want %v within 10%%", time.Duration(got), time.Duration(want))
+	}
+}
+
+// TestFitReportsNotRecorded: the fit report says that a recording cannot
+// show a per-tenant concurrency cap or the store's round trips, rather
+// than leaving them out of the fitted scenario without a word.
+func TestFitReportsNotRecorded(t *testing.T) {
+	sc := fitRoundTripScenario()
+	sc.Duration = 20 * time.Second
+	fit := fitBytes(t, recordRun(t, sc, "none"))
+	var rep strings.Builder
+	WriteFitReport(&rep, fit)
+	for _, want := range []string{"key concurrency: not observed", "store: not observed"} {
+		if !strings.Contains(rep.String(), want) {
+			t.Errorf("the report does not say %q:\n%s", want, rep.String())
+		}
+	}
+	if fit.Scenario.Service.Store != nil || slices.ContainsFunc(fit.Scenario.Classes, func(c Class) bool { return c.KeyConcurrency != nil }) {
+		t.Error("the fit set a store or a key concurrency it cannot have observed")
 	}
 }
 

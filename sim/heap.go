@@ -15,18 +15,22 @@ type event struct {
 type evKind uint8
 
 const (
-	evArrival  evKind = iota // next open-loop arrival of class arg
-	evThink                  // a closed-loop user of class arg sends its next request
-	evAttempt                // t makes its next attempt (after a backoff)
-	evTimeout                // t's current attempt times out
-	evGranted                // t's queued admission was decided
-	evExpire                 // t's queue deadline: expire the limiter's waiters
-	evJobDone                // upstream job t finishes
-	evTick                   // end of a measurement interval
-	evUpstream               // upstream arg changes state (a schedule boundary)
-	evPhase                  // a summary window opens or closes
-	evPSDone                 // the next job of PS upstream arg finishes (stale unless gen is the upstream's)
-	evStore                  // the store answers service request t's call (Service.Store)
+	evArrival      evKind = iota // next open-loop arrival of class arg
+	evThink                      // a closed-loop user of class arg sends its next request
+	evAttempt                    // t makes its next attempt (after a backoff)
+	evTimeout                    // t's current attempt times out
+	evGranted                    // t's queued admission was decided
+	evExpire                     // t's queue deadline: expire the limiter's waiters
+	evJobDone                    // upstream job t finishes
+	evTick                       // end of a measurement interval
+	evUpstream                   // upstream arg changes state (a schedule boundary)
+	evPhase                      // a summary window opens or closes
+	evPSDone                     // the next job of PS upstream arg finishes (stale unless gen is the upstream's)
+	evStore                      // the store answers service request t's call (Service.Store)
+	evRenew                      // replica arg renews its leases in the store (leaseBook)
+	evRenewDone                  // the store answers replica arg's renewal
+	evLeaseRelease               // the store answers the release of lease arg
+	evLeaseExpire                // lease arg expires in the store unless written since (gen)
 )
 
 // eventHeap is a 4-ary min-heap ordered by (at, seq), plus lanes: FIFO

@@ -28,6 +28,9 @@ const (
 // starts, so that taking and releasing a lease allocates nothing.
 type keyLeases struct {
 	classes []classLeases // by class
+	// booked: the leaseBook keeps the fleet's counts of Shared limits,
+	// which acquire only checks.
+	booked bool
 }
 
 // classLeases is one class's counts; a zero limit means no limit.
@@ -85,7 +88,8 @@ func newClassLeases(k *KeyConcurrency, keys, n int, fails bool) classLeases {
 // fallback (the store could not be used: an outage, a failed call, an
 // open breaker) a Shared limit is decided on the replica's fallback count
 // against its share; the lease counts in the fleet too, where the
-// renewer writes it once the store is back.
+// renewer writes it once the store is back (at once, unless the
+// leaseBook keeps the fleet's counts: then from its next renewal).
 func (s *keyLeases) acquire(fallback bool, r, c int, key int32) (uint8, bool) {
 	cl := &s.classes[c]
 	switch {
@@ -93,13 +97,17 @@ func (s *keyLeases) acquire(fallback bool, r, c int, key int32) (uint8, bool) {
 		return 0, true
 	case !cl.shared:
 		return leaseInReplica, take(&cl.replica[r][key], cl.limit)
+	case !fallback && s.booked:
+		return leaseInFleet, cl.fleet[key] < cl.limit
 	case !fallback:
 		return leaseInFleet, take(&cl.fleet[key], cl.limit)
 	}
 	if !take(&cl.replica[r][key], cl.share) {
 		return 0, false
 	}
-	cl.fleet[key]++
+	if !s.booked {
+		cl.fleet[key]++
+	}
 	return leaseInReplica | leaseInFleet, true
 }
 
@@ -155,6 +163,10 @@ func (e *engine) takeLease(t *task, fallback bool) bool {
 		return false
 	}
 	t.lease = held
+	if e.book != nil && held&leaseInFleet != 0 {
+		t.leaseRec = e.leaseTaken(int(t.replica), int(t.class), t.key, fallback) + 1
+		t.lease = held &^ leaseInFleet // the book counts it for the fleet
+	}
 	return true
 }
 
@@ -162,6 +174,10 @@ func (e *engine) takeLease(t *task, fallback bool) bool {
 // ends, whatever its answer, as the middleware's deferred Release runs
 // when the handler returns.
 func (e *engine) releaseLease(t *task) {
+	if t.leaseRec != 0 {
+		e.leaseReleased(t.leaseRec - 1)
+		t.leaseRec = 0
+	}
 	if t.lease != 0 {
 		e.leases.release(int(t.replica), int(t.class), t.key, t.lease)
 		t.lease = 0

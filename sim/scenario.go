@@ -534,6 +534,12 @@ type StoreModel struct {
 	// BreakerOpen is Config.BreakerOpen, how long an open breaker skips
 	// the store before it probes. Default DefaultStoreBreakerOpen.
 	BreakerOpen time.Duration
+	// LeaseTTL is Config.LeaseTTL: a key concurrency lease stops counting
+	// for the fleet this long after it was last written (taken or
+	// renewed), and each replica renews its leases every LeaseTTL/3.
+	// Default DefaultStoreLeaseTTL; at least 4 x Timeout, as shedredis
+	// requires.
+	LeaseTTL time.Duration
 }
 
 // Defaults of StoreModel: shedredis's (DefaultTimeout,
@@ -543,6 +549,7 @@ const (
 	DefaultStoreTimeout         = 5 * time.Millisecond
 	DefaultStoreBreakerFailures = 5
 	DefaultStoreBreakerOpen     = time.Second
+	DefaultStoreLeaseTTL        = 10 * time.Second
 )
 
 // clone returns a copy of m (nil for nil).
@@ -565,7 +572,16 @@ func (m *StoreModel) normalize() error {
 	if err := orDefault("service.store.breaker_failures", &m.BreakerFailures, DefaultStoreBreakerFailures, math.MaxInt32); err != nil {
 		return err
 	}
-	return orDefault("service.store.breaker_open", &m.BreakerOpen, DefaultStoreBreakerOpen, 0)
+	if err := orDefault("service.store.breaker_open", &m.BreakerOpen, DefaultStoreBreakerOpen, 0); err != nil {
+		return err
+	}
+	if err := orDefault("service.store.lease_ttl", &m.LeaseTTL, DefaultStoreLeaseTTL, 0); err != nil {
+		return err
+	}
+	if m.LeaseTTL < 4*m.Timeout || m.LeaseTTL < time.Millisecond {
+		return fieldErr("service.store.lease_ttl", "must be at least 4 x timeout (%v) and 1ms, as shedredis requires, got %v", 4*m.Timeout, m.LeaseTTL)
+	}
+	return nil
 }
 
 // orDefault checks a setting *v of field, >= 0 and at most most unless

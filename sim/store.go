@@ -88,6 +88,7 @@ type storeCalls struct {
 	outages  []Span
 	rng      []*rand.Rand // by replica: round trips
 	breakers []breaker    // by replica, then storeKind-1
+	calls    int64        // made, all replicas and clients together
 }
 
 // newStoreCalls returns the calls of sc's store, or nil when it is not
@@ -111,14 +112,21 @@ func newStoreCalls(sc *Scenario, seed uint64) *storeCalls {
 // generation to hand to answered. A call fails when the store is out or
 // its round trip exceeds the time budget: it then takes the budget.
 func (s *storeCalls) call(now int64, r int, kind uint8) (wait int64, ok bool, gen uint32, called bool) {
+	return s.callWithin(now, r, kind, int64(s.m.Timeout))
+}
+
+// callWithin is call with a time budget of budget: the renewals' is
+// longer, as they are off the request path.
+func (s *storeCalls) callWithin(now int64, r int, kind uint8, budget int64) (wait int64, ok bool, gen uint32, called bool) {
 	b := &s.breakers[2*r+int(kind)-1]
 	if !b.allow(now) {
 		return 0, false, 0, false
 	}
+	s.calls++
 	wait = int64(s.m.Latency.sample(s.rng[r]))
-	ok = wait <= int64(s.m.Timeout) && !inSpans(s.outages, time.Duration(now))
+	ok = wait <= budget && !inSpans(s.outages, time.Duration(now))
 	if !ok {
-		wait = int64(s.m.Timeout)
+		wait = budget
 	}
 	return wait, ok, b.gen, true
 }

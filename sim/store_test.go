@@ -186,11 +186,11 @@ func TestStoreDefaultUnchanged(t *testing.T) {
 // validation.
 func TestStoreYAML(t *testing.T) {
 	base := "name: s\nduration: 10s\nclasses:\n  - {name: a, rate: 10, rate_limit: {rps: 5, shared: true}}\nupstream: {capacity: 2, service_time: 1ms}\nservice:\n  replicas: 2\n"
-	sc, err := ParseScenario("s.yaml", []byte(base+"  store: {latency: {dist: exponential, mean: 2ms}, timeout: 10ms, breaker_failures: 3, breaker_open: 2s}\n"))
+	sc, err := ParseScenario("s.yaml", []byte(base+"  store: {latency: {dist: exponential, mean: 2ms}, timeout: 10ms, breaker_failures: 3, breaker_open: 2s, lease_ttl: 30s}\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := StoreModel{Latency: Exp(float64(2 * time.Millisecond)), Timeout: 10 * time.Millisecond, BreakerFailures: 3, BreakerOpen: 2 * time.Second}
+	want := StoreModel{Latency: Exp(float64(2 * time.Millisecond)), Timeout: 10 * time.Millisecond, BreakerFailures: 3, BreakerOpen: 2 * time.Second, LeaseTTL: 30 * time.Second}
 	if sc.Service.Store == nil || *sc.Service.Store != want {
 		t.Fatalf("store %+v, want %+v", sc.Service.Store, want)
 	}
@@ -213,6 +213,8 @@ func TestStoreYAML(t *testing.T) {
 		{"  store: {timeout: -1ms}\n", "service.store.timeout"},
 		{"  store: {breaker_failures: -1}\n", "service.store.breaker_failures"},
 		{"  store: {breaker_open: -1s}\n", "service.store.breaker_open"},
+		{"  store: {lease_ttl: -1s}\n", "service.store.lease_ttl"},
+		{"  store: {timeout: 10ms, lease_ttl: 39ms}\n", "service.store.lease_ttl"},
 		{"  store: {latency: {dist: exponential, mean: 0ms}}\n", "service.store.latency.mean"},
 	} {
 		_, err := ParseScenario("s.yaml", []byte(base+tc.yaml))

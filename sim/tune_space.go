@@ -44,7 +44,10 @@ type TuneClass struct {
 }
 
 // Apply returns a copy of sc with the candidate's settings. sc must have
-// as many classes as the candidate.
+// as many classes as the candidate. The copy keeps sc's store model
+// (Service.Store) while one of its limits is kept in the store, and
+// drops it otherwise: a candidate without a shared limit makes no store
+// call, and a store that no limit calls is not a valid scenario.
 func (c *TuneCandidate) Apply(sc *Scenario) *Scenario {
 	out := cloneScenario(sc, "", Span{})
 	out.Trigger = sc.Trigger
@@ -63,6 +66,9 @@ func (c *TuneCandidate) Apply(sc *Scenario) *Scenario {
 		setBudget(&out.Gateway.Retry, c.Budget)
 	}
 	setBudget(&out.Service.Retry, c.Budget)
+	if !slices.ContainsFunc(out.Classes, usesStore) {
+		out.Service.Store = nil
+	}
 	return out
 }
 

@@ -271,6 +271,7 @@ func serviceNode(s *Service) *yaml.Node {
 		sm.dur("timeout", st.Timeout)
 		sm.integer("breaker_failures", int64(st.BreakerFailures))
 		sm.dur("breaker_open", st.BreakerOpen)
+		sm.dur("lease_ttl", st.LeaseTTL)
 		m.node("store", sm.n) // an empty mapping still says "model the store"
 	}
 	if len(m.n.Content) == 0 {

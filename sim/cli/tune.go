@@ -250,6 +250,9 @@ func writeWinner(o tuneOptions, sc *sim.Scenario, c sim.TuneCandidate, stdout, s
 	}
 	fmt.Fprintf(stdout, "\nrecommended: %s (limit %s)\n\n// Go: paste into your service's package.\n%s", c.String(), c.Policy, src)
 	head := fmt.Sprintf("# Tuned by shedsim tune (seed %d): %s\n# Policy: %s\n", o.seed, c.String(), c.Policy)
+	if sc.Service.Store != nil && tuned.Service.Store == nil {
+		head += "# service.store left out: these settings keep no limit in the store.\n"
+	}
 	if o.out != "" {
 		if err := os.WriteFile(o.out, append([]byte(head), y...), 0o644); err != nil {
 			fmt.Fprintln(stderr, "shedsim tune:", err)

@@ -278,3 +278,29 @@ func TestTuneKeysOutput(t *testing.T) {
 		t.Errorf("a flood without keys:\n%s", plain)
 	}
 }
+
+// TestTuneStoreOutput: tune runs a scenario whose tenants' limits live in
+// a modelled store (service.store) to the end, and the scenario it prints
+// keeps the store when the winner keeps a limit there, or says why not.
+func TestTuneStoreOutput(t *testing.T) {
+	src := strings.Replace(tenantsTune, "    keys: {count: 10, zipf: 1.5}\n",
+		"    keys: {count: 10, zipf: 1.5}\n    rate_limit: {rps: 1000, shared: true}\n    key_concurrency: {limit: 50, shared: true}\n", 1) +
+		"service:\n  replicas: 3\n  store: {latency: 1ms, lease_ttl: 3s}\n"
+	out := runTuneOn(t, src, "-budget", "6", "-top", "6")
+	_, y, ok := strings.Cut(out, "# Scenario with these settings")
+	if !ok {
+		t.Fatalf("no scenario in:\n%s", out)
+	}
+	sc, err := sim.ParseScenario("tuned.yaml", []byte(y[strings.IndexByte(y, '\n')+1:]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := sc.Classes[0]
+	stored := (c.RateLimit != nil && c.RateLimit.Shared) || (c.KeyConcurrency != nil && c.KeyConcurrency.Shared)
+	switch {
+	case stored && (sc.Service.Store == nil || sc.Service.Store.LeaseTTL != 3*time.Second):
+		t.Errorf("the winner keeps a limit in the store, the tuned scenario's store is %+v:\n%s", sc.Service.Store, y)
+	case !stored && !strings.Contains(y, "service.store left out"):
+		t.Errorf("the store left out without a word:\n%s", y)
+	}
+}
