@@ -93,36 +93,40 @@ func FuzzReader(f *testing.F) {
 	f.Add(s[:len(s)-10])
 	f.Add(append(slices.Clone(s), s[:20]...))
 	f.Add(append(slices.Clone(s), "{\"k\":\"req\",\"t\":1,\"c\r"...))
-	f.Fuzz(func(t *testing.T, data []byte) {
-		rd := record.NewReader(bytes.NewReader(data))
-		for n := 0; ; n++ {
-			if n > len(data) {
-				t.Fatalf("more records (%d) than bytes", n)
-			}
-			rec, err := rd.Next()
-			if err == io.EOF {
-				return
-			}
-			if err != nil {
-				if !errors.Is(err, record.ErrFormat) {
-					t.Fatalf("error %v does not match ErrFormat", err)
-				}
-				return
-			}
-			if rec.Cost < 0 || rec.Actual < 0 || rec.Wait < 0 || rec.Latency < 0 || int(rec.Class) >= shed.MaxClasses || (rec.ClassName == "") != (rec.Kind == record.KindTick) {
-				t.Fatalf("accepted %+v", rec)
-			}
-			if h, ok := rd.Header(); !ok || !visibleASCII(h.KeyHashing, 128) || record.CheckKeySource(h.KeySource) != nil || !namesOK(h.Classes) {
-				t.Fatalf("record %+v under header %+v (read: %v)", rec, h, ok)
-			}
-			if rec.Kind != record.KindTick && record.CheckClassName(rec.ClassName) != nil {
-				t.Fatalf("class name %q accepted", rec.ClassName)
-			}
-			if (rec.Kind == record.KindTick) != (rec.Tick != nil) || (rec.Tick != nil && (rec.Tick.SampleEvery < 1 || rec.Key != 0 || len(rec.Tick.Refused) > shed.MaxClasses)) {
-				t.Fatalf("tick %+v", rec)
-			}
+	f.Fuzz(readChecked)
+}
+
+// readChecked reads data to its end or its first error, and fails on a
+// record or header the reader should have refused.
+func readChecked(t *testing.T, data []byte) {
+	rd := record.NewReader(bytes.NewReader(data))
+	for n := 0; ; n++ {
+		if n > len(data) {
+			t.Fatalf("more records (%d) than bytes", n)
 		}
-	})
+		rec, err := rd.Next()
+		if err == io.EOF {
+			return
+		}
+		if err != nil {
+			if !errors.Is(err, record.ErrFormat) {
+				t.Fatalf("error %v does not match ErrFormat", err)
+			}
+			return
+		}
+		if rec.Cost < 0 || rec.Actual < 0 || rec.Wait < 0 || rec.Latency < 0 || int(rec.Class) >= shed.MaxClasses || (rec.ClassName == "") != (rec.Kind == record.KindTick) {
+			t.Fatalf("accepted %+v", rec)
+		}
+		if h, ok := rd.Header(); !ok || !visibleASCII(h.KeyHashing, 128) || record.CheckKeySource(h.KeySource) != nil || !namesOK(h.Classes) {
+			t.Fatalf("record %+v under header %+v (read: %v)", rec, h, ok)
+		}
+		if rec.Kind != record.KindTick && record.CheckClassName(rec.ClassName) != nil {
+			t.Fatalf("class name %q accepted", rec.ClassName)
+		}
+		if (rec.Kind == record.KindTick) != (rec.Tick != nil) || (rec.Tick != nil && (rec.Tick.SampleEvery < 1 || rec.Key != 0 || len(rec.Tick.Refused) > shed.MaxClasses)) {
+			t.Fatalf("tick %+v", rec)
+		}
+	}
 }
 
 // visibleASCII reports whether s is at most n bytes of visible ASCII.
