@@ -70,6 +70,9 @@ bench: ## benchmarks with allocations, at GOMAXPROCS 1 and 2, in every module of
 		(cd $$m && $(SOLO) $(GO) test -run '^$$' -bench . -benchmem -cpu 1,2 ./...); \
 	done
 
+# The gRPC interceptor against go-concurrency-limits' is in bench/grpcpeers
+# (test-bench runs its test), which neither bench nor bench-peers benchmarks:
+#   cd bench && go test -run '^$' -bench . -benchmem ./grpcpeers
 bench-peers: ## hot path against x/sync/semaphore, go-concurrency-limits and failsafe-go (module bench/, about 4 minutes)
 	cd bench && $(SOLO) $(GO) test -run '^$$' -bench . -benchmem -cpu 1,2 -count 5 . | tee results/hotpath.txt | $(SOLO) $(GO) run ./cmd/hotpath
 

@@ -6,11 +6,14 @@ require (
 	github.com/failsafe-go/failsafe-go v0.9.8
 	github.com/platinummonkey/go-concurrency-limits v1.0.0
 	github.com/shedkit/shedkit v0.0.0-00010101000000-000000000000
+	github.com/shedkit/shedkit/middleware/grpc v0.0.0-00010101000000-000000000000
 	github.com/shedkit/shedkit/sim v0.0.0-00010101000000-000000000000
 	github.com/tsenart/vegeta/v12 v12.13.0
 	go.uber.org/goleak v1.3.0
 	golang.org/x/sync v0.25.0
 	golang.org/x/time v0.16.0
+	google.golang.org/grpc v1.83.2
+	google.golang.org/protobuf v1.36.12
 )
 
 require (
@@ -39,8 +42,10 @@ require (
 	go.yaml.in/yaml/v3 v3.0.6 // indirect
 	golang.org/x/image v0.30.0 // indirect
 	golang.org/x/net v0.60.0 // indirect
+	golang.org/x/sys v0.48.0 // indirect
 	golang.org/x/text v0.42.0 // indirect
 	gonum.org/v1/plot v0.17.0 // indirect
+	google.golang.org/genproto/googleapis/rpc v0.0.0-20260928230214-8a89bd6388cc // indirect
 )
 
 replace github.com/shedkit/shedkit => ../
@@ -48,3 +53,5 @@ replace github.com/shedkit/shedkit => ../
 replace github.com/shedkit/shedkit/sim => ../sim
 
 replace github.com/shedkit/shedkit/limits/gcl => ../limits/gcl
+
+replace github.com/shedkit/shedkit/middleware/grpc => ../middleware/grpc

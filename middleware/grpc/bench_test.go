@@ -6,10 +6,6 @@ import (
 	"testing"
 	"time"
 
-	gclgrpc "github.com/platinummonkey/go-concurrency-limits/grpc"
-	gcllimit "github.com/platinummonkey/go-concurrency-limits/limit"
-	gcllimiter "github.com/platinummonkey/go-concurrency-limits/limiter"
-	gclstrategy "github.com/platinummonkey/go-concurrency-limits/strategy"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/types/known/wrapperspb"
@@ -26,10 +22,10 @@ type variant struct {
 	icp  grpc.UnaryServerInterceptor
 }
 
-// variants returns the bare server, shedkit with a static and with an
-// adaptive limit, and go-concurrency-limits v1.0.0's gRPC interceptor with
-// its Gradient2 limit (the configuration of the hot-path peers in bench/).
-// Limits are high enough that every call is admitted.
+// variants returns the bare server and shedkit with a static and with an
+// adaptive limit. Limits are high enough that every call is admitted. The
+// comparison with go-concurrency-limits' gRPC interceptor is in module
+// bench/ (package grpcpeers), so that this module does not require it.
 func variants(b *testing.B) []variant {
 	static, err := shed.New(shed.Config{Limit: shed.MaxLimit})
 	if err != nil {
@@ -50,16 +46,10 @@ func variants(b *testing.B) []variant {
 		}
 		return s.UnaryInterceptor()
 	}
-	g2 := gcllimit.NewDefaultGradient2Limit("bench", nil, nil)
-	gl, err := gcllimiter.NewDefaultLimiter(g2, 1e9, 1e9, 1e5, 100, gclstrategy.NewSimpleStrategy(g2.EstimatedLimit()), nil, nil)
-	if err != nil {
-		b.Fatal(err)
-	}
 	return []variant{
 		{"bare", nil},
 		{"shedkit-static", mk(static)},
 		{"shedkit-gradient", mk(adaptive)},
-		{"gcl-gradient2", gclgrpc.UnaryServerInterceptor(gclgrpc.WithLimiter(gl))},
 	}
 }
 

@@ -214,11 +214,18 @@
 // An admitted unary call costs the limiter's compare-and-swap, a context
 // lookup or two, and one allocation (the permit's state, which is also
 // the handler's context); a shed call allocates nothing. Measured with
-// BenchmarkRatios (December 2026, 2 shared cores, three runs, every
-// variant interleaved in each): the interceptor adds 240-260 ns per
-// admitted call to a handler called in process, against 400-420 ns (3
-// allocations) for go-concurrency-limits' interceptor, 1.6-1.75 times as
-// much; over loopback, where a bare unary call takes 73-78 us, shedkit's
-// ratio to the bare server is 0.99-1.03 (noise) and go-concurrency-limits'
-// 1.02-1.09. Shedding a call costs 120-190 ns.
+// BenchmarkRatios of package grpcpeers in module bench/ (December 2026, 2
+// shared cores, three runs, every variant interleaved in each; `cd bench
+// && go test -run '^$' -bench Ratios ./grpcpeers`), which sets shedkit's
+// interceptor beside go-concurrency-limits' and lives there so that this
+// module does not require go-concurrency-limits: the interceptor adds
+// 240-260 ns per admitted call to a handler called in process, against
+// 400-420 ns (3 allocations) for go-concurrency-limits' interceptor,
+// 1.6-1.75 times as much; over loopback, where a bare unary call takes
+// 73-78 us, shedkit's ratio to the bare server is 0.99-1.03 (noise) and
+// go-concurrency-limits' 1.02-1.09. Shedding a call costs 120-190 ns
+// (BenchmarkUnaryRejected). This module's own benchmarks (bench_test.go)
+// measure shedkit alone: the bare server and shedkit with a static and
+// with an adaptive limit, in process, over loopback and interleaved
+// (BenchmarkRatios), and rejection.
 package grpc

@@ -3,7 +3,6 @@ module github.com/shedkit/shedkit/middleware/grpc
 go 1.26.0
 
 require (
-	github.com/platinummonkey/go-concurrency-limits v1.0.0
 	github.com/shedkit/shedkit v0.0.0-00010101000000-000000000000
 	github.com/sony/gobreaker/v2 v2.4.0
 	go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc v0.72.0
