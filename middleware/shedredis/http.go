@@ -49,10 +49,18 @@ var noRetryValues = []string{"overloaded"}[:1:1]
 // the fleet: a request takes a lease of its key before the next handler
 // runs and releases it when the handler returns (or panics). A key at its
 // limit is answered 429 with Retry-After (503 when the request's context
-// ended while the lease was asked for, or after Concurrency.Close). Put it outside the shedkit
-// middleware (nethttp.New), so that a tenant at its limit does not take a
-// place in the admission queue; the per-replica adaptive limit still
-// bounds what each replica runs.
+// ended while the lease was asked for, or after Concurrency.Close). Put it
+// outside the shedkit middleware (nethttp.New), so that a tenant at its
+// limit does not take a place in the admission queue; the per-replica
+// adaptive limit still bounds what each replica runs.
+//
+// The release is a Redis call made before the handler's response is
+// complete (net/http sends a buffered response once the handler returns),
+// so each response waits for one more round trip: up to Config.Timeout
+// while Redis is slow, none while its breaker is open. In exchange, a
+// client that sends its next request once it has the answer finds its
+// slot free in Redis. The simulator does not model this wait (its leases
+// release after the answer).
 func ConcurrencyMiddleware(cfg MiddlewareConfig) (func(http.Handler) http.Handler, error) {
 	switch {
 	case cfg.Concurrency == nil:
