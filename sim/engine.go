@@ -20,7 +20,9 @@ import (
 // Epoch is the virtual time at which every run starts. Any fixed instant
 // would do; a fixed one keeps limiter and budget epochs identical across
 // runs. It is a constant in effect: a function, so that no caller can move it.
-func Epoch() time.Time { return epoch }
+func Epoch() time.Time {
+	return epoch
+}
 
 var epoch = time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
 

@@ -2,9 +2,7 @@ package grpc_test
 
 import (
 	"context"
-	"fmt"
 	"testing"
-	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
@@ -24,8 +22,10 @@ type variant struct {
 
 // variants returns the bare server and shedkit with a static and with an
 // adaptive limit. Limits are high enough that every call is admitted. The
-// comparison with go-concurrency-limits' gRPC interceptor is in module
-// bench/ (package grpcpeers), so that this module does not require it.
+// comparison with go-concurrency-limits' gRPC interceptor, over loopback
+// too and interleaved for the ratios the documentation quotes, is in
+// module bench/ (package grpcpeers), so that this module does not require
+// it.
 func variants(b *testing.B) []variant {
 	static, err := shed.New(shed.Config{Limit: shed.MaxLimit})
 	if err != nil {
@@ -110,88 +110,5 @@ func BenchmarkUnaryRejected(b *testing.B) {
 		if _, err := icp(ctx, benchReq, benchInfo, benchHandler); err == nil {
 			b.Fatal("admitted")
 		}
-	}
-}
-
-// loopbackConns serves every variant on 127.0.0.1 and returns a client
-// connection to each.
-func loopbackConns(b *testing.B, vs []variant) []*grpc.ClientConn {
-	ccs := make([]*grpc.ClientConn, len(vs))
-	for i, v := range vs {
-		var sopts []grpc.ServerOption
-		if v.icp != nil {
-			sopts = append(sopts, grpc.UnaryInterceptor(v.icp))
-		}
-		ccs[i] = serve(b, &service{}, sopts)
-		if _, err := call(context.Background(), ccs[i], mBatch, "warm"); err != nil {
-			b.Fatal(err)
-		}
-	}
-	return ccs
-}
-
-// BenchmarkUnaryLoopback is one unary call at a time through a real gRPC
-// client and server on 127.0.0.1, per variant.
-func BenchmarkUnaryLoopback(b *testing.B) {
-	vs := variants(b)
-	ccs := loopbackConns(b, vs)
-	ctx := context.Background()
-	for i, v := range vs {
-		b.Run(v.name, func(b *testing.B) {
-			b.ReportAllocs()
-			in, out := wrapperspb.String("ping"), new(wrapperspb.StringValue)
-			for b.Loop() {
-				if err := ccs[i].Invoke(ctx, mBatch, in, out); err != nil {
-					b.Fatal(err)
-				}
-			}
-		})
-	}
-}
-
-// BenchmarkRatios measures every variant in the same run, interleaved in
-// rounds so that the noise of a shared machine hits them alike, and
-// reports each one's time per call as a ratio to the bare server's
-// (in process and over loopback), the figures to quote.
-func BenchmarkRatios(b *testing.B) {
-	vs := variants(b)
-	ccs := loopbackConns(b, vs)
-	ctx := context.Background()
-	in, out := wrapperspb.String("ping"), new(wrapperspb.StringValue)
-	const rounds = 20
-	inproc := make([]time.Duration, len(vs))
-	loop := make([]time.Duration, len(vs))
-	n := max(b.N/rounds, 1)
-	b.ResetTimer()
-	for range rounds {
-		for i, v := range vs {
-			start := time.Now()
-			for range 50 * n {
-				if v.icp == nil {
-					_, _ = benchHandler(ctx, benchReq)
-				} else {
-					_, _ = v.icp(ctx, benchReq, benchInfo, benchHandler)
-				}
-			}
-			inproc[i] += time.Since(start) / 50
-			start = time.Now()
-			for range n {
-				if err := ccs[i].Invoke(ctx, mBatch, in, out); err != nil {
-					b.Fatal(err)
-				}
-			}
-			loop[i] += time.Since(start)
-		}
-	}
-	calls := float64(n * rounds)
-	for i, v := range vs {
-		b.ReportMetric(float64(loop[i])/calls, v.name+"-loopback-ns/call")
-		if i > 0 {
-			b.ReportMetric(float64(inproc[i]-inproc[0])/calls, v.name+"-overhead-ns/call")
-			b.ReportMetric(float64(loop[i])/float64(loop[0]), v.name+"/bare-loopback")
-		}
-	}
-	for i := 2; i < len(vs); i++ {
-		b.ReportMetric(float64(inproc[i]-inproc[0])/float64(inproc[1]-inproc[0]), fmt.Sprintf("%s/shedkit-static-overhead", vs[i].name))
 	}
 }

@@ -225,7 +225,6 @@
 // 73-78 us, shedkit's ratio to the bare server is 0.99-1.03 (noise) and
 // go-concurrency-limits' 1.02-1.09. Shedding a call costs 120-190 ns
 // (BenchmarkUnaryRejected). This module's own benchmarks (bench_test.go)
-// measure shedkit alone: the bare server and shedkit with a static and
-// with an adaptive limit, in process, over loopback and interleaved
-// (BenchmarkRatios), and rejection.
+// measure shedkit alone, in process: the bare server and shedkit with a
+// static and with an adaptive limit, and rejection.
 package grpc
