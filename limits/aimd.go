@@ -126,9 +126,8 @@ type AIMDConfig struct {
 // sample that closes a window updates the limit under a mutex.
 //
 // Make one with NewAIMD. A zero AIMD (&limits.AIMD{}) reports a limit of
-// 0, which a shed.Limiter enforces as 1, and never adapts: a Limiter given
-// one as its Source admits one request at a time, for ever, without an
-// error.
+// 0 and never adapts; shed.New refuses it as a Source
+// (shed.ErrInvalidConfig).
 type AIMD struct {
 	limit atomic.Int64
 	win   *Window

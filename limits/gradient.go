@@ -208,9 +208,8 @@ func DefaultQueueAllowance(limit float64) float64 {
 // sample that closes a window updates the limit under a mutex.
 //
 // Make one with NewGradient. A zero Gradient (&limits.Gradient{}) reports
-// a limit of 0, which a shed.Limiter enforces as 1, and never adapts: a
-// Limiter given one as its Source admits one request at a time, for ever,
-// without an error.
+// a limit of 0 and never adapts; shed.New refuses it as a Source
+// (shed.ErrInvalidConfig).
 type Gradient struct {
 	limit atomic.Int64
 	win   *Window

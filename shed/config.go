@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strconv"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -55,7 +56,10 @@ type Config struct {
 	Limit int
 	// Source supplies an adaptive (or otherwise changing) limit, for
 	// example from package limits. It also receives latency and drop
-	// samples from released permits.
+	// samples from released permits. New asks it for its limit once and
+	// refuses a source that reports less than 1 or panics: one made
+	// without its constructor would otherwise hold the limiter at one
+	// request in flight.
 	Source LimitSource
 
 	// MaxCost bounds the total cost of the work in flight (for example
@@ -266,11 +270,34 @@ func (c *Config) limitConfig() error {
 		}
 	} else if c.Limit != 0 {
 		return configError("Limit", "must be 0 when Source is set (the source supplies the limit)")
+	} else if n, ok := firstLimit(c.Source); !ok || n < 1 {
+		return configError("Source", "must report a limit of at least 1, got %s (a source made without its constructor, such as a zero limits.Gradient, never adapts)", limitText(n, ok))
 	}
 	if c.MaxCost < 0 || c.MaxCost > MaxTotalCost {
 		return configError("MaxCost", "must be in [0, %d], got %d", int64(MaxTotalCost), c.MaxCost)
 	}
 	return nil
+}
+
+// firstLimit asks src for its limit once, as New's check of the
+// LimitSource contract: a source that reports less than 1 (a zero
+// limits.Gradient or AIMD) or panics (a nil pointer in the interface) would
+// hold the limiter at one request in flight, or panic on the first
+// admission, without a word.
+func firstLimit(src LimitSource) (n int, ok bool) {
+	defer func() {
+		if recover() != nil {
+			n, ok = 0, false
+		}
+	}()
+	return src.Limit(), true
+}
+
+func limitText(n int, ok bool) string {
+	if !ok {
+		return "a panic"
+	}
+	return strconv.Itoa(n)
 }
 
 // classConfig checks the classes and what governs how they share the
