@@ -346,3 +346,33 @@ func TestHijackThroughUnwrapOnlyWriter(t *testing.T) {
 		})
 	}
 }
+
+// TestNewRejectsUnmatchablePaths: a SkipPaths entry or a Routes key that
+// neither a request path nor an Echo route pattern can match (both start
+// with "/") is a configuration error naming the entry, not an endpoint
+// silently shed or a class silently never given.
+func TestNewRejectsUnmatchablePaths(t *testing.T) {
+	l := twoClasses(t, 1)
+	for _, tc := range []struct {
+		name  string
+		opts  shedhttp.Options
+		field string // "" for a valid configuration
+	}{
+		{"skip path without slash", shedhttp.Options{Limiter: l, SkipPaths: []string{"/metrics", "/ready", "healthz"}}, "SkipPaths[2]"},
+		{"empty skip path", shedhttp.Options{Limiter: l, SkipPaths: []string{""}}, "SkipPaths[0]"},
+		{"route pattern without slash", shedhttp.Options{Limiter: l, Routes: map[string]string{"users/:id": "interactive"}}, `Routes["users/:id"]`},
+		{"skip method that is not a token", shedhttp.Options{Limiter: l, SkipMethods: []string{"OPTIONS "}}, "SkipMethods[0]"},
+		{"duplicates are harmless", shedhttp.Options{Limiter: l, SkipPaths: []string{"/healthz", "/healthz"}}, ""},
+		{"route pattern", shedhttp.Options{Limiter: l, SkipPaths: []string{"/"}, Routes: map[string]string{"/users/:id": "interactive"}}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := shedecho.New(shedecho.Config{Options: tc.opts})
+			switch {
+			case tc.field == "" && err != nil:
+				t.Fatalf("New: %v", err)
+			case tc.field != "" && (!errors.Is(err, shedhttp.ErrInvalidConfig) || !strings.Contains(err.Error(), ": "+tc.field+":")):
+				t.Fatalf("New: %v, want an ErrInvalidConfig naming %s", err, tc.field)
+			}
+		})
+	}
+}

@@ -2,8 +2,10 @@ package grpc
 
 import (
 	"context"
+	"fmt"
 	"math/rand/v2"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/sony/gobreaker/v2"
@@ -69,6 +71,17 @@ type ClientConfig struct {
 	// Default: every method (a shedding server rejects before running
 	// anything; a connection that fails mid-call is the risk).
 	Retryable func(fullMethod string) bool
+	// KnownMethods are full method names ("/pkg.Service/Method") whose
+	// calls keep their name in telemetry even when the caller does not
+	// pass grpc.StaticMethod() (generated stubs do). The logical and
+	// attempt spans of any other call are named after rpc.system.name
+	// ("retry grpc", "grpc") with rpc.method "_OTHER" and the name sent in
+	// rpc.method_original, as the OpenTelemetry RPC conventions ask: a
+	// proxy (grpc.UnknownServiceHandler) forwards whatever names its own
+	// clients send, and naming spans after them would let any client
+	// multiply span names. List here the methods a hand-written caller
+	// sends with cc.Invoke.
+	KnownMethods []string
 	// Inbound says whether to retry under an inbound call or request that
 	// is itself retried (see retrybudget.InboundPolicy). Default
 	// retrybudget.InboundIgnore.
@@ -108,6 +121,7 @@ type Client struct {
 	maxPushback  time.Duration
 	minAttempt   time.Duration
 	retryable    func(string) bool
+	known        map[string]struct{} // KnownMethods
 	inbound      retrybudget.InboundPolicy
 	attemptSpans bool
 	sleep        func(context.Context, time.Duration) error
@@ -138,13 +152,20 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Client{
+	c := &Client{
 		maxAttempts: cfg.MaxAttempts, budget: cfg.Budget, throttle: cfg.Throttle, targets: tg,
 		baseBackoff: cfg.BaseBackoff, maxBackoff: cfg.MaxBackoff, maxPushback: cfg.MaxPushback,
 		minAttempt: cfg.MinAttemptTime, retryable: cfg.Retryable, inbound: cfg.Inbound,
 		attemptSpans: !cfg.DisableAttemptSpans, sleep: cfg.Sleep, rand: cfg.Rand,
 		tracer: cfg.TracerProvider.Tracer(instrumentationName), propagator: cfg.Propagator, inst: inst,
-	}, nil
+	}
+	for _, m := range cfg.KnownMethods {
+		if c.known == nil {
+			c.known = make(map[string]struct{}, len(cfg.KnownMethods))
+		}
+		c.known[m] = struct{}{}
+	}
+	return c, nil
 }
 
 func (cfg *ClientConfig) validate() error {
@@ -157,6 +178,13 @@ func (cfg *ClientConfig) validate() error {
 	} {
 		if d.v < 0 {
 			return configError(d.name, "must not be negative, got %v", d.v)
+		}
+	}
+	for i, m := range cfg.KnownMethods {
+		// Calls always name their method "/pkg.Service/Method": anything
+		// else would never match, and the method would be "_OTHER".
+		if !strings.HasPrefix(m, "/") {
+			return configError(fmt.Sprintf("KnownMethods[%d]", i), "a full method name starts with \"/\", got %q", m)
 		}
 	}
 	switch {

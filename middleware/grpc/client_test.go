@@ -80,6 +80,8 @@ func TestClientConfigErrors(t *testing.T) {
 		{shedgrpc.ClientConfig{NoBudget: true, Budget: retrybudget.Default()}, "NoBudget"},
 		{shedgrpc.ClientConfig{Breaker: retrybudget.BreakerConfig{OpenTimeout: -1}}, "Breaker.OpenTimeout"},
 		{shedgrpc.ClientConfig{Breaker: retrybudget.BreakerConfig{MaxHosts: -1}}, "Breaker.MaxHosts"},
+		{shedgrpc.ClientConfig{KnownMethods: []string{"/pkg.S/A", "pkg.S/B"}}, "KnownMethods[1]"},
+		{shedgrpc.ClientConfig{KnownMethods: []string{""}}, "KnownMethods[0]"},
 	} {
 		_, err := shedgrpc.NewClient(tc.cfg)
 		if !errors.Is(err, shedgrpc.ErrInvalidConfig) || !strings.Contains(err.Error(), tc.field+":") {

@@ -26,6 +26,7 @@ type logicalCall struct {
 	span     trace.Span
 	rec      bool
 	method   string
+	spanName string // of the attempt spans, see startSpan
 	tg       *target
 	attrs    []attribute.KeyValue // attempt span attributes, when recording
 	done     func(error)          // reports the outcome to the breaker, once, when set
@@ -48,13 +49,7 @@ func (c *Client) unary(ctx context.Context, method string, req, reply any, cc *g
 	if c.budget != nil {
 		c.budget.DepositAt(now)
 	}
-	name := methodName(method)
-	lc.lctx, lc.span = c.tracer.Start(ctx, "retry "+name, internalKind)
-	lc.rec = lc.span.IsRecording()
-	if lc.rec {
-		lc.attrs = append([]attribute.KeyValue{rpcSystemGRPC, attrRPCMethod.String(name)}, lc.tg.attrs...)
-		lc.span.SetAttributes(lc.attrs...)
-	}
+	lc.startSpan(opts)
 	err := lc.runGuarded(now)
 	if lc.done != nil {
 		lc.done(lc.outcome) // one logical call, one count
@@ -69,6 +64,34 @@ func (c *Client) unary(ctx context.Context, method string, req, reply any, cc *g
 	}
 	lc.span.End()
 	return err
+}
+
+// startSpan starts the logical span. Its name and rpc.method are the
+// method's only when the client recognises it (knownMethod), else fixed
+// (otherSpanName, otherMethod), so that the names a proxy's clients send
+// cannot multiply span names.
+func (lc *logicalCall) startSpan(opts []grpc.CallOption) {
+	c := lc.c
+	name := methodName(lc.method)
+	known := c.knownMethod(lc.method, opts)
+	logicalName := "retry " + otherSpanName // a constant: no allocation
+	lc.spanName = otherSpanName
+	if known {
+		lc.spanName, logicalName = name, "retry "+name
+	}
+	lc.lctx, lc.span = c.tracer.Start(lc.ctx, logicalName, internalKind)
+	lc.rec = lc.span.IsRecording()
+	if !lc.rec {
+		return
+	}
+	lc.attrs = make([]attribute.KeyValue, 0, 3+len(lc.tg.attrs))
+	if known {
+		lc.attrs = append(lc.attrs, rpcSystemGRPC, attrRPCMethod.String(name))
+	} else {
+		lc.attrs = append(lc.attrs, rpcSystemGRPC, attrRPCMethod.String(otherMethod), attrRPCMethodIn.String(name))
+	}
+	lc.attrs = append(lc.attrs, lc.tg.attrs...)
+	lc.span.SetAttributes(lc.attrs...)
 }
 
 // errorType returns error.type for a failed call: the denial reason when
@@ -272,7 +295,7 @@ func (lc *logicalCall) attempt(n int) (metadata.MD, error) {
 		if n > 1 {
 			attrs = append(attrs[:len(attrs):len(attrs)], attrResendCount.Int(n-1))
 		}
-		actx, aspan = c.tracer.Start(lc.lctx, methodName(lc.method), clientKind, trace.WithAttributes(attrs...))
+		actx, aspan = c.tracer.Start(lc.lctx, lc.spanName, clientKind, trace.WithAttributes(attrs...))
 		// A panic below (a later interceptor, a codec) would otherwise
 		// leave the span open: never exported, the trace would lose the
 		// attempt that failed. runGuarded ends the logical span the same way.

@@ -182,8 +182,16 @@
 // denial events of package retrybudget, and one CLIENT span per attempt,
 // its child, named "{pkg.Service/Method}", with shedkit.retry.resend_count
 // on resent attempts; it injects the attempt's trace context into the
-// metadata. With otelgrpc's client stats handler on the ClientConn, set
-// ClientConfig.DisableAttemptSpans: otelgrpc then makes the CLIENT span of
+// metadata. Spans carry the method's name only when the client
+// recognises it: the call comes from a generated stub (which passes
+// grpc.StaticMethod) or its method is one of ClientConfig.KnownMethods.
+// Any other call, such as those a proxy (grpc.UnknownServiceHandler)
+// forwards under whatever names its clients sent, gets the spans
+// "retry grpc" and "grpc" with rpc.method "_OTHER" and the name in
+// rpc.method_original, as the OpenTelemetry RPC conventions ask, so that
+// clients cannot multiply span names. With otelgrpc's client stats
+// handler on the ClientConn, set ClientConfig.DisableAttemptSpans:
+// otelgrpc then makes the CLIENT span of
 // each attempt (it sees every attempt, as children of the logical span)
 // and injects the context. Metrics are retrybudget's
 // (shedkit.retry.requests, attempts, denied, breaker.transitions,

@@ -45,7 +45,7 @@ func (s *Server) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo,
 	call := Call{FullMethod: info.FullMethod, Request: req}
 	st, rej := s.admit(ctx, &call)
 	if st == nil {
-		return nil, s.answer(ctx, nil, rej)
+		return nil, s.answer(ctx, rej)
 	}
 	// Release on every path. Without recover, a panic keeps its stack:
 	// the deferred call releases the permit and the panic goes on to

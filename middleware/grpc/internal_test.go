@@ -75,7 +75,7 @@ func TestTargetAttrs(t *testing.T) {
 			if i > 0 {
 				got += " "
 			}
-			got += kv.Value.Emit()
+			got += kv.Value.String()
 		}
 		if got != tc.want {
 			t.Errorf("%s: %q, want %q", tc.target, got, tc.want)

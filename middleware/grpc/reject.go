@@ -94,16 +94,21 @@ func pushbackMD(d time.Duration) metadata.MD {
 	return metadata.MD{PushbackKey: []string{strconv.FormatInt(ms, 10)}}
 }
 
-// answer sets the pushback trailer of a rejection on the call (ctx for
-// unary calls, ss for streams) and returns the status error to return.
-func (s *Server) answer(ctx context.Context, ss grpc.ServerStream, r rejection) error {
+// answer sets the pushback trailer of a unary call's rejection and
+// returns the status error to return. Streams use answerStream, which sets
+// it on their ServerStream: one function for both made stream callers pass
+// a nil context, a trap for the next change (staticcheck SA1012).
+func (s *Server) answer(ctx context.Context, r rejection) error {
 	if r.pushback != 0 {
-		md := pushbackMD(r.pushback)
-		if ss != nil {
-			ss.SetTrailer(md)
-		} else {
-			_ = grpc.SetTrailer(ctx, md) // fails only outside a gRPC call
-		}
+		_ = grpc.SetTrailer(ctx, pushbackMD(r.pushback)) // fails only outside a gRPC call
+	}
+	return r.err
+}
+
+// answerStream is answer for a stream: the trailer goes on ss.
+func (s *Server) answerStream(ss grpc.ServerStream, r rejection) error {
+	if r.pushback != 0 {
+		ss.SetTrailer(pushbackMD(r.pushback))
 	}
 	return r.err
 }

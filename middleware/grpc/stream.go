@@ -21,7 +21,7 @@ func (s *Server) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerIn
 	}
 	st, rej := s.admit(ss.Context(), &call)
 	if st == nil {
-		return s.answer(nil, ss, rej)
+		return s.answerStream(ss, rej)
 	}
 	st.ServerStream = ss
 	returned := false
@@ -113,7 +113,7 @@ func (ms *msgStream) RecvMsg(m any) error {
 	switch {
 	case rej.err != nil:
 		ms.shed = rej.err
-		return ms.s.answer(nil, ms.ServerStream, rej)
+		return ms.s.answerStream(ms.ServerStream, rej)
 	case ms.over:
 		// Received after the handler returned: nobody works on it.
 		p.Release(shed.Ignored)

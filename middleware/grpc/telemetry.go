@@ -9,6 +9,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 
 	"github.com/shedkit/shedkit/retrybudget"
@@ -25,6 +26,7 @@ const instrumentationName = "github.com/shedkit/shedkit/middleware/grpc"
 const (
 	attrRPCSystem   = attribute.Key("rpc.system.name")
 	attrRPCMethod   = attribute.Key("rpc.method")
+	attrRPCMethodIn = attribute.Key("rpc.method_original")
 	attrRPCStatus   = attribute.Key("rpc.response.status_code")
 	attrServerAddr  = attribute.Key("server.address")
 	attrServerPort  = attribute.Key("server.port")
@@ -161,6 +163,34 @@ func codeName(c codes.Code) string {
 		return codeNames[c]
 	}
 	return "_OTHER"
+}
+
+// Telemetry of a call whose method the client does not recognise, as the
+// OpenTelemetry RPC conventions name it: rpc.method "_OTHER" (the name
+// sent goes in rpc.method_original only) and the span named after
+// rpc.system.name. A proxy forwards whatever names its own clients send,
+// so naming spans after them would let any client create as many span
+// names as it likes.
+const (
+	otherMethod   = "_OTHER"
+	otherSpanName = "grpc"
+)
+
+// knownMethod reports whether the client recognises fullMethod: the call
+// comes from a generated stub, which passes grpc.StaticMethod (the signal
+// grpc-go's own OpenTelemetry plugin uses), or the method is one of
+// ClientConfig.KnownMethods. It costs a map lookup and a scan of opts, no
+// allocation.
+func (c *Client) knownMethod(fullMethod string, opts []grpc.CallOption) bool {
+	if _, ok := c.known[fullMethod]; ok {
+		return true
+	}
+	for _, o := range opts {
+		if _, ok := o.(grpc.StaticMethodCallOption); ok {
+			return true
+		}
+	}
+	return false
 }
 
 // methodName returns the span name and rpc.method of a full method name:

@@ -387,3 +387,34 @@ func TestNewErrors(t *testing.T) {
 		t.Error("a permit outside the middleware")
 	}
 }
+
+// TestNewRejectsUnmatchablePaths: a SkipPaths entry or a Routes prefix that
+// no request path can match (request paths start with "/") is a
+// configuration error naming the entry, not an endpoint silently shed or
+// a class silently never given.
+func TestNewRejectsUnmatchablePaths(t *testing.T) {
+	l := newLimiter(t, 1)
+	for _, tc := range []struct {
+		name  string
+		opts  shedhttp.Options
+		field string // "" for a valid configuration
+	}{
+		{"skip path without slash", shedhttp.Options{Limiter: l, SkipPaths: []string{"/metrics", "/ready", "healthz"}}, "SkipPaths[2]"},
+		{"empty skip path", shedhttp.Options{Limiter: l, SkipPaths: []string{""}}, "SkipPaths[0]"},
+		{"skip path as a URL", shedhttp.Options{Limiter: l, SkipPaths: []string{"https://example.com/healthz"}}, "SkipPaths[0]"},
+		{"route without slash", shedhttp.Options{Limiter: l, Routes: map[string]string{"api/": "default"}}, `Routes["api/"]`},
+		{"skip method that is not a token", shedhttp.Options{Limiter: l, SkipMethods: []string{"OPTIONS "}}, "SkipMethods[0]"},
+		{"duplicates are harmless", shedhttp.Options{Limiter: l, SkipPaths: []string{"/healthz", "/healthz"}}, ""},
+		{"root", shedhttp.Options{Limiter: l, SkipPaths: []string{"/"}, Routes: map[string]string{"/": "default"}}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := nethttp.New(nethttp.Config{Options: tc.opts})
+			switch {
+			case tc.field == "" && err != nil:
+				t.Fatalf("New: %v", err)
+			case tc.field != "" && (!errors.Is(err, shedhttp.ErrInvalidConfig) || !strings.Contains(err.Error(), ": "+tc.field+":")):
+				t.Fatalf("New: %v, want an ErrInvalidConfig naming %s", err, tc.field)
+			}
+		})
+	}
+}

@@ -20,9 +20,11 @@ type Options struct {
 
 	// Routes maps path prefixes to class names; the longest matching
 	// prefix wins. Requests that match none, and every request when Routes
-	// is empty, get DefaultClass. Prefixes match the path as the client
-	// sent it: Request.URL.RawPath when set, else Request.URL.Path (see
-	// SkipPaths); that is the path Echo's router matches too (echo.GetPath).
+	// is empty, get DefaultClass. Each key starts with "/" (the
+	// constructors reject one that does not, as for SkipPaths). Prefixes
+	// match the path as the client sent it: Request.URL.RawPath when set,
+	// else Request.URL.Path (see SkipPaths); that is the path Echo's
+	// router matches too (echo.GetPath).
 	// In Echo, a key also matches when it equals the request's route
 	// pattern (Context.Path(), for example "/users/:id"; set only when the
 	// middleware runs after routing, that is with Echo.Use or on a group,
@@ -115,9 +117,11 @@ type Options struct {
 	MaxBodyBytes int64
 
 	// SkipPaths are request paths (such as "/healthz" or "/metrics") that
-	// bypass the middleware entirely. The constructors do not check them:
-	// one without its leading slash ("healthz") never matches, and that
-	// endpoint is shed like any other. They match the path exactly as the
+	// bypass the middleware entirely. Each must start with "/": the
+	// constructors return an ErrInvalidConfig naming the entry
+	// (SkipPaths[i]) for one that is empty or lacks its leading slash
+	// ("healthz", a full URL), since it could never match and the endpoint
+	// would be shed like any other. They match the path exactly as the
 	// client sent it: Request.URL.RawPath when the client used an
 	// encoding other than the canonical one, else Request.URL.Path (the
 	// path Echo's router matches). A percent-encoded variant (/%68ealthz,
@@ -132,7 +136,8 @@ type Options struct {
 	// SkipMethods are request methods (such as "OPTIONS", for CORS
 	// preflight requests) that bypass the middleware entirely, whatever
 	// their path. They match Request.Method exactly (methods are
-	// case-sensitive). Skip only methods whose handling is cheap: a client
+	// case-sensitive); each must be a token, as net/http accepts no other
+	// method. Skip only methods whose handling is cheap: a client
 	// can send as many of them as it likes.
 	SkipMethods []string
 

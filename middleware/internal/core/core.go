@@ -152,8 +152,8 @@ func (e *Engine) routeConfig(cfg Config) error {
 	}
 	for p, name := range cfg.Routes {
 		field := fmt.Sprintf("Routes[%q]", p)
-		if p == "" {
-			return configError(field, "empty route")
+		if err := checkPath(field, p); err != nil {
+			return err
 		}
 		c, err := e.class(field, name)
 		if err != nil {
@@ -232,8 +232,8 @@ func (e *Engine) skipConfig(cfg Config) error {
 		return configError("MaxBodyBytes", "must be >= 0, got %d", cfg.MaxBodyBytes)
 	}
 	for i, p := range cfg.SkipPaths {
-		if p == "" {
-			return configError(fmt.Sprintf("SkipPaths[%d]", i), "empty path")
+		if err := checkPath(fmt.Sprintf("SkipPaths[%d]", i), p); err != nil {
+			return err
 		}
 		if e.skip == nil {
 			e.skip = make(map[string]struct{}, len(cfg.SkipPaths))
@@ -241,11 +241,32 @@ func (e *Engine) skipConfig(cfg Config) error {
 		e.skip[p] = struct{}{}
 	}
 	for i, m := range cfg.SkipMethods {
+		// net/http refuses a request whose method is not a token, so
+		// such an entry (" OPTIONS", "GET,HEAD") could never match.
 		if m == "" {
 			return configError(fmt.Sprintf("SkipMethods[%d]", i), "empty method")
 		}
+		if !httpname.Valid(m) {
+			return configError(fmt.Sprintf("SkipMethods[%d]", i), "a method is a token (such as \"OPTIONS\"), got %q", m)
+		}
 	}
 	e.skipMethods = slices.Clone(cfg.SkipMethods)
+	return nil
+}
+
+// checkPath validates a SkipPaths entry or a Routes key. Every path they
+// are matched against starts with "/" (the request path net/http parses;
+// Echo's route patterns, which Echo also normalises to a leading "/"), so
+// an entry without one ("healthz", a full URL) would never match: the
+// endpoint the user meant to skip would be shed, or the route would never
+// get its class, silently. Failing at construction says so instead.
+func checkPath(field, p string) error {
+	switch {
+	case p == "":
+		return configError(field, "empty path")
+	case p[0] != '/':
+		return configError(field, "a path starts with \"/\" (such as \"/healthz\"), got %q", p)
+	}
 	return nil
 }
 

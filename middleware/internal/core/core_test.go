@@ -72,6 +72,15 @@ func TestConfigErrors(t *testing.T) {
 			RateLimits: map[string]shedhttp.RateLimit{"batch": {Rate: 1, Burst: 1}}}, "RateLimitCost"},
 		{"empty skip path", core.Config{Limiter: l, SkipPaths: []string{"/ok", ""}}, "SkipPaths[1]"},
 		{"empty skip method", core.Config{Limiter: l, SkipMethods: []string{""}}, "SkipMethods[0]"},
+		// Request paths always start with "/": an entry without one would
+		// never match, and the endpoint the user meant to skip is shed.
+		{"skip path without slash", core.Config{Limiter: l, SkipPaths: []string{"/metrics", "/ok", "healthz"}}, "SkipPaths[2]"},
+		{"skip path as a URL", core.Config{Limiter: l, SkipPaths: []string{"http://localhost/healthz"}}, "SkipPaths[0]"},
+		{"skip path with a leading space", core.Config{Limiter: l, SkipPaths: []string{" /healthz"}}, "SkipPaths[0]"},
+		{"route without slash", core.Config{Limiter: l, Routes: map[string]string{"/ok": "batch", "api/": "interactive"}}, `Routes["api/"]`},
+		// net/http refuses a request whose method is not a token.
+		{"skip method with a space", core.Config{Limiter: l, SkipMethods: []string{"GET", "OPTIONS "}}, "SkipMethods[1]"},
+		{"skip method list", core.Config{Limiter: l, SkipMethods: []string{"GET,HEAD"}}, "SkipMethods[0]"},
 		{"negative IPv6 prefix", core.Config{Limiter: l, IPv6KeyPrefix: -1}, "IPv6KeyPrefix"},
 		{"IPv6 prefix too long", core.Config{Limiter: l, IPv6KeyPrefix: 129}, "IPv6KeyPrefix"},
 		{"bad deadline header", core.Config{Limiter: l, DeadlineHeader: "grpc timeout"}, "DeadlineHeader"},
@@ -88,8 +97,15 @@ func TestConfigErrors(t *testing.T) {
 			}
 		})
 	}
-	if _, err := core.New(core.Config{Limiter: l, RateLimits: map[string]shedhttp.RateLimit{"batch": {Rate: 1, Burst: 1}}}); err != nil {
-		t.Errorf("valid config: %v", err)
+	for _, cfg := range []core.Config{
+		{Limiter: l, RateLimits: map[string]shedhttp.RateLimit{"batch": {Rate: 1, Burst: 1}}},
+		// Duplicates are harmless; "/" is a path like any other.
+		{Limiter: l, SkipPaths: []string{"/", "/healthz", "/healthz", "/a%2Fb"}, SkipMethods: []string{"OPTIONS", "OPTIONS", "M-SEARCH"}},
+		{Limiter: l, Routes: map[string]string{"/": "batch", "/users/:id": "interactive"}},
+	} {
+		if _, err := core.New(cfg); err != nil {
+			t.Errorf("valid config %+v: %v", cfg, err)
+		}
 	}
 }
 
