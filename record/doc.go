@@ -105,6 +105,7 @@
 //	{"k":"cancel","t":2200000,"c":1,"cost":1,"q":true,"wait":20000000,"n":79}
 //	{"k":"release","t":2500000,"c":0,"actual":1,"lat":500000,"o":"success","n":11}
 //	{"k":"refuse","t":2600000,"c":1,"st":413,"n":11}
+//	{"k":"refuse","t":2700000,"c":0,"r":"key_concurrency","st":429,"n":8,"key":"85944171f73967e8"}
 //	{"k":"tick","t":1000003000,"limit":80,"n":37,"arr":[1200,300],"shed":[0,12],"done":[1195,280],"ref":[0,3],"lost":0,"every":2}
 //
 // Fields: c class index (named by the header), d decision (admit, reject,
@@ -117,13 +118,16 @@
 // Unavailable 503, ResourceExhausted 429...), n the limiter's
 // work in flight, key the tenant: [KeyHash] of the request's rate-limit
 // key (or its salted [KeyHasher.Hash] with Config.KeySalt) as 16 hex digits, absent when it has none (only the records of
-// arrivals carry it: req, admit, reject, cancel). Absent numbers are zero. A req's t is its arrival; an
+// arrivals carry it: req, admit, reject, cancel; and a refuse at a tenant's cap). Absent numbers are zero. A req's t is its arrival; an
 // admit, reject or cancel's t is the decision (the arrival is t - wait); a
 // release's t is the release (admitted at t - lat). A refuse is a request
 // refused on sight, before admission, for a reason the limiter never saw
 // (the middleware's 413 for a body over its maximum; a cost over the
 // limiter's whole budget is a reject, cost_too_large, since the limiter
-// decides it): t its arrival, st the response; it was no work. Ticks
+// decides it; shedredis.ConcurrencyMiddleware's 429 for a tenant at its
+// cap of requests in flight, r key_concurrency, n the tenant's requests
+// in flight counted, key the tenant): t its arrival, st the response; it
+// was no work. Ticks
 // come every "tick" of record time: limit and n from the watched
 // limiter, and cumulative exact counts per class of arrivals (arr),
 // rejections and cancellations (shed), ended work (done) and refusals
@@ -157,7 +161,11 @@
 // a "header:" that names no valid header (see CheckKeySource). The
 // refuse lines and the ticks' "ref" were added the same way: older
 // readers skip them and read the arrivals as before, which never counted
-// a refusal.
+// a refusal. A reason added to shed.Reason (key_concurrency) is a new
+// value, not a new meaning: readers skip a refuse line whose reason they
+// do not know, as a line of an unknown kind (readers before this one
+// stop there with an error naming it), and refuse other lines with an
+// unknown reason (ErrFormat), rather than read it as another reason.
 //
 // [Reader] reads a file, a directory or a stream; malformed lines are
 // errors that name the file, the line and the field (ErrFormat). A

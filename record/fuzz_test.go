@@ -85,7 +85,7 @@ func FuzzReader(f *testing.F) {
 	// malformed ones.
 	f.Add([]byte(`{"k":"header","format":"shedkit-record","v":1,"epoch":"2025-01-01T00:00:00Z","classes":["a","b"],"tick":1}` + "\n" +
 		`{"k":"refuse","t":1,"c":1,"st":413,"n":2}` + "\n" + `{"k":"tick","t":2,"arr":[1,0],"ref":[0,1]}` + "\n" +
-		`{"k":"refuse","t":3}` + "\n" + `{"k":"tick","t":4,"ref":[0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,1]}` + "\n" + `{"k":"refuse","t":5,"c":0,"st":-1}`))
+		`{"k":"refuse","t":3}` + "\n" + `{"k":"refuse","t":3,"c":0,"r":"key_concurrency","st":429,"n":4,"key":"00000000000000ab"}` + "\n" + `{"k":"tick","t":4,"ref":[0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,1]}` + "\n" + `{"k":"refuse","t":5,"c":0,"st":-1}`))
 	f.Add([]byte("\n\n{}\n[1]\nnot json"))
 	// Cut last lines (a writer killed mid-line): in a record, in the
 	// header of a second file of a stream, after a carriage return.

@@ -283,6 +283,12 @@ func (r *Reader) parse(b []byte) (Record, bool, error) {
 	if !r.has {
 		return Record{}, false, r.errf("record before the header")
 	}
+	if kind == KindRefused && l.R != "" && !knownReason(l.R) {
+		// A refusal of a kind a newer writer added: a count this reader
+		// cannot place, as a line of an unknown kind. Other lines need
+		// their reason to mean anything, and refuse an unknown one.
+		return Record{}, false, nil
+	}
 	rec, err := r.record(kind, &l)
 	return rec, err == nil, err
 }
@@ -373,6 +379,16 @@ func (r *Reader) record(kind Kind, l *line) (Record, error) {
 	return rec, nil
 }
 
+// reasonIndex returns the shed.Reason named name, or shed.NumReasons.
+func reasonIndex(name string) int {
+	i := 0
+	for ; i < shed.NumReasons && shed.Reason(i).String() != name; i++ {
+	}
+	return i
+}
+
+func knownReason(name string) bool { return reasonIndex(name) < shed.NumReasons }
+
 // names decodes the decision, reason and outcome names.
 func (r *Reader) names(rec *Record, l *line) error {
 	if l.D != "" {
@@ -383,9 +399,7 @@ func (r *Reader) names(rec *Record, l *line) error {
 		rec.Decision = Decision(d)
 	}
 	if l.R != "" {
-		i := 0
-		for ; i < shed.NumReasons && shed.Reason(i).String() != l.R; i++ {
-		}
+		i := reasonIndex(l.R)
 		if i == shed.NumReasons {
 			return r.errf("%s: unknown reason %q", rec.Kind, l.R)
 		}

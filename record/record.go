@@ -35,11 +35,14 @@ const (
 	KindTick
 	// KindRefused is a request its driver refused on sight, before
 	// admission, for a reason the limiter never saw: the middleware's 413
-	// for a body larger than shedhttp.Options.MaxBodyBytes. Time is its
-	// arrival (and the refusal), Status the response, Class the one the
-	// middleware's own classification gave it (no Classify function runs
-	// for it). Ticks count these apart (Tick.Refused), not among the
-	// arrivals: they never reached admission, and were no work.
+	// for a body larger than shedhttp.Options.MaxBodyBytes (Reason
+	// none), or shedredis.ConcurrencyMiddleware's 429 for a tenant at its
+	// cap of requests in flight (Reason shed.ReasonKeyConcurrency, Key
+	// the tenant's, InFlight the tenant's requests in flight counted: its
+	// cap). Time is its arrival (and the refusal), Status the response,
+	// Class the one the driver's own classification gave it (no Classify
+	// function runs for it). Ticks count these apart (Tick.Refused), not
+	// among the arrivals: they never reached admission, and were no work.
 	KindRefused
 )
 
@@ -116,8 +119,9 @@ type Record struct {
 	// Key is the hash of the request's tenant (rate-limit) key, 0 for
 	// none: KeyHash, or salted with Config.KeySalt (Recorder.KeyHash).
 	// Recorders write it on the records of arrivals (KindRequest,
-	// KindAdmitted, KindRejected, KindCancelled), so that a fit can count
-	// the tenants and their shares of the traffic; never the key itself.
+	// KindAdmitted, KindRejected, KindCancelled) and of refusals at a
+	// tenant's cap (KindRefused), so that a fit can count the tenants and
+	// their shares of the traffic; never the key itself.
 	Key uint64
 	// Tick is set on KindTick records.
 	Tick *Tick

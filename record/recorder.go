@@ -249,10 +249,13 @@ func (r *Recorder) Arrive(c shed.Class) bool {
 
 // Refuse counts a request of class c that the driver refused on sight,
 // before admission (KindRefused: the middleware's 413 for a body over
-// its maximum), and reports whether to record it: then the caller Adds a
+// its maximum, shedredis.ConcurrencyMiddleware's 429 for a tenant at its
+// cap), and reports whether to record it: then the caller Adds a
 // KindRefused record. Such a request is not an arrival (Arrive): it
-// never reached admission, and a fit must not offer it to a simulated
-// service as work. It costs one atomic add.
+// never reached admission. A fit must not offer a 413 to a simulated
+// service as work; a tenant's 429 it offers to the cap it infers, as it
+// does a rate limit's (the reason tells them apart). It costs one atomic
+// add.
 func (r *Recorder) Refuse(c shed.Class) bool {
 	if int(c) >= shed.MaxClasses {
 		return false

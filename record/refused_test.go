@@ -47,3 +47,22 @@ func TestRefusedRoundTrip(t *testing.T) {
 		t.Error("a refusal of a class out of range was sampled")
 	}
 }
+
+// A refusal whose reason this reader does not know (a reason a newer
+// writer added) is skipped, as lines of unknown kinds are: a recording
+// made by a newer middleware stays readable; other lines still refuse an
+// unknown reason, as they have no meaning without it.
+func TestRefusalOfUnknownReasonIsSkipped(t *testing.T) {
+	head := `{"k":"header","format":"` + record.FormatName + `","v":1,"epoch":"2026-01-01T00:00:00Z","classes":["default"]}` + "\n"
+	refuse := `{"k":"refuse","t":1000,"c":0,"r":"some_later_reason","st":429}` + "\n"
+	req := `{"k":"req","t":2000,"c":0,"st":200}` + "\n"
+	r := record.NewReader(strings.NewReader(head + refuse + req))
+	rec, err := r.Next()
+	if err != nil || rec.Kind != record.KindRequest {
+		t.Errorf("read %+v, %v; want the request", rec, err)
+	}
+	reject := `{"k":"reject","t":3000,"c":0,"r":"some_later_reason"}` + "\n"
+	if rec, err := record.NewReader(strings.NewReader(head + reject)).Next(); err == nil {
+		t.Errorf("a rejection of an unknown reason was read: %+v", rec)
+	}
+}

@@ -142,24 +142,16 @@ func (r *Recorder) writeTicksLocked() {
 	r.out.tickBuf = r.takeTicks(r.out.tickBuf)
 	for i := range r.out.tickBuf {
 		te := &r.out.tickBuf[i]
-		if !r.out.ready(te.t, r) {
-			r.lost.Add(1)
-			continue
-		}
-		r.out.line = appendTick(r.out.line[:0], te, r.out.epoch, r.classCount(te))
-		if !r.out.write(r) {
+		r.out.line = appendTick(r.out.line[:0], te, r.out.epochFor(te.t), r.classCount(te))
+		if !r.out.put(te.t, r) {
 			r.lost.Add(1)
 		}
 	}
 }
 
 func (r *Recorder) writeEntry(e *entry) {
-	if !r.out.ready(e.t, r) {
-		r.lost.Add(1)
-		return
-	}
-	r.out.line = appendEntry(r.out.line[:0], e, r.out.epoch)
-	if !r.out.write(r) {
+	r.out.line = appendEntry(r.out.line[:0], e, r.out.epochFor(e.t))
+	if !r.out.put(e.t, r) {
 		r.lost.Add(1)
 	}
 }
@@ -198,7 +190,8 @@ type sink struct {
 	written atomic.Uint64
 	bytes   atomic.Int64
 	errp    atomic.Pointer[error]
-	line    []byte
+	line    []byte // the line being written
+	hdr     []byte // the current file's header
 	tickBuf []tickEntry
 }
 
@@ -221,8 +214,23 @@ func (s *sink) init(cfg *Config) error {
 	return nil
 }
 
+// epochFor returns the epoch a line dated t (Unix ns) is written
+// against: the current file's, or the one ready gives the file it starts
+// for that line.
+func (s *sink) epochFor(t int64) int64 {
+	if s.open {
+		return s.epoch
+	}
+	return t - t%int64(time.Second)
+}
+
+// put writes s.line, a record dated t, in the current file, or in one it
+// starts.
+func (s *sink) put(t int64, r *Recorder) bool { return s.ready(t, r) && s.write(r) }
+
 // ready makes sure a file (or the stream) is open with its header, the
-// epoch taken from the first record it holds, t (Unix ns).
+// epoch taken from t (Unix ns), the time of s.line, the first record it
+// will hold.
 func (s *sink) ready(t int64, r *Recorder) bool {
 	if s.err != nil || s.final {
 		return false
@@ -230,46 +238,60 @@ func (s *sink) ready(t int64, r *Recorder) bool {
 	if s.open {
 		return true
 	}
+	s.hdr = appendHeader(s.hdr[:0], s.epochFor(t), r.classNames(), r.cfg.TickEvery, r.keys.Hashing(), r.keySourceNow())
+	if int64(len(s.hdr)+len(s.line)) > s.maxBytes {
+		// No file can hold the header and this line within MaxFileBytes:
+		// the line is dropped and counted (Stats.Lost) rather than
+		// written past the cap, and no file is started for a header
+		// alone. The header's size is known only now (the limiter's
+		// class names, the key source), so New cannot refuse the cap.
+		return false
+	}
 	if s.dir != "" {
 		if err := s.next(); err != nil {
 			s.fail(err)
 			return false
 		}
 	}
-	s.epoch = t - t%int64(time.Second)
+	s.epoch = s.epochFor(t)
 	s.open = true
 	s.files.Add(1)
-	s.line = appendHeader(s.line[:0], s.epoch, r.classNames(), r.cfg.TickEvery, r.keys.Hashing(), r.keySourceNow())
-	s.hdrBytes = int64(len(s.line))
-	return s.write(nil)
+	s.hdrBytes = int64(len(s.hdr))
+	return s.writeBytes(s.hdr, false)
 }
 
 // write writes s.line, rotating first when it would pass the size cap;
-// over the cap of a stream it drops the line. r is nil for a header.
+// over the cap of a stream it drops the line. A line that would not fit
+// in a new file either, after its header, is dropped too: rotating for it
+// would start a file that holds a header alone.
 func (s *sink) write(r *Recorder) bool {
-	if r != nil && s.size+int64(len(s.line)) > s.maxBytes {
-		if s.dir == "" {
+	if s.size+int64(len(s.line)) > s.maxBytes {
+		if s.dir == "" || s.hdrBytes+int64(len(s.line)) > s.maxBytes {
 			return false
 		}
-		line := s.line
-		s.line = nil
 		if err := s.rotate(); err != nil {
 			s.fail(err)
 			return false
 		}
-		t := s.epoch
-		if !s.ready(t, r) {
+		// The same epoch: the line was encoded against it. ready checks
+		// that a new header, longer after a key source was told, leaves
+		// room for the line.
+		if !s.ready(s.epoch, r) {
 			return false
 		}
-		s.line = line
 	}
-	if _, err := s.bw.Write(s.line); err != nil {
+	return s.writeBytes(s.line, true)
+}
+
+// writeBytes writes b, a header or (record) a record's line.
+func (s *sink) writeBytes(b []byte, record bool) bool {
+	if _, err := s.bw.Write(b); err != nil {
 		s.fail(err)
 		return false
 	}
-	s.size += int64(len(s.line))
+	s.size += int64(len(b))
 	s.bytes.Store(s.size)
-	if r != nil {
+	if record {
 		s.written.Add(1)
 	}
 	return true

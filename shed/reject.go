@@ -41,11 +41,17 @@ const (
 	// requests whose tenant is over its share when their turn comes are
 	// rejected likewise.
 	ReasonTenantShare
+	// ReasonKeyConcurrency is not produced by a Limiter either: a tenant
+	// (key) already had its cap of requests in flight, and middleware in
+	// front of the limiter refused the request (a recorded 429 of
+	// shedredis.ConcurrencyMiddleware), so that a recording, and the fit
+	// of it, can tell it from a rate limit's 429.
+	ReasonKeyConcurrency
 
 	numReasons = iota
 )
 
-var reasonNames = [numReasons]string{"none", "limit_exceeded", "queue_full", "queue_timeout", "deadline_too_short", "cost_too_large", "draining", "rate_limited", "tenant_share"}
+var reasonNames = [numReasons]string{"none", "limit_exceeded", "queue_full", "queue_timeout", "deadline_too_short", "cost_too_large", "draining", "rate_limited", "tenant_share", "key_concurrency"}
 
 // String returns the reason's stable, low-cardinality name, for example
 // "queue_full". It is safe to use as a metric attribute.

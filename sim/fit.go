@@ -69,9 +69,13 @@ const (
 // while a second, later tick beyond it, or 1,024 records held, shows that
 // time went on there, and they are taken.
 //
+// The first records have nothing before them to be judged against: the
+// timeline starts at the median time of the first 16, and those far from
+// it are set aside as well (see fitProbe).
+//
 // Once Source has given a header, classes are matched by name across
-// files, in the order their names first came (see ErrInvalidRecording
-// for the recordings that cannot be).
+// files, and ranked as the headers rank them (see fit_classes.go; and
+// ErrInvalidRecording for the recordings that cannot be).
 type Fitter struct {
 	opt   FitOptions
 	dt    int64 // cell length, ns
@@ -111,6 +115,10 @@ type Fitter struct {
 	// Records dated far from the rest (see fit_skew.go).
 	hold     fitHold
 	timeline fitTimeline
+	probe    fitProbeState // the first records (see fitProbe)
+
+	// Refusals at a tenant's cap (see fit_keyconc.go).
+	keyConc fitKeyConc
 }
 
 // fitCells are the per-interval totals, one slice element per cell.
@@ -261,6 +269,9 @@ func (c *fitCells) grow(n int) {
 // are matched by name across files; a header that names two classes
 // alike makes Fit fail (ErrInvalidRecording).
 func (f *Fitter) Source(file string, h record.Header) {
+	// The records collected so far are the previous source's: their keys
+	// count under its hashing.
+	f.endProbe()
 	f.hashings.source(file, h.KeyHashing, h.KeySource)
 	f.sourceClasses(file, h)
 }
@@ -282,7 +293,9 @@ func (f *Fitter) add(r *record.Record) {
 	c := r.Class
 	refused := f.refusedRecord(r)
 	if r.Kind == record.KindRefused {
-		return // not an arrival, nor a rejection: no work, no cost
+		f.keyConc.keyCapRecord(r)
+		f.keyRecord(r) // a tenant's 429 counts among its requests
+		return         // no work, no cost: the ticks count it (see withoutRefused)
 	}
 	if r.Cost > 0 && !refused {
 		f.cost[c].add(f.rng, 0, float64(r.Cost))

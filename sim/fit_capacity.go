@@ -133,6 +133,7 @@ func (f *Fitter) scenario(fit *Fit) *Scenario {
 			cl.Timeout = timeout
 		}
 		cl.Keys = fittedKeys(&cf, fit)
+		cl.KeyConcurrency = cf.KeyConcurrency.Limit.clone()
 		sc.Classes = append(sc.Classes, cl)
 	}
 	sc.Upstream = Upstream{Capacity: max(int(math.Round(fit.Capacity.Servers)), 1), ServiceTime: fit.ServiceTime.Dist, Discipline: f.opt.Discipline}

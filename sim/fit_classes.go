@@ -3,6 +3,7 @@ package sim
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 
 	"github.com/shedkit/shedkit/record"
@@ -25,11 +26,21 @@ func recordingError(file, field, format string, args ...any) error {
 // Records name their class by index in their file's header, and a
 // service redeployed may list its classes in another order, or more of
 // them. So once Source gave a header, the fit matches classes by name:
-// each name is one class of the fit, in the order the names first came
-// (the first file's order, then each newcomer after the classes already
-// known: the scenario's order is its priority, which a note says when a
-// file ranks the classes otherwise). Without a header, an index is a
+// each name is one class of the fit. Without a header, an index is a
 // class, as the records name it.
+//
+// The scenario's order of classes is its priority, and a header lists
+// its classes in the limiter's order, so the fit ranks them as the
+// headers do (rank). The classes already known keep their order: where
+// files disagree (a redeploy that reordered them), the first ranking
+// stays and a note says that a file ranks them otherwise. A class new to
+// the fit goes where the file that first names it puts it: right below
+// the lowest-ranked of the known classes that file lists above it, so
+// that every class the recording shows above it stays above; when it
+// lists none above it, right above the highest-ranked of those it lists
+// below it; when it lists no known class at all, last, as nothing ranks
+// it. (Ranking newcomers last whatever their file said put a class a
+// redeploy added between interactive and batch below batch.)
 
 // fitClassMap maps the class indices of the records being added to the
 // fit's classes.
@@ -39,6 +50,7 @@ type fitClassMap struct {
 	header []string              // its class names
 	to     [shed.MaxClasses]int8 // the fit's class of each index, -1 unknown yet
 	n      int                   // the fit's classes so far, when named
+	rank   []int                 // the fit's classes, highest priority first
 	notes  []string              // files that rank the classes otherwise (the first few)
 	others int                   // and how many more
 }
@@ -52,12 +64,14 @@ func (f *Fitter) sourceClasses(file string, h record.Header) {
 	m := &f.classes
 	if !m.named {
 		m.named, m.n = true, f.classCount()
+		for c := range m.n { // classes of records added before any header
+			m.rank = append(m.rank, c)
+		}
 	}
 	m.file, m.header = file, h.Classes
 	for i := range m.to {
 		m.to[i] = -1
 	}
-	prev, ordered := -1, true
 	for i, name := range h.Classes {
 		for j := range i {
 			if h.Classes[j] == name {
@@ -65,12 +79,15 @@ func (f *Fitter) sourceClasses(file string, h record.Header) {
 				return
 			}
 		}
-		c, ok := f.classIndex(i)
-		if !ok {
+		if _, ok := f.classIndex(i); !ok {
 			return
 		}
-		ordered = ordered && c > prev
-		prev = c
+	}
+	prev, ordered := -1, true
+	for i := range h.Classes {
+		p := slices.Index(m.rank, int(m.to[i]))
+		ordered = ordered && p > prev
+		prev = p
 	}
 	if !ordered {
 		f.orderNote(file, h.Classes)
@@ -103,9 +120,61 @@ func (f *Fitter) classIndex(i int) (int, bool) {
 		}
 		f.names[c] = name
 		m.n++
+		m.rank = slices.Insert(m.rank, f.rankOfNew(i), c)
 	}
 	m.to[i] = int8(c)
 	return c, true
+}
+
+// rankOfNew returns where in the ranking a class new to the fit, index i
+// of the current file, goes (see the rule above).
+func (f *Fitter) rankOfNew(i int) int {
+	m := &f.classes
+	below, above := -1, len(m.rank)
+	for j, name := range m.header {
+		k := f.knownClass(name)
+		if j == i || k < 0 {
+			continue
+		}
+		p := slices.Index(m.rank, k)
+		if p < 0 {
+			continue // the new class itself, named again further on (an error)
+		}
+		if j < i || i >= len(m.header) {
+			below = max(below, p)
+		} else {
+			above = min(above, p)
+		}
+	}
+	if below >= 0 {
+		return below + 1
+	}
+	return above
+}
+
+// knownClass returns the fit's class named name, -1 when none is.
+func (f *Fitter) knownClass(name string) int {
+	for c := range f.classes.n {
+		if f.names[c] == name {
+			return c
+		}
+	}
+	return -1
+}
+
+// rankClasses puts fit.Classes in the order of the ranking (see the rule
+// above), once everything that indexes them by the fit's class is done.
+func (f *Fitter) rankClasses(fit *Fit) {
+	if !f.classes.named {
+		return
+	}
+	out := make([]ClassFit, 0, len(fit.Classes))
+	for _, c := range f.classes.rank {
+		if c < len(fit.Classes) {
+			out = append(out, fit.Classes[c])
+		}
+	}
+	fit.Classes = out
 }
 
 // mapClass rewrites r's class, and a tick's counts, to the fit's classes.
@@ -175,7 +244,16 @@ func (f *Fitter) orderNote(file string, classes []string) {
 		file = "a header of the stream"
 	}
 	m.notes = append(m.notes, fmt.Sprintf("classes: %s ranks its classes %q, the fit ranks them %q, as they first came: each class is fitted by name, "+
-		"and the scenario's order is its priority", file, classes, f.names[:m.n]))
+		"and the scenario's order is its priority", file, classes, f.rankedNames()))
+}
+
+// rankedNames returns the fit's class names in the order of the ranking.
+func (f *Fitter) rankedNames() []string {
+	out := make([]string, 0, len(f.classes.rank))
+	for _, c := range f.classes.rank {
+		out = append(out, f.names[c])
+	}
+	return out
 }
 
 // classNotes returns the notes on class order.

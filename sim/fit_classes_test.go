@@ -18,7 +18,9 @@ import (
 // another order, then with a class added in the middle, is fitted with
 // each class's traffic under its name: interactive 200/s and batch 20/s
 // throughout, bulk 10/s in the last third. The fit used to refuse it
-// (and before that, to count one class's traffic as another's).
+// (and before that, to count one class's traffic as another's). bulk,
+// which the last file ranks between interactive and batch, keeps that
+// rank (it used to come last, below batch).
 func TestFitMergesClassesByName(t *testing.T) {
 	dir := t.TempDir()
 	rng := newStream(5, "test")
@@ -72,10 +74,13 @@ func TestFitMergesClassesByName(t *testing.T) {
 			t.Errorf("class %s: %.0f arrivals, %.0f sent", c.Name, c.Arrivals, n)
 		}
 	}
-	if !slices.Equal(names, []string{"interactive", "batch", "bulk"}) {
-		t.Fatalf("classes %q, want interactive, batch, bulk (the first file's order, then the newcomer)", names)
+	if !slices.Equal(names, []string{"interactive", "bulk", "batch"}) {
+		t.Fatalf("classes %q, want interactive, bulk, batch (the newcomer where its file ranks it)", names)
 	}
-	bulk := fit.Scenario.Classes[2]
+	bulk := fit.Scenario.Classes[1]
+	if bulk.Name != "bulk" {
+		t.Fatalf("scenario class 1 is %q, want bulk", bulk.Name)
+	}
 	r, err := buildRate(bulk.Rate, bulk.Schedule, "")
 	if err != nil {
 		t.Fatal(err)
@@ -119,5 +124,62 @@ func TestFitRefusesAmbiguousClasses(t *testing.T) {
 	_, err = FitRecording(record.NewReader(strings.NewReader(b.String())), FitOptions{})
 	if !errors.Is(err, ErrInvalidRecording) || !strings.Contains(err.Error(), "record.Header.Classes[0]") {
 		t.Errorf("FitRecording = %v, want an ErrInvalidRecording naming Classes[0]", err)
+	}
+}
+
+// TestFitRanksNewClassesAsRecorded: a class that a later file adds
+// between others keeps the rank that file gives it (the scenario's order
+// is its priority), rather than coming last; the classes already known
+// keep their order. Each case is a list of headers, one file each.
+func TestFitRanksNewClassesAsRecorded(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		files [][]string
+		want  []string
+	}{
+		{"added in the middle", [][]string{{"a", "b"}, {"a", "x", "b"}}, []string{"a", "x", "b"}},
+		{"added first", [][]string{{"a", "b"}, {"x", "a", "b"}}, []string{"x", "a", "b"}},
+		{"added last", [][]string{{"a", "b"}, {"a", "b", "x"}}, []string{"a", "b", "x"}},
+		{"two added", [][]string{{"a", "b", "c"}, {"a", "x", "b", "y", "c"}}, []string{"a", "x", "b", "y", "c"}},
+		{"added above a class only", [][]string{{"a", "b"}, {"x", "b"}}, []string{"a", "x", "b"}},
+		{"added below a class only", [][]string{{"a", "b"}, {"a", "x"}}, []string{"a", "x", "b"}},
+		{"a file that disagrees", [][]string{{"a", "b"}, {"b", "a", "x"}}, []string{"a", "b", "x"}},
+		{"nothing known beside it", [][]string{{"a", "b"}, {"x"}}, []string{"a", "b", "x"}},
+		{"three files", [][]string{{"a", "c"}, {"a", "b", "c"}, {"a", "b", "x", "c"}}, []string{"a", "b", "x", "c"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f, err := NewFitter(FitOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			at := epoch
+			for i, classes := range tc.files {
+				f.Source(fmt.Sprintf("f%d.jsonl", i), record.Header{Classes: classes})
+				for j := range 3 {
+					counts := make([]uint64, len(classes)) // each file a recorder of its own
+					for c := range counts {
+						counts[c] = uint64(10 * j)
+					}
+					f.Add(record.Record{Kind: record.KindTick, Time: at, Tick: &record.Tick{SampleEvery: 1,
+						Arrivals: counts, Done: counts}})
+					for k := range 12 { // enough latencies for an interval to count
+						f.Add(record.Record{Kind: record.KindRequest, Time: at.Add(time.Duration(k) * time.Millisecond), Decision: record.Admitted,
+							Cost: 1, Actual: 1, Timed: true, Latency: time.Duration(10+j+k) * time.Millisecond, Status: 200})
+					}
+					at = at.Add(time.Second)
+				}
+			}
+			fit, err := f.Fit()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got, sc []string
+			for i, c := range fit.Classes {
+				got, sc = append(got, c.Name), append(sc, fit.Scenario.Classes[i].Name)
+			}
+			if !slices.Equal(got, tc.want) || !slices.Equal(sc, tc.want) {
+				t.Errorf("classes %q, scenario %q, want %q", got, sc, tc.want)
+			}
+		})
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"strconv"
 
 	"github.com/shedkit/shedkit/record"
+	"github.com/shedkit/shedkit/shed"
 )
 
 // KeysFit is what a fit inferred about a class's tenants (Class.Keys)
@@ -51,6 +52,10 @@ type KeysFit struct {
 func (f *Fitter) keyRecord(r *record.Record) {
 	switch r.Kind {
 	case record.KindRequest, record.KindAdmitted, record.KindRejected, record.KindCancelled:
+	case record.KindRefused:
+		if r.Reason != shed.ReasonKeyConcurrency {
+			return // a 413: no tenant's request the scenario offers
+		}
 	default:
 		return
 	}

@@ -73,15 +73,24 @@ func (f *Fitter) costTooLarge(c, n int) []float64 {
 
 // withoutRefused takes class c's requests refused on sight out of its
 // per-cell arrivals counts and into cf.Refused (with those the ticks
-// counted apart), and returns the rejections they were among.
+// counted apart), and returns the rejections they were among. The ticks'
+// refusals at a tenant's cap (their share by the records, see
+// fit_keyconc.go) go the other way: into the arrivals, as offered, and
+// cf.KeyConcurrency.Refused; fitClasses adds them to the rejections.
 func (f *Fitter) withoutRefused(c int, counts []float64, cf *ClassFit) (shedTooLarge float64) {
 	for i, v := range f.costTooLarge(c, len(counts)) {
 		counts[i] = max(counts[i]-v, 0)
 		shedTooLarge += v
 	}
 	cf.Refused = shedTooLarge
-	for _, v := range f.cells.ref[c] {
-		cf.Refused += v
+	share := f.keyConc.share(c)
+	for i, v := range f.cells.ref[c] {
+		capped := v * share
+		if i < len(counts) {
+			counts[i] += capped
+		}
+		cf.KeyConcurrency.Refused += capped
+		cf.Refused += v - capped
 	}
 	return shedTooLarge
 }

@@ -39,7 +39,7 @@ func WriteFitReport(w io.Writer, fit *Fit) {
 	writeCapacity(w, fit)
 	writeRateLimits(w, fit)
 	writeKeys(w, fit)
-	writeNotRecorded(w)
+	writeNotRecorded(w, fit)
 	fmt.Fprintln(w, "costs:")
 	for _, c := range fit.Classes {
 		cost, actual := "1 (none recorded)", "the estimate"
@@ -197,17 +197,33 @@ func (c controlFree) Write(p []byte) (int, error) {
 
 // writeNotRecorded says which of the scenario's settings a recording
 // cannot show, so that a fitted scenario without them is not read as
-// "none was there". A recording holds what the shedkit middleware sees:
-// shedredis.ConcurrencyMiddleware refuses a tenant at its cap before that
-// middleware sees the request (no record, no arrival in the ticks), and
-// no record times a call to the store. To infer them the recorder would
-// need, for the cap, a record of each request refused at it (a "refuse"
-// with status 429, a reason such as key_concurrency, and the key's hash)
-// counted in the ticks' refusals, and the cap itself in the header; for
-// the store, each call's round trip and outcome (timeout, error, breaker
-// open) by operation (acquire, release, renew, rate limit), or their
-// distribution per tick.
-func writeNotRecorded(w io.Writer) {
-	fmt.Fprintln(w, "key concurrency: not observed: shedredis.ConcurrencyMiddleware refuses a tenant at its cap before the recorded middleware sees the request, so a recording shows neither its 429s nor those arrivals; the scenario sets no key_concurrency (set it by hand to your Concurrency's limit, or let shedsim tune try caps)")
+// "none was there". The cap on each tenant's requests in flight shows
+// when shedredis.ConcurrencyMiddleware records its 429s
+// (MiddlewareConfig.Recorder, see fit_keyconc.go); what it says is then
+// per class, in the notes. No record times a call to the store: to infer
+// it the recorder would need each call's round trip and outcome
+// (timeout, error, breaker open) by operation (acquire, release, renew,
+// rate limit), or their distribution per tick.
+func writeNotRecorded(w io.Writer, fit *Fit) {
+	capped := false
+	for _, c := range fit.Classes {
+		if c.KeyConcurrency.Records > 0 {
+			capped = true
+			fmt.Fprintf(w, "key concurrency: class %s: %.0f requests refused at a tenant's cap (429), %d tenants; %s\n", c.Name, c.KeyConcurrency.Refused,
+				c.KeyConcurrency.Keys, keyCapString(&c.KeyConcurrency))
+		}
+	}
+	if !capped {
+		fmt.Fprintln(w, "key concurrency: not observed: no 429 of shedredis.ConcurrencyMiddleware is in the recording (it records them with MiddlewareConfig.Recorder; without it, it refuses a tenant at its cap before the recorded middleware sees the request); the scenario sets no key_concurrency (set it by hand to your Concurrency's limit, or let shedsim tune try caps)")
+	}
 	fmt.Fprintln(w, "store: not observed: a recording times no call to the shared store (Redis); the scenario has no service.store (add one with the round trip your Redis client measures, its timeout and its lease_ttl, when a limit is shared)")
+}
+
+// keyCapString says what the fit made of a class's refusals at a
+// tenant's cap.
+func keyCapString(k *KeyConcurrencyFit) string {
+	if k.Limit == nil {
+		return "cap not inferred (see the notes)"
+	}
+	return fmt.Sprintf("cap inferred: key_concurrency {limit: %d}", k.Limit.Limit)
 }

@@ -68,6 +68,9 @@ type ClassFit struct {
 	RateLimit RateLimitFit
 	// Keys is the class's tenants, inferred from its records' keys.
 	Keys KeysFit
+	// KeyConcurrency is what its refusals at a tenant's cap of requests
+	// in flight tell (shedredis.ConcurrencyMiddleware's 429s).
+	KeyConcurrency KeyConcurrencyFit
 }
 
 // CapacityFit is the upstream's capacity, in servers (requests served at
@@ -99,7 +102,8 @@ func (f *Fitter) Fit() (*Fit, error) {
 	if f.err != nil {
 		return nil, f.err
 	}
-	f.settle() // the recording ended: nothing more will tell about what is held
+	f.endProbe() // a recording shorter than the probe
+	f.settle()   // the recording ended: nothing more will tell about what is held
 	n := len(f.cells.expo)
 	if f.ticks < 2 || n == 0 {
 		return nil, errShortRecording
@@ -116,6 +120,7 @@ func (f *Fitter) Fit() (*Fit, error) {
 	f.fitClasses(fit)
 	f.fitRateLimits(fit)
 	f.fitKeys(fit)
+	f.fitKeyConcurrency(fit)
 	lm, err := f.latencyModel()
 	if err != nil {
 		return nil, err
@@ -124,6 +129,7 @@ func (f *Fitter) Fit() (*Fit, error) {
 	f.fitService(fit, &lm)
 	f.fitCapacity(fit, &lm)
 	f.fitCosts(fit)
+	f.rankClasses(fit) // after the steps that index fit.Classes by the fit's class
 	sc := f.scenario(fit)
 	if err := sc.Validate(); err != nil {
 		return nil, fmt.Errorf("sim: fit: the fitted scenario is invalid: %w", err)
@@ -148,7 +154,7 @@ func (f *Fitter) fitClasses(fit *Fit) {
 		for _, v := range f.cells.shed[c] {
 			cf.Shed += v
 		}
-		cf.Shed = max(cf.Shed-tooLarge, 0)
+		cf.Shed = max(cf.Shed-tooLarge, 0) + cf.KeyConcurrency.Refused
 		if expo > 0 {
 			cf.MeanRate = cf.Arrivals / expo
 		}

@@ -3,6 +3,7 @@ package sim
 import (
 	"fmt"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/shedkit/shedkit/record"
@@ -85,6 +86,13 @@ func (p *fitTick) restartedBy(tk *record.Tick) bool {
 // close to the timeline sets the held records aside; a second tick
 // beyond it and later than the first, or a full hold, takes them.
 func (f *Fitter) admit(r record.Record) {
+	if !f.timeline.seen && !f.probe.done {
+		f.probe.recs = append(f.probe.recs, r)
+		if len(f.probe.recs) >= fitProbe {
+			f.endProbe()
+		}
+		return
+	}
 	t := r.Time.UnixNano()
 	if !f.outlying(&r, t) {
 		if r.Kind == record.KindTick && len(f.hold.recs) > 0 {
@@ -105,6 +113,53 @@ func (f *Fitter) admit(r record.Record) {
 	h.recs = append(h.recs, r)
 	if moved || len(h.recs) >= fitMaxHeld {
 		f.release()
+	}
+}
+
+// fitProbe is how many records open the fit's timeline. The hold judges
+// a record against the times taken before it, and the first record has
+// none: taken as it came, one dated an hour off would start the timeline
+// there, and the whole recording would lie outside it. So the first
+// records are collected, and the timeline starts at their median time,
+// which a minority of bad times does not move (records come roughly in
+// time order, so the good ones lie within the reach of one another);
+// those beyond the reach of the median, either side, are set aside as
+// later ones are.
+const fitProbe = 16
+
+// fitProbeState is the records collected before the timeline starts.
+type fitProbeState struct {
+	recs []record.Record
+	done bool
+}
+
+// endProbe starts the timeline from the collected records (see
+// fitProbe): it sets aside those far from their median time and takes
+// the others, in the order they came. Source calls it when a file ends
+// (its records count under its key hashing), Fit for a recording shorter
+// than fitProbe records.
+func (f *Fitter) endProbe() {
+	recs := f.probe.recs
+	if len(recs) == 0 {
+		return // nothing yet: the probe goes on
+	}
+	f.probe = fitProbeState{done: true}
+	times := make([]int64, len(recs))
+	for i := range recs {
+		times[i] = recs[i].Time.UnixNano()
+	}
+	slices.Sort(times)
+	mid := times[len(times)/2]
+	for _, r := range recs {
+		if t := r.Time.UnixNano(); f.ahead(t, mid) || f.ahead(mid, t) {
+			if r.Kind == record.KindTick {
+				f.timeline.asideTks++
+			} else {
+				f.timeline.aside++
+			}
+			continue
+		}
+		f.admit(r)
 	}
 }
 

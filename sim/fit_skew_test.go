@@ -18,6 +18,13 @@ import (
 // every other record is the same.
 func skewedRecording(t *testing.T, skew time.Duration, n int) []byte {
 	t.Helper()
+	return skewedRecordingAfter(t, skew, n, 20*time.Second)
+}
+
+// skewedRecordingAfter is skewedRecording with the skewed requests the
+// first n that arrive after after (0: the first n of the recording).
+func skewedRecordingAfter(t *testing.T, skew time.Duration, n int, after time.Duration) []byte {
+	t.Helper()
 	var buf bytes.Buffer
 	rec, err := record.New(record.Config{Writer: &buf, MaxRecordsPerSecond: -1, Classes: []string{"chat"}})
 	if err != nil {
@@ -30,7 +37,7 @@ func skewedRecording(t *testing.T, skew time.Duration, n int) []byte {
 		at = at.Add(time.Duration(rng.ExpFloat64() * float64(5*time.Millisecond)))
 		r := record.Record{Kind: record.KindRequest, Time: at, Decision: record.Admitted, Cost: 1, Actual: 1,
 			Timed: true, Latency: time.Duration(service.sample(rng)), Status: 200}
-		if skew != 0 && skewed < n && at.After(epoch.Add(20*time.Second)) {
+		if skew != 0 && skewed < n && at.After(epoch.Add(after)) {
 			r.Time, skewed = at.Add(skew), skewed+1
 		}
 		rec.Arrive(0)
@@ -104,5 +111,25 @@ func sameFit(t *testing.T, got, want *Fit) {
 	}
 	if gc, wc := got.Capacity.Servers, want.Capacity.Servers; math.Abs(gc/wc-1) > 0.05 {
 		t.Errorf("capacity %.1f, want %.1f within 5%%", gc, wc)
+	}
+}
+
+// TestFitSetsAsideSkewedFirstRecord: a recording whose very first record
+// is dated far ahead of (or behind) the rest fits the scenario the
+// recording without the skew fits, and the report says what was set
+// aside. The first record used to start the fit's timeline unchecked:
+// dated an hour ahead, every later record fell before the fit's start.
+func TestFitSetsAsideSkewedFirstRecord(t *testing.T) {
+	want := fitBytes(t, skewedRecordingAfter(t, 0, 0, 0))
+	for _, skew := range []time.Duration{time.Hour, -time.Hour, 48 * time.Hour} {
+		t.Run(skew.String(), func(t *testing.T) {
+			got := fitBytes(t, skewedRecordingAfter(t, skew, 1, 0))
+			sameFit(t, got, want)
+			var rep strings.Builder
+			WriteFitReport(&rep, got)
+			if !strings.Contains(rep.String(), "set aside 1 record") {
+				t.Errorf("the report does not say the first record was set aside:\n%s", rep.String())
+			}
+		})
 	}
 }

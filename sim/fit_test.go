@@ -262,6 +262,14 @@ func FuzzFit(f *testing.F) {
 		`{"k":"req","t":9000000000000000000,"c":0,"d":"reject","r":"cost_too_large"}` + "\n" +
 		`{"k":"tick","t":4000000000,"arr":[420],"shed":[30],"done":[390],"ref":[3]}` + "\n" + `{"k":"tick","t":5000000000,"arr":[430],"ref":[1]}` + "\n")
 	f.Add([]byte(b.String()))
+	// Tenants refused at their cap (429 key_concurrency), among the
+	// ticks' refusals, one of them far ahead.
+	for i := range 12 {
+		b.WriteString(`{"k":"refuse","t":` + strconv.Itoa(5_100_000_000+i*1_000_000) + `,"c":0,"r":"key_concurrency","st":429,"n":` + strconv.Itoa(2+i%2) + `,"key":"00000000000000a` + strconv.Itoa(i%3) + `"}` + "\n")
+	}
+	b.WriteString(`{"k":"refuse","t":9000000000000000000,"c":0,"r":"key_concurrency","st":429,"n":2147483647}` + "\n" +
+		`{"k":"tick","t":6000000000,"arr":[440],"shed":[30],"done":[400],"ref":[16]}` + "\n")
+	f.Add([]byte(b.String()))
 	addFitSkewSeeds(f, head, tick)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		fit, err := FitRecording(record.NewReader(bytes.NewReader(data)), FitOptions{})

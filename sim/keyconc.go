@@ -1,10 +1,13 @@
 package sim
 
 import (
+	"net/http"
 	"slices"
 	"time"
 
 	"github.com/shedkit/shedkit/middleware/shedhttp"
+	"github.com/shedkit/shedkit/record"
+	"github.com/shedkit/shedkit/shed"
 )
 
 // keyConcurrencyRetryAfter is the Retry-After of a 429 for a key at its
@@ -111,6 +114,36 @@ func (s *keyLeases) acquire(fallback bool, r, c int, key int32) (uint8, bool) {
 	return leaseInReplica | leaseInFleet, true
 }
 
+// count returns the leases of key that acquire judged a request by: the
+// fleet's, or replica r's (per replica, or on its share in fallback).
+func (s *keyLeases) count(fallback bool, r, c int, key int32) int {
+	cl := &s.classes[c]
+	if !cl.shared || fallback {
+		return int(cl.replica[r][key])
+	}
+	return int(cl.fleet[key])
+}
+
+// recordKeyCapped records service request t, refused at its key's cap,
+// when its replica is recorded: as shedredis.ConcurrencyMiddleware with
+// a Recorder records it, a refusal on sight (record.KindRefused) with
+// shed.ReasonKeyConcurrency, the key's hash and the leases counted.
+func (e *engine) recordKeyCapped(t *task, fallback bool) {
+	k := e.replicas[t.replica].keys
+	if k == nil || k.rec == nil {
+		return
+	}
+	c := shed.Class(t.class)
+	if !k.rec.Refuse(c) {
+		return
+	}
+	k.rec.Add(record.Record{Kind: record.KindRefused, Time: e.nowT, Class: c, Reason: shed.ReasonKeyConcurrency, Status: http.StatusTooManyRequests,
+		InFlight: e.leases.count(fallback, int(t.replica), int(t.class), t.key), Key: e.recordedKey(t)})
+	if k.rec.Pending() >= k.rec.Capacity()/2 {
+		k.rec.Flush() // as the recording observer does: nothing dropped
+	}
+}
+
 // take adds one to *n if it is under limit, and reports whether it was.
 func take(n *int32, limit int32) bool {
 	if *n >= limit {
@@ -152,11 +185,13 @@ func inSpans(spans []Span, at time.Duration) bool {
 // its limit is answered as the middleware answers it: 429 with a
 // Retry-After of keyConcurrencyRetryAfter and "do not retry", counted as
 // the rate limits' 429s are. The replica's rate observer is not told:
-// the middleware's Observer and Recorder sit inside, and never see it.
-// It reports whether t goes on.
+// the shedkit middleware's Observer and Recorder sit inside, and never
+// see it; a recorded replica's recorder records it as the middleware's
+// own Recorder does (recordKeyCapped). It reports whether t goes on.
 func (e *engine) takeLease(t *task, fallback bool) bool {
 	held, ok := e.leases.acquire(fallback, int(t.replica), int(t.class), t.key)
 	if !ok {
+		e.recordKeyCapped(t, fallback)
 		e.rec.rateLimited(t.class)
 		t.retryAfter = shedhttp.RetryAfterSeconds(keyConcurrencyRetryAfter) * int64(time.Second)
 		e.finish(t, resShed)

@@ -48,10 +48,11 @@ func jsonFloat(b []byte, v float64) []byte {
 }
 
 // simReason reports whether the series have a column for rejections by r:
-// not for rate limiting (the middleware's) nor the tenant share (the
-// simulator does not model tenants).
+// not for rate limiting nor tenant caps (the middleware's 429s: the
+// rate_limited column), nor the tenant share (the simulator does not
+// model it).
 func simReason(r shed.Reason) bool {
-	return r != shed.ReasonRateLimited && r != shed.ReasonTenantShare
+	return r != shed.ReasonRateLimited && r != shed.ReasonTenantShare && r != shed.ReasonKeyConcurrency
 }
 
 // SeriesColumns returns the column names of the series of sc, in the

@@ -11,7 +11,10 @@ import (
 // watch the limiter. The replica's 429s (Class.RateLimit) are recorded
 // too, as shed.EventRejected with shed.ReasonRateLimited: what the
 // middleware tells its Options.Observer, so that the recording counts
-// them among the class's arrivals as a real one does. The run stays
+// them among the class's arrivals as a real one does; so are its 429s at
+// a key's cap (Class.KeyConcurrency), as refusals with
+// shed.ReasonKeyConcurrency, as shedredis.ConcurrencyMiddleware records
+// them with a Recorder. The run stays
 // deterministic: rec takes its times
 // from the virtual clock, and the observer flushes rec on the run's
 // goroutine whenever its buffer is half full, so nothing is dropped (do

@@ -81,6 +81,11 @@
 // a decision fell back; [ConcurrencyMiddleware] and, through
 // [Store.AllowRequest] (shedhttp.RequestKeyStore), the shedkit middleware's
 // rate limit put it on the request's span ([AttrFallback], [AttrCause]).
+// With MiddlewareConfig.Recorder (the record.Recorder the shedkit
+// middleware records to), [ConcurrencyMiddleware] records its 429s, which
+// the shedkit middleware never sees, with the reason key_concurrency and
+// the tenant's hashed key, so that shedsim fit reports the tenants capped
+// and infers the cap.
 // With shedhttp.Options.RateLimitCost the middleware charges each
 // request's cost, so a RateLimit in tokens per minute is a tenant's token
 // quota for the whole fleet.

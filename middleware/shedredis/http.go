@@ -8,6 +8,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/shedkit/shedkit/middleware/shedhttp"
+	"github.com/shedkit/shedkit/record"
 	"github.com/shedkit/shedkit/shed"
 )
 
@@ -41,6 +42,24 @@ type MiddlewareConfig struct {
 	// retrybudget no-retry header (Shedkit-No-Retry: overloaded) on its
 	// 429s, as the shedkit middleware's option of the same name.
 	DisableNoRetryHeader bool
+	// Recorder, when set, records the tenants refused at their limit,
+	// which the shedkit middleware inside never sees: each 429 as a
+	// refusal on sight (record.KindRefused, counted in the ticks'
+	// refusals) with shed.ReasonKeyConcurrency, the class Class gives
+	// it, the key's hash (Recorder.KeyHash, as the shedkit middleware
+	// hashes its rate-limit key: pass the same Recorder) and the key's
+	// leases counted (Record.InFlight: its limit, or this replica's
+	// share when the decision fell back), so that shedsim fit can count
+	// them and infer the limit. Sampled as the recorder samples; the
+	// requests that pass are the inner middleware's to record.
+	Recorder *record.Recorder
+	// Class returns the class of a request the Recorder records, by the
+	// index of the recording's classes (the shedkit middleware's
+	// classes, in their order). Default: class 0.
+	Class func(r *http.Request) shed.Class
+	// Clock replaces time.Now for the Recorder's times, read only for a
+	// refusal it records.
+	Clock func() time.Time
 }
 
 var noRetryValues = []string{"overloaded"}[:1:1]
@@ -72,6 +91,9 @@ func ConcurrencyMiddleware(cfg MiddlewareConfig) (func(http.Handler) http.Handle
 	}
 	if cfg.Reject == nil {
 		cfg.Reject = shedhttp.WriteProblem
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = time.Now
 	}
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -109,6 +131,9 @@ func ConcurrencyMiddleware(cfg MiddlewareConfig) (func(http.Handler) http.Handle
 					// or the Concurrency was closed (ErrClosed).
 					rej.Status, rej.Reason = http.StatusServiceUnavailable, shed.ReasonNone
 				}
+				if le != nil {
+					cfg.recRefused(r, key, le)
+				}
 				h := w.Header()
 				h["Retry-After"] = shedhttp.RetryAfterValue(rej.RetryAfter)
 				if !cfg.DisableNoRetryHeader {
@@ -124,4 +149,23 @@ func ConcurrencyMiddleware(cfg MiddlewareConfig) (func(http.Handler) http.Handle
 			next.ServeHTTP(w, r)
 		})
 	}, nil
+}
+
+// recRefused records request r of tenant key, refused at its limit (le),
+// when the Recorder samples it: only then are the clock read and the key
+// hashed. A refusal, not an arrival: the request never reached the
+// limiter (see MiddlewareConfig.Recorder).
+func (cfg *MiddlewareConfig) recRefused(r *http.Request, key string, le *LimitError) {
+	rec := cfg.Recorder
+	if rec == nil {
+		return
+	}
+	var c shed.Class
+	if cfg.Class != nil {
+		c = cfg.Class(r)
+	}
+	if rec.Refuse(c) {
+		rec.Add(record.Record{Kind: record.KindRefused, Time: cfg.Clock(), Class: c, Reason: shed.ReasonKeyConcurrency,
+			Status: http.StatusTooManyRequests, InFlight: le.InFlight, Key: rec.KeyHash(key)})
+	}
 }

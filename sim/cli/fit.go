@@ -72,17 +72,26 @@ What it infers, and how:
                 keys from (the headers' keysrc: a trusted header, the
                 client address, its Classify) goes into keys.source, for
                 shedsim tune's snippet; none when the files disagree
+  key cap       per class with at least 10 recorded 429s at a tenant's cap
+                (key_concurrency: shedredis.ConcurrencyMiddleware with a
+                Recorder): counted among the arrivals, as offered, and the
+                cap = the median of the tenants' requests in flight when
+                refused, when the class keeps its tenants (keys)
   classes       matched by name across the files (a redeploy that reorders
-                the classes or adds one), in the order the names first came:
-                the first file's, then each newcomer; a note says when a
-                file ranks them otherwise. A header naming two classes
-                alike, or files naming more than 16 between them, are
-                refused
-  timeline      a record dated more than 10 intervals (at least a minute)
-                after the rest, or a tick dated back, is held aside: set
-                aside if a tick comes back near the timeline, or the
-                recording ends first; taken if a later tick (or 1,024
-                records) follow it there. A note counts what was set aside
+                the classes or adds one), ranked as the first file ranks
+                them; a class a later file adds goes right below the
+                lowest-ranked known class that file lists above it (or
+                right above the highest it lists below it; else last); a
+                note says when a file ranks known classes otherwise. A
+                header naming two classes alike, or files naming more than
+                16 between them, are refused
+  timeline      the first 16 records start it at their median time (one
+                far from it is set aside); then a record dated more than
+                10 intervals (at least a minute) after the rest, or a tick
+                dated back, is held aside: set aside if a tick comes back
+                near the timeline, or the recording ends first; taken if a
+                later tick (or 1,024 records) follow it there. A note
+                counts what was set aside
 The report (stderr) says what was inferred, from how much, how well it
 fits, and what was assumed (client deadlines, retries, one replica); the
 scenario (stdout or -o) repeats the notes as comments. Exit codes: 0, 1 when
