@@ -118,3 +118,39 @@ tests:
             value: 4
 `)
 }
+
+// TestRareEventPanelsCountEachEvent: the other panels of rare events, a
+// retry not made and a tenant refused its lease, count them per interval
+// as the rejections panel does, the first one of a series included.
+func TestRareEventPanelsCountEachEvent(t *testing.T) {
+	for _, tc := range []struct{ title, series, labels string }{
+		{"Retries not made, by reason",
+			`shedkit_retry_denied_total{job="api", instance="a:9464", shedkit_retry_client="up", shedkit_retry_reason="budget"}`,
+			`{shedkit_retry_client="up", shedkit_retry_reason="budget"}`},
+		{"Tenant lease rejections",
+			`shedkit_store_lease_decisions_total{job="api", instance="a:9464", shedkit_store_name="leases", shedkit_decision="rejected", shedkit_store_fallback="false"}`,
+			`{shedkit_store_name="leases", shedkit_store_fallback="false"}`},
+	} {
+		t.Run(tc.title, func(t *testing.T) {
+			// The first event at 2m, none after.
+			promtoolPanel(t, tc.title, `evaluation_interval: 15s
+tests:
+  - interval: 15s
+    input_series:
+      - series: '`+tc.series+`'
+        values: '_x8 1x20'
+    promql_expr_test:
+      - expr: $EXPR
+        eval_time: 2m30s
+        exp_samples:
+          - labels: '`+tc.labels+`'
+            value: 1
+      - expr: $EXPR
+        eval_time: 4m30s
+        exp_samples:
+          - labels: '`+tc.labels+`'
+            value: 0
+`)
+		})
+	}
+}
