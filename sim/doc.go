@@ -64,8 +64,11 @@
 // replica's share, and with Service.Store each decision waits the
 // store's round trip, behind shedredis's time budget and breaker, and
 // a shared cap's leases are released and renewed by store calls too,
-// so that they count late or expire as shedredis's do. A rate limit bounds how fast a tenant sends; only the
-// cap bounds how much of the fleet its slow requests hold.
+// so that they count late or expire as shedredis's do: a response waits
+// for its lease's release, and a call that timed out still takes,
+// removes or renews its lease when it reaches the store. A rate limit
+// bounds how fast a tenant sends; only the cap bounds how much of the
+// fleet its slow requests hold.
 //
 // The replica admits the request through its limiter (built by the
 // [Policy]), calls the upstream (retrying per its own policy) and releases
@@ -177,10 +180,12 @@
 //	    breaker_failures: 5      # consecutive failures that open a replica's breaker (one per client)
 //	    breaker_open: 1s         # open: no calls, local decisions; then one probe
 //	    lease_ttl: 10s           # shedredis Config.LeaseTTL: key concurrency leases are also released
-//	                             # and renewed (every lease_ttl/3) by store calls; a lease whose release
-//	                             # failed counts until a renewal removes it or it expires, one not renewed
-//	                             # for lease_ttl stops counting, one taken in fallback counts for the
-//	                             # fleet from the next renewal
+//	                             # (the response waits for it) and renewed (every lease_ttl/3, two round
+//	                             # trips, then a call that removes the leases released meanwhile) by store
+//	                             # calls; a lease whose release failed counts until a renewal removes it or
+//	                             # it expires, one not renewed for lease_ttl stops counting, one taken in
+//	                             # fallback counts for the fleet from the next renewal, and a lease's call
+//	                             # that timed out still runs when it reaches the store
 //	upstream:
 //	  capacity: 100              # servers: the concurrency where latency starts to grow
 //	  discipline: fifo           # fifo: the rest wait; ps: all share the servers

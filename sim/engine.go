@@ -52,6 +52,9 @@ const (
 	stActive  uint8 = iota // an attempt is out (or being made)
 	stBackoff              // waiting to retry
 	stQueued               // a service request waiting in its limiter's queue
+	// stReleasing: a service request whose handler has returned, its
+	// response waiting for its lease's release (Service.Store)
+	stReleasing
 	stDone
 )
 
@@ -475,6 +478,16 @@ func (e *engine) dispatch(ev *event) {
 		e.releaseAnswered(ev.arg)
 	case evLeaseExpire:
 		e.leaseExpired(ev.arg, ev.gen)
+	case evAcquireLands:
+		e.acquireLanded(ev.arg)
+	case evReleaseLands:
+		e.releaseLanded(ev.arg)
+	case evCleanupDone:
+		e.cleanupAnswered(int(ev.arg))
+	case evRenewLands:
+		e.renewalLanded(int(ev.arg))
+	case evReleased:
+		e.serviceAnswer(t)
 	}
 }
 
@@ -911,17 +924,34 @@ func (e *engine) finish(t *task, res result) {
 		}
 	case layerService:
 		r := &e.replicas[t.replica]
-		r.active--
 		if t.permit.Valid() {
 			t.permit.ReleaseAt(e.nowT, e.outcome(t, res))
 			r.inFlight--
 			e.rec.release(e, t, res)
 		}
-		e.releaseLease(t) // after the permit: the middleware holding the lease is outside
-		e.respond(t, res, t.retryAfter)
+		// After the permit: the middleware holding the lease is outside.
+		// Its deferred Release returns before net/http sends the
+		// response, which waits for the release's call.
+		if wait := e.releaseLease(t); wait > 0 {
+			t.state = stReleasing
+			e.gens[t.slot]++ // no answer or timer of t's attempts applies any more
+			e.schedule(e.now+wait, evReleased, t, 0)
+			return
+		}
+		e.serviceAnswer(t)
+		return
 	default:
 		e.respond(t, res, t.retryAfter)
 	}
+	e.freeTask(t)
+}
+
+// serviceAnswer sends service request t's answer to its caller, once its
+// lease is released, and frees it.
+func (e *engine) serviceAnswer(t *task) {
+	t.state = stDone
+	e.replicas[t.replica].active--
+	e.respond(t, t.res, t.retryAfter)
 	e.freeTask(t)
 }
 

@@ -31,6 +31,11 @@ const (
 	evRenewDone                  // the store answers replica arg's renewal
 	evLeaseRelease               // the store answers the release of lease arg
 	evLeaseExpire                // lease arg expires in the store unless written since (gen)
+	evAcquireLands               // lease arg's timed-out acquisition reaches the store
+	evReleaseLands               // lease arg's timed-out release reaches the store
+	evCleanupDone                // the store answers the cleanup after replica arg's renewal
+	evRenewLands                 // replica arg's timed-out renewals or cleanups reach the store
+	evReleased                   // service request t's lease is released: it answers its caller
 )
 
 // eventHeap is a 4-ary min-heap ordered by (at, seq), plus lanes: FIFO

@@ -189,9 +189,14 @@ func inSpans(spans []Span, at time.Duration) bool {
 // see it; a recorded replica's recorder records it as the middleware's
 // own Recorder does (recordKeyCapped). It reports whether t goes on.
 func (e *engine) takeLease(t *task, fallback bool) bool {
+	late := t.leaseRec - 1 // a timed-out acquisition's record (askStore), or -1
+	t.leaseRec = 0
 	held, ok := e.leases.acquire(fallback, int(t.replica), int(t.class), t.key)
 	if !ok {
 		e.recordKeyCapped(t, fallback)
+		if late >= 0 {
+			e.leaseRefused(late)
+		}
 		e.rec.rateLimited(t.class)
 		t.retryAfter = shedhttp.RetryAfterSeconds(keyConcurrencyRetryAfter) * int64(time.Second)
 		e.finish(t, resShed)
@@ -199,7 +204,7 @@ func (e *engine) takeLease(t *task, fallback bool) bool {
 	}
 	t.lease = held
 	if e.book != nil && held&leaseInFleet != 0 {
-		t.leaseRec = e.leaseTaken(int(t.replica), int(t.class), t.key, fallback) + 1
+		t.leaseRec = e.leaseTaken(int(t.replica), int(t.class), t.key, fallback, late) + 1
 		t.lease = held &^ leaseInFleet // the book counts it for the fleet
 	}
 	return true
@@ -207,14 +212,16 @@ func (e *engine) takeLease(t *task, fallback bool) bool {
 
 // releaseLease ends service request t's lease, if it holds one, once: t
 // ends, whatever its answer, as the middleware's deferred Release runs
-// when the handler returns.
-func (e *engine) releaseLease(t *task) {
+// when the handler returns. It returns how long the release's store call
+// takes, which t's response waits for.
+func (e *engine) releaseLease(t *task) (wait int64) {
 	if t.leaseRec != 0 {
-		e.leaseReleased(t.leaseRec - 1)
+		wait = e.leaseReleased(t.leaseRec - 1)
 		t.leaseRec = 0
 	}
 	if t.lease != 0 {
 		e.leases.release(int(t.replica), int(t.class), t.key, t.lease)
 		t.lease = 0
 	}
+	return wait
 }

@@ -58,8 +58,8 @@ func (w *leaseWatch) count() {
 		clear(w.local[c])
 	}
 	for _, t := range w.e.tasks {
-		if t.kind != layerService || t.state == stDone {
-			continue
+		if t.kind != layerService || t.state == stDone || t.state == stReleasing {
+			continue // stReleasing: its handler returned and released the lease
 		}
 		c, k, i := int(t.class), int(t.key), int(t.replica)*w.keys[t.class]+int(t.key)
 		w.byKey[c][k]++

@@ -8,10 +8,12 @@ import (
 )
 
 // leaseSample is the fleet's count of key 0's leases of class 0 and the
-// requests of that key in flight at the service, after one event.
+// requests of that key in flight at the service (their handler running,
+// not yet returned), after one event.
 type leaseSample struct {
 	at              time.Duration
 	fleet, inFlight int
+	releasing       int // requests whose response waits for their lease's release
 }
 
 // leaseSamples runs sc under "none" and samples class 0's key 0 after
@@ -24,13 +26,20 @@ func leaseSamples(t *testing.T, sc *Scenario, seed uint64) []leaseSample {
 	}
 	var ss []leaseSample
 	e.afterEvent = func() {
-		n := 0
+		n, rel := 0, 0
 		for _, k := range e.tasks {
-			if k.kind == layerService && k.state != stDone && k.class == 0 && k.key == 0 {
+			if k.kind != layerService || k.class != 0 || k.key != 0 {
+				continue
+			}
+			switch k.state {
+			case stReleasing:
+				rel++
+			case stDone:
+			default:
 				n++
 			}
 		}
-		ss = append(ss, leaseSample{time.Duration(e.now), int(e.leases.classes[0].fleet[0]), n})
+		ss = append(ss, leaseSample{time.Duration(e.now), int(e.leases.classes[0].fleet[0]), n, rel})
 	}
 	if err := e.run(); err != nil {
 		t.Fatal(err)
@@ -77,8 +86,13 @@ func TestStoreLeaseReleaseFails(t *testing.T) {
 			longestBefore = max(longestBefore, d)
 		} else {
 			longest = max(longest, d)
-			if d > time.Millisecond && end > out.End()+2500*time.Millisecond {
-				t.Errorf("from %v to %v the fleet counts more than is in flight: orphans not removed after the outage", ss[i].at, end)
+			// Releases out explain the excess for a round trip each (and
+			// for longer when requests end one after the other).
+			for _, s := range ss[i:j] {
+				if s.fleet > s.inFlight+s.releasing && s.at > out.End()+2500*time.Millisecond {
+					t.Errorf("at %v the fleet counts more than is in flight or being released: orphans not removed after the outage", s.at)
+					break
+				}
 			}
 		}
 		i = j

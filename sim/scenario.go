@@ -513,15 +513,22 @@ type Service struct {
 // concurrency makes one call per decision before the decision is taken
 // (two with both: shedredis's Concurrency and Store are separate clients,
 // each with its own breaker, so each replica has two breakers); it holds
-// nothing of its limiter meanwhile, and its latency includes the wait. A
-// call during Service.StoreOutages, or one whose round trip exceeds
-// Timeout, costs Timeout and fails: the decision is taken on the
-// replica's share. BreakerFailures consecutive failures of a client open
-// its breaker: its calls are skipped (no wait, local decisions) for
+// nothing of its limiter meanwhile, and its latency includes the wait.
+// With a Shared key concurrency its response also waits for the release
+// of its lease, one more call, as ConcurrencyMiddleware's does. A call
+// during Service.StoreOutages, or one whose round trip exceeds Timeout,
+// costs Timeout and fails: the decision is taken on the replica's share.
+// A lease's call that timed out (to take, release or renew it) still
+// runs in the store when it gets there, as Redis runs a script whose
+// caller stopped waiting; a rate decision that timed out is taken to
+// have done nothing. BreakerFailures consecutive failures of a client
+// open its breaker: its calls are skipped (no wait, local decisions) for
 // BreakerOpen, then one call probes the store, and the others fall back
 // until it answers; a success closes the breaker, a failure opens it
-// again. Releases of leases and their renewals are not modelled (they
-// happen after the answer, and the real ones count toward the breaker).
+// again. The renewals of leases (every LeaseTTL/3, two round trips within
+// max(Timeout, LeaseTTL/10)) and the call after a renewal that removes
+// the leases released while it was out are calls of the same client, off
+// the requests' path.
 type StoreModel struct {
 	// Latency is the round trip of one call. Zero: none.
 	Latency Dist

@@ -106,29 +106,55 @@ func newStoreCalls(sc *Scenario, seed uint64) *storeCalls {
 	return s
 }
 
-// call starts a call of client kind at replica r at now. It returns
-// false when the breaker skips it (the decision falls back at once);
-// else how long the call takes, whether it succeeds, and the breaker's
-// generation to hand to answered. A call fails when the store is out or
-// its round trip exceeds the time budget: it then takes the budget.
-func (s *storeCalls) call(now int64, r int, kind uint8) (wait int64, ok bool, gen uint32, called bool) {
-	return s.callWithin(now, r, kind, int64(s.m.Timeout))
+// storeCall is one call to the store as a replica's client makes it.
+type storeCall struct {
+	wait int64 // how long the client waits for it: its round trips, or the budget
+	// lands is how long after it was made the call takes effect in the
+	// store, when it does (-1: never, the store was out). A call the
+	// client gave up on still reaches the store and runs there, as
+	// Redis runs a script whose caller stopped waiting.
+	lands  int64
+	gen    uint32 // the breaker's generation, to hand to answered
+	ok     bool   // it succeeded within the budget
+	called bool   // false: the breaker skipped it, and it never happened
 }
 
-// callWithin is call with a time budget of budget: the renewals' is
-// longer, as they are off the request path.
-func (s *storeCalls) callWithin(now int64, r int, kind uint8, budget int64) (wait int64, ok bool, gen uint32, called bool) {
+// late reports whether the call failed on the client but still takes
+// effect in the store, after the client gave up.
+func (c storeCall) late() bool { return c.called && !c.ok && c.lands > c.wait }
+
+// call starts a call of client kind at replica r at now, of one round
+// trip within the time budget. A call fails when the store is out or its
+// round trip exceeds the budget: the client then waits the budget.
+func (s *storeCalls) call(now int64, r int, kind uint8) storeCall {
+	return s.callWithin(now, r, kind, int64(s.m.Timeout), 1)
+}
+
+// callWithin is call of trips round trips, one after the other, within a
+// time budget of budget: a renewal's is longer, as it is off the request
+// path, and it takes two round trips.
+func (s *storeCalls) callWithin(now int64, r int, kind uint8, budget int64, trips int) storeCall {
 	b := &s.breakers[2*r+int(kind)-1]
 	if !b.allow(now) {
-		return 0, false, 0, false
+		return storeCall{}
 	}
 	s.calls++
-	wait = int64(s.m.Latency.sample(s.rng[r]))
-	ok = wait <= budget && !inSpans(s.outages, time.Duration(now))
-	if !ok {
-		wait = budget
+	c := storeCall{gen: b.gen, called: true}
+	sent := true
+	for k := range trips {
+		// The budget ended before the last round trip was sent: the
+		// call never reaches the store.
+		sent = sent && (k < trips-1 || c.lands <= budget)
+		c.lands += int64(s.m.Latency.sample(s.rng[r]))
 	}
-	return wait, ok, b.gen, true
+	c.wait, c.ok = c.lands, c.lands <= budget
+	if !sent || inSpans(s.outages, time.Duration(now)) {
+		c.ok, c.lands = false, -1
+	}
+	if !c.ok {
+		c.wait = budget
+	}
+	return c
 }
 
 // answered records at now the answer to a call that call started.
@@ -148,16 +174,19 @@ func (e *engine) askStore(t *task, kind uint8) (fallback, wait bool) {
 	if !e.callsStore(t, kind) {
 		return false, false
 	}
-	d, ok, gen, called := e.store.call(e.now, int(t.replica), kind)
+	c := e.store.call(e.now, int(t.replica), kind)
 	switch {
-	case !called:
+	case !c.called:
 		return true, false
-	case d == 0:
-		e.store.answered(e.now, int(t.replica), kind, gen, ok)
-		return !ok, false
+	case c.wait == 0:
+		e.store.answered(e.now, int(t.replica), kind, c.gen, c.ok)
+		return !c.ok, false
 	}
-	t.storeKind, t.storeGen, t.storeOK = kind, gen, ok
-	e.schedule(e.now+d, evStore, t, 0)
+	if kind == storeLease && c.late() {
+		t.leaseRec = e.acquireLate(t, c.lands) + 1
+	}
+	t.storeKind, t.storeGen, t.storeOK = kind, c.gen, c.ok
+	e.schedule(e.now+c.wait, evStore, t, 0)
 	return false, true
 }
 

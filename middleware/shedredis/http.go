@@ -78,8 +78,8 @@ var noRetryValues = []string{"overloaded"}[:1:1]
 // so each response waits for one more round trip: up to Config.Timeout
 // while Redis is slow, none while its breaker is open. In exchange, a
 // client that sends its next request once it has the answer finds its
-// slot free in Redis. The simulator does not model this wait (its leases
-// release after the answer).
+// slot free in Redis. The simulator (sim, with service.store) models this
+// wait.
 func ConcurrencyMiddleware(cfg MiddlewareConfig) (func(http.Handler) http.Handler, error) {
 	switch {
 	case cfg.Concurrency == nil:
