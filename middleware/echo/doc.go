@@ -22,6 +22,17 @@
 //
 //   - Config.Skipper follows Echo's convention; SkipPaths is a shortcut for
 //     health and metrics endpoints.
+//   - A request holds one permit of a limiter: mounted twice on a route
+//     for the same limiter (Echo.Use, and again on a group or the route),
+//     the inner middleware skips an admitted request (see package
+//     shedhttp, Order of checks).
+//   - Requests Echo routes to no handler (404, and 405 for a known path
+//     with another method) pass through the middleware added with
+//     Echo.Use like any other: they are rate limited and admitted, and
+//     their 4xx releases the permit as Ignored. A 405's Context.Path is
+//     the pattern of the route its path matched, so it takes that route's
+//     class. A Skipper that skips an empty Context.Path (no route
+//     matched the path at all) keeps the 404s out.
 //   - Routes match the route pattern (Context.Path, for example
 //     "/users/:id") when the middleware runs after routing (Echo.Use, or a
 //     group), then path prefixes. Prefixes and SkipPaths match the path
@@ -33,9 +44,19 @@
 //     headers, not the client's.
 //   - When the handler returns an error without writing a response, the
 //     outcome is decided from the status Echo's default error handler will
-//     write (the *echo.HTTPError's code, else 500).
+//     write (the *echo.HTTPError's code, else 500). A header that went
+//     out without Echo's Response committing it (Response.Flush before
+//     any write sends net/http's implicit 200) keeps the status the
+//     client got, over HTTP/1: an error returned after it can no longer
+//     change the response, nor the outcome.
 //   - A panic releases the permit (Ignored) and goes on to Echo's Recover
 //     middleware, if any, with its stack unchanged.
+//   - Bound a request's time with Echo's ContextTimeout (or
+//     DeadlineHeader), not the deprecated Timeout middleware: mounted
+//     inside this one, Timeout answers 503 and returns while the handler
+//     goes on in its goroutine, so the permit is released (Dropped) and
+//     the work it bounded runs on unbounded; outside it, the permit is
+//     held until the handler really returns.
 //   - The permit also covers reading the request body and writing the
 //     response: bound slow clients with the http.Server's ReadTimeout and
 //     WriteTimeout (Echo.Server). See Long-lived requests.

@@ -32,8 +32,10 @@ type Config struct {
 	Classify func(c echov4.Context, def shedhttp.Classification) shedhttp.Classification
 	// RejectHandler writes the response to a rejected request, after the
 	// middleware set Retry-After and the no-retry header; its error is
-	// returned up the chain. Default: an RFC 9457 problem body written
-	// with shedhttp.WriteProblem, and a nil error.
+	// returned up the chain. When it returns nil without writing through
+	// c.Response(), the default response is written after it. Default: an
+	// RFC 9457 problem body written with shedhttp.WriteProblem, and a nil
+	// error.
 	RejectHandler func(c echov4.Context, rej shedhttp.Rejection) error
 
 	// Recorder, when set, records a sample of the requests (class, cost,
@@ -89,7 +91,14 @@ type mw struct {
 
 func (m *mw) rejectWith(c echov4.Context, rej shedhttp.Rejection) error {
 	m.e.SetRejectHeaders(c.Response().Header(), rej)
-	return m.reject(c, rej)
+	err := m.reject(c, rej)
+	if err == nil && !c.Response().Committed {
+		// A RejectHandler that wrote nothing (one that only logs) would
+		// let Echo send an empty 200: a client must never read a
+		// success for work that did not run.
+		return writeProblem(c, rej)
+	}
+	return err
 }
 
 // serve classifies and admits the request c serves, then runs next.
@@ -156,7 +165,7 @@ func (m *mw) admitted(c echov4.Context, next echov4.HandlerFunc, st *core.State,
 	res.Writer = w
 	c.SetRequest(r)
 	actual := st.Permit.Cost()
-	code := status(c, err)
+	code := status(c, st, err)
 	o := e.Release(st, r, code)
 	e.RecDone(rq, st, actual, o, core.SentStatus(code))
 	return err
@@ -167,7 +176,15 @@ func (cfg Config) ToMiddleware() (echov4.MiddlewareFunc, error) { return New(cfg
 
 // status is the response status of a request whose handler returned err:
 // what was written, else what Echo's default error handler will write.
-func status(c echov4.Context, err error) int {
+func status(c echov4.Context, st *core.State, err error) int {
+	if st.Status != 0 {
+		// What the wrapper saw go out (net/http's HTTP/1 writer). It
+		// differs from Echo's record when the handler went past
+		// Echo's Response: Response.Flush sends the implicit 200 but
+		// does not commit it, and an HTTPError returned after it can
+		// no longer be sent.
+		return st.Status
+	}
 	res := c.Response()
 	if err == nil || res.Committed {
 		return res.Status

@@ -50,6 +50,12 @@
 // The rate limit comes first because it is cheaper and because a client
 // over its own rate should not take a place in the admission queue.
 //
+// A call admitted once holds one permit of its limiter: interceptors for
+// the same limiter chained a second time on the server (ServerOptions
+// given twice, or two Servers' interceptors) let it through without
+// classifying, rate limiting or admitting it again, since a second permit
+// would wait for the one the call itself holds.
+//
 // # Trust
 //
 // Client metadata is untrusted. The class and the rate-limit key are read
@@ -104,7 +110,11 @@
 // long the client keeps sending, not by the service, so such streams
 // never give a latency sample: DefaultOutcome makes their successes
 // Ignored, and a deadline passing on them is Ignored too. Server-streaming
-// calls count like unary ones.
+// calls count like unary ones, and their latency includes the time their
+// client takes to read (gRPC's flow control blocks SendMsg): a client
+// that reads slowly makes the call look slow to the adaptive limit. Bound
+// such calls with a deadline, give them their own class, or release the
+// permit once the costly part is done (Permit(ctx).Release(shed.Success)).
 //
 // Long client-streaming or bidirectional streams whose messages are the
 // units of work (a chat, a feed of jobs) can be admitted per message
@@ -113,7 +123,9 @@
 // admits each message before returning it (a class that queues delays it,
 // which pushes back on the client through gRPC's flow control), and the
 // message's permit is held until the handler asks for the next message
-// (released as a Success) or returns (released by the handler's error). A
+// (released as a Success, or as Ignored or Dropped when the stream's
+// context was cancelled or its deadline passed meanwhile) or returns
+// (released by the handler's error). A
 // message that is not admitted fails RecvMsg with the rejection's status
 // and puts the pushback in the stream's trailer; the handler returns it
 // as any receive error, which ends the stream (a handler that returns nil

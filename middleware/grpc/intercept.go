@@ -39,7 +39,7 @@ func (s *Server) skipped(method string) bool {
 }
 
 func (s *Server) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-	if s.skipped(info.FullMethod) {
+	if s.skipped(info.FullMethod) || s.holds(ctx) {
 		return handler(ctx, req)
 	}
 	call := Call{FullMethod: info.FullMethod, Request: req}
@@ -132,7 +132,7 @@ func (s *Server) admit(ctx context.Context, call *Call) (*state, rejection) {
 	if rej.err != nil {
 		return nil, rej
 	}
-	st := &state{ctx: ctx, permit: p, rq: rq}
+	st := &state{ctx: ctx, permit: p, rq: rq, lim: s.lim}
 	if d, ok := ctx.Deadline(); !deadline.IsZero() && (!ok || deadline.Before(d)) {
 		// Classify shortened the call's deadline: the handler's context
 		// ends at it, as the HTTP middleware's does.
@@ -140,8 +140,9 @@ func (s *Server) admit(ctx context.Context, call *Call) (*state, rejection) {
 	}
 	if n := inboundAttempt(ctx); n > 0 {
 		// Like retrybudget.Propagate: a Transport (or this package's
-		// Client) used by the handler applies its InboundPolicy.
-		st.ctx = retrybudget.WithInboundAttempt(ctx, n)
+		// Client) used by the handler applies its InboundPolicy. Built
+		// on st.ctx, not ctx: a deadline Classify set above must stay.
+		st.ctx = retrybudget.WithInboundAttempt(st.ctx, n)
 	}
 	s.annotateAdmitted(ctx, &st.permit, dryReason)
 	return st, rejection{}
@@ -272,6 +273,17 @@ type state struct {
 	permit            shed.Permit
 	rq                recording          // ServerConfig.Recorder's, for permit
 	cancel            context.CancelFunc // of a deadline Classify set, if any
+	lim               *shed.Limiter      // the permit's (see holds)
+}
+
+// holds reports whether ctx is the context of a call that interceptors on
+// s's limiter already admitted: they are chained twice on the server. The
+// inner ones must let it through: a second permit of the same limiter for
+// the same call would wait for the first, which the call itself holds,
+// and at a small limit an idle server would refuse every call.
+func (s *Server) holds(ctx context.Context) bool {
+	st, ok := ctx.Value(permitKey{}).(*state)
+	return ok && st.lim == s.lim
 }
 
 // Deadline, Done and Err are the call context's.

@@ -59,7 +59,9 @@ type ServerConfig struct {
 	// before rate limiting, and must be fast and safe for concurrent use.
 	// A Deadline it sets counts when it is earlier than the call's: the
 	// limiter judges the call by it and the handler's context ends at it;
-	// it never extends the call.
+	// it never extends the call. For a message of a PerMessageStreams
+	// stream only the limiter judges the message by it: the stream's
+	// context, which all its messages share, keeps the call's deadline.
 	Classify func(ctx context.Context, call Call, def shedhttp.Classification) shedhttp.Classification
 
 	// RateLimits maps class names to a per-key rate limit. Classes without

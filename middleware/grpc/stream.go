@@ -12,7 +12,7 @@ import (
 )
 
 func (s *Server) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-	if s.skipped(info.FullMethod) {
+	if s.skipped(info.FullMethod) || s.holds(ss.Context()) {
 		return handler(srv, ss)
 	}
 	call := Call{FullMethod: info.FullMethod, Stream: true, ClientStream: info.IsClientStream, ServerStream: info.IsServerStream}
@@ -64,7 +64,7 @@ type msgStream struct {
 
 func (s *Server) streamPerMessage(srv any, ss grpc.ServerStream, call Call, handler grpc.StreamHandler) error {
 	call.PerMessage = true
-	ms := &msgStream{state: state{ctx: ss.Context(), ServerStream: ss}, s: s, call: call}
+	ms := &msgStream{state: state{ctx: ss.Context(), ServerStream: ss, lim: s.lim}, s: s, call: call}
 	if n := inboundAttempt(ms.ctx); n > 0 {
 		ms.ctx = retrybudget.WithInboundAttempt(ms.ctx, n)
 	}
@@ -126,15 +126,26 @@ func (ms *msgStream) RecvMsg(m any) error {
 }
 
 // done ends the work on the previous message, if any: Success (Ignored
-// when the handler released its permit itself), recorded as OK. The
-// caller holds mu.
+// when the handler released its permit itself), recorded as OK. When the
+// stream's context ended, as for a call: Ignored (its client went away),
+// Dropped (its deadline passed); a handler that gave up on the message
+// and asks for the next one has not succeeded, and its short latency
+// would pull the limit up. The caller holds mu.
 func (ms *msgStream) done() {
-	actual, o := ms.permit.Cost(), shed.Ignored
+	actual, o, cerr := ms.permit.Cost(), shed.Ignored, ms.ctx.Err()
 	if ms.permit.Valid() {
 		o = shed.Success
+		if cerr != nil {
+			o = shed.Ignored
+			if pastDeadline(ms.ctx, cerr) {
+				o = shed.Dropped // a message is not client-bound
+			}
+		}
 	}
-	ms.permit.Release(shed.Success)
-	ms.s.recDone(&ms.rq, &ms.permit, actual, o, nil, false)
+	ms.permit.Release(o)
+	// Recorded with the context's code (Canceled, DeadlineExceeded) when
+	// it ended: the client got no OK for it.
+	ms.s.recDone(&ms.rq, &ms.permit, actual, o, cerr, false)
 }
 
 // Context returns the handler's context: the stream's state, which

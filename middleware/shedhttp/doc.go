@@ -30,6 +30,13 @@
 // The rate limit comes first because it is cheaper and because a client
 // that exceeds its own rate should not take a place in the admission queue.
 //
+// A request holds one permit of a limiter. A request that a shedkit
+// middleware on the same limiter already admitted is skipped: the
+// middleware mounted twice (an Echo.Use and a group's, nested net/http
+// wrappers, or a handler that serves a sub-request with its own request's
+// context), since a second permit would wait for the one the request
+// itself holds, and at a small limit an idle server would shed everyone.
+//
 // A request with a tenant (Classification.Tenant, or its key with the
 // middleware's TenantFromKey) is also held to the tenant's share of its
 // class while the class is contended (shed.Request.Tenant): over it, it

@@ -315,16 +315,18 @@ func RequestPath(r *http.Request) string {
 }
 
 // Skip reports whether r bypasses the middleware: its method is one of
-// SkipMethods or its RequestPath one of SkipPaths.
+// SkipMethods, its RequestPath one of SkipPaths, or a middleware on the
+// same limiter already admitted it (see Holds).
 func (e *Engine) Skip(r *http.Request) bool {
 	if slices.Contains(e.skipMethods, r.Method) {
 		return true
 	}
-	if e.skip == nil {
-		return false
+	if e.skip != nil {
+		if _, ok := e.skip[RequestPath(r)]; ok {
+			return true
+		}
 	}
-	_, ok := e.skip[RequestPath(r)]
-	return ok
+	return e.Holds(r.Context())
 }
 
 // CheckBody returns a 413 rejection when r announces a body larger than

@@ -82,6 +82,17 @@ func FromContext(ctx context.Context) *State {
 	return st
 }
 
+// Holds reports whether ctx is the context of a request that a
+// middleware on e's limiter already admitted: the middleware is mounted
+// twice on its route (Echo.Use and the route's own, a group's...). The
+// inner one must let it through: a second permit of the same limiter for
+// the same request would wait for the first, which the request itself
+// holds, and at a small limit an idle server would shed everyone.
+func (e *Engine) Holds(ctx context.Context) bool {
+	st := FromContext(ctx)
+	return st != nil && e.lim.Holds(&st.Permit)
+}
+
 // PermitFrom returns the permit carried by ctx, nil when there is none.
 func PermitFrom(ctx context.Context) *shed.Permit {
 	if st := FromContext(ctx); st != nil {
