@@ -30,7 +30,9 @@ type Config struct {
 	Skip func(r *http.Request) bool
 	// Reject writes the response to a rejected request, after the
 	// middleware set Retry-After and the no-retry header. Default
-	// shedhttp.WriteProblem: an RFC 9457 problem body.
+	// shedhttp.WriteProblem: an RFC 9457 problem body, which the
+	// middleware also writes when Reject wrote nothing (neither
+	// WriteHeader nor Write), rather than let net/http answer 200.
 	Reject shedhttp.RejectFunc
 
 	// Recorder, when set, records a sample of the requests (class, cost,
@@ -67,12 +69,13 @@ func New(cfg Config) (func(http.Handler) http.Handler, error) {
 			next = http.NotFoundHandler()
 		}
 		return &handler{
-			e:        e,
-			next:     next,
-			classify: cfg.Classify,
-			skip:     cfg.Skip,
-			reject:   reject,
-			needKey:  e.NeedsKey() || cfg.Classify != nil,
+			e:            e,
+			next:         next,
+			classify:     cfg.Classify,
+			skip:         cfg.Skip,
+			reject:       reject,
+			customReject: cfg.Reject != nil,
+			needKey:      e.NeedsKey() || cfg.Classify != nil,
 		}
 	}, nil
 }
@@ -83,7 +86,9 @@ type handler struct {
 	classify func(*http.Request, shedhttp.Classification) shedhttp.Classification
 	skip     func(*http.Request) bool
 	reject   shedhttp.RejectFunc
-	needKey  bool
+	// customReject: Reject is the user's, which may write nothing.
+	customReject bool
+	needKey      bool
 }
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -146,8 +151,38 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 func (h *handler) rejectWith(w http.ResponseWriter, r *http.Request, rej shedhttp.Rejection) {
 	h.e.SetRejectHeaders(w.Header(), rej)
-	h.reject(w, r, rej)
+	if !h.customReject {
+		h.reject(w, r, rej)
+		return
+	}
+	// A Reject that wrote nothing (one that only logs) would let net/http
+	// answer an empty 200: a client must never read a success for work
+	// that did not run.
+	ww := &wroteWriter{ResponseWriter: w}
+	h.reject(ww, r, rej)
+	if !ww.wrote {
+		shedhttp.WriteProblem(w, r, rej)
+	}
 }
+
+// wroteWriter tells whether a custom Reject wrote a response.
+type wroteWriter struct {
+	http.ResponseWriter
+	wrote bool
+}
+
+func (w *wroteWriter) WriteHeader(code int) {
+	w.wrote = true
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *wroteWriter) Write(b []byte) (int, error) {
+	w.wrote = true
+	return w.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach the connection's writer.
+func (w *wroteWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // Permit returns the permit of the request that ctx belongs to, or nil
 // when the request was skipped or ctx is not a request's. The handler may
