@@ -30,11 +30,13 @@ type Config[In any] struct {
 	// middleware puts there), that permit is the request's capacity and
 	// its tasks use it: one task at a time runs on it without asking the
 	// limiter; the others take a free permit of the limiter if there is
-	// one (TryAcquire: they never wait in its queue), else wait for the
-	// request's own, within PermitWait. A request that filled the limiter
-	// thus runs its items one at a time instead of failing them; without
-	// that, its tasks would wait for more permits from the pool that the
-	// requests themselves hold.
+	// one (TryAcquire: they never wait in its queue), else (refused for
+	// capacity, for the tenant's share, or because the limiter drains)
+	// wait for the request's own, within PermitWait. A task on the
+	// request's own permit counts at its class and cost, not the item's.
+	// A request that filled the limiter thus runs its items one at a time
+	// instead of failing them; without that, its tasks would wait for
+	// more permits from the pool that the requests themselves hold.
 	Limiter *shed.Limiter
 	// Request returns the admission request (class, cost, deadline) for an
 	// input. Nil means shed.Request{}: class 0, cost 1. When the request
@@ -43,14 +45,19 @@ type Config[In any] struct {
 	Request func(in In) shed.Request
 	// PermitWait bounds how long a task waits for its permit. When it
 	// expires the item fails with a *shed.Rejection (ReasonQueueTimeout,
-	// errors.Is shed.ErrRejected). Zero means no bound of its own: the
+	// errors.Is shed.ErrRejected). It bounds the wait, not the work: it is
+	// never passed to the limiter as the item's deadline (with
+	// shed.Config.DeadlineMargin that would refuse work whose service time
+	// exceeds PermitWait). Zero means no bound of its own: the
 	// limiter's queue (ClassConfig.MaxWait) and the context bound the
 	// wait. Only with Limiter.
 	PermitWait time.Duration
 	// Outcome maps a task's error to the outcome its permit is released
 	// with. Nil means DefaultOutcome. Only with Limiter. It should not
 	// panic; if it does, the panic is recovered and the permit is released
-	// as shed.Ignored, and the item's result is unchanged.
+	// as shed.Ignored, and the item's result is unchanged. If it calls
+	// runtime.Goexit, the permit is released as shed.Ignored and the item
+	// is reported with ErrGoexit, as for a task.
 	Outcome func(err error) shed.Outcome
 
 	// Ordered delivers results in input order. Results that complete ahead

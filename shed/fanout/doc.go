@@ -21,9 +21,11 @@
 // never take more than Bound of the global permits, and its waiting tasks
 // are bounded by Bound too. The wait is bounded by the limiter's queue
 // (ClassConfig.MaxWait; without a queue it is rejected at once), by
-// Config.PermitWait and by the context; the request's deadline (else
-// PermitWait's) is passed to the limiter so that work that cannot be
-// admitted in time is refused at once instead of queued. A rejection or expiry is that item's error (errors.Is
+// Config.PermitWait and by the context; the request's deadline
+// (Config.Request's, else the context's) is passed to the limiter so that
+// work that cannot finish in time is refused at once instead of queued.
+// PermitWait bounds only the wait and is never taken for the work's
+// deadline. A rejection or expiry is that item's error (errors.Is
 // [shed.ErrRejected]); an expiry of PermitWait is a *shed.Rejection with
 // ReasonQueueTimeout and no Retry-After hint.
 //
@@ -40,10 +42,24 @@
 // there), that permit is the request's share: one task at a time runs on
 // it without asking the limiter; the other tasks take a free permit of the
 // limiter when there is one (they never queue), else wait for the
-// request's own, within PermitWait. A request that filled the limiter runs
-// its items one at a time; one that finds room fans out across it. A
-// separate limiter for the upstream calls (sized for the upstream) avoids
-// the question altogether.
+// request's own, within PermitWait. A task on the request's own permit
+// counts at that permit's class and cost, not at its item's
+// (Config.Request's class, cost and deadline only shape the requests made
+// of the limiter); a malformed one is still the item's error. An item
+// that finds the request's own permit busy and that the limiter refuses
+// for capacity, for its tenant's share or because it is draining (the
+// request is work in flight, which a drain lets finish) waits for the
+// request's own; one refused for its deadline or its cost fails. A
+// request that filled the limiter runs its items one at a time; one that
+// finds room fans out across it. A separate limiter for the upstream
+// calls (sized for the upstream) avoids the question altogether.
+//
+// A task's context derives from Run's, so it carries the request's
+// permit, not the task's own (which is internal to the fan-out: a task
+// cannot Reconcile it). A Run nested in a task over the same limiter
+// therefore runs on the request's permit too, beside the outer tasks that
+// use it: the limiter still holds a permit per running call only while
+// each outer task does nothing else but wait for its nested Run.
 //
 // Config.Request computes each item's class and cost from its input;
 // Config.Outcome decides how its permit is released. [DefaultOutcome]
@@ -53,7 +69,11 @@
 // malformed item) says nothing about capacity, and counting it as a drop
 // would let bad input shrink an adaptive limit. The permit is released
 // exactly once on every path: success, error, panic, runtime.Goexit,
-// cancellation.
+// cancellation, and also when Outcome calls runtime.Goexit or the
+// limiter's Observer panics as the permit is released (the panic is then
+// the item's error, a *PanicError joined with the task's own). Request and
+// Outcome are called on the tasks' goroutines, concurrently: they must be
+// safe for concurrent use.
 //
 // # Results
 //
@@ -114,7 +134,8 @@
 // reused for the next item: a job is handed to an idle worker over an
 // unbuffered channel, so no input waits in a queue. Per item, the
 // scheduler does two channel operations and no allocation (about 20
-// allocations per Run; PermitWait adds a timer context per item);
+// allocations per Run; PermitWait adds a timer context and its wrapper
+// per item);
 // errgroup.Group with SetLimit starts a goroutine
 // and allocates twice per item. See bench_test.go.
 //
@@ -123,4 +144,16 @@
 // Run takes an [iter.Seq]. For an [iter.Seq2] or a channel, adapt it with a
 // small closure; the fan-out pulls lazily from whatever the iterator
 // wraps, so a streamed request body is read only as fast as tasks finish.
+//
+// The iterator runs on the caller's goroutine, and so does everything Run
+// decides: while it blocks for the next input, finished results wait for
+// the callback, a FailFast error waits to stop the fan-out, and the end of
+// the context is noticed (Run returns) only when it yields or returns;
+// the running tasks' context ends at once all the same. An iterator that
+// may block (a channel, a slow body) should watch the context Run was
+// given. It must not wait for results of the same Run (a queue that the
+// callback feeds, as in a crawl): Run takes results only when Bound tasks
+// exist, the reorder buffer is full or the input has ended, so such a
+// wait deadlocks. It must call yield from the goroutine Run called it on,
+// never concurrently, and stop when yield returns false.
 package fanout

@@ -3,10 +3,12 @@ package fanout
 import (
 	"context"
 	"errors"
+	"fmt"
 	"iter"
 	"runtime/debug"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/shedkit/shedkit/shed"
 )
@@ -19,7 +21,9 @@ type Result[Out any] struct {
 	// could not get a permit.
 	Value Out
 	// Err is the task's error, a *PanicError, or the error of the
-	// limiter's Acquire (a *shed.Rejection, or the context's error).
+	// limiter's Acquire (a *shed.Rejection, or the context's error). When
+	// releasing the item's permit panicked (a limiter Observer), it is
+	// the *PanicError joined with the task's error (errors.As finds it).
 	Err error
 }
 
@@ -286,9 +290,9 @@ func (r *runner[In, Out]) worker(j job[In]) {
 // work runs one task and sends its result. It reports whether the worker
 // may go on: false after runtime.Goexit, which ends the goroutine anyway.
 // The deferred function reports a panic (or Goexit) as the item's error,
-// releases the permit (or hands the request's own back) on every path and
-// always sends, so the scheduler never waits for a result that will not
-// come.
+// and settle releases the permit (or hands the request's own back) on
+// every path and always sends, so the scheduler never waits for a result
+// that will not come.
 func (r *runner[In, Out]) work(index int, in In) (alive bool) {
 	res := Result[Out]{Index: index}
 	var permit shed.Permit
@@ -305,13 +309,7 @@ func (r *runner[In, Out]) work(index int, in In) (alive bool) {
 			res.Err = &PanicError{Value: v, Stack: debug.Stack()}
 			alive = !goexit
 		}
-		switch {
-		case held:
-			permit.Release(r.outcome(res.Err))
-		case onOwn:
-			r.own <- struct{}{}
-		}
-		r.results <- envelope[Out]{res: res, exited: goexit}
+		r.settle(res, &permit, held, onOwn, goexit)
 	}()
 	if r.cfg.Limiter != nil {
 		permit, onOwn, res.Err = r.acquire(in)
@@ -322,6 +320,39 @@ func (r *runner[In, Out]) work(index int, in In) (alive bool) {
 	}
 	res.Value, res.Err = r.task(r.ctx, in)
 	return true
+}
+
+// settle gives back what the task held and sends its result. Releasing
+// runs user code: shed lets a panicking Observer (or LimitSource) unwind
+// through Release, and Outcome may call runtime.Goexit (t.FailNow). So
+// the send is deferred: the scheduler gets exactly one result per task
+// whatever happens, a panic is recovered here, where nobody else could,
+// and becomes the item's error (joined with the task's own), and a Goexit
+// ends the worker as a task's does.
+func (r *runner[In, Out]) settle(res Result[Out], p *shed.Permit, held, onOwn, goexit bool) {
+	settled := false
+	defer func() {
+		if !settled {
+			v := recover()
+			if v == nil {
+				v, goexit = ErrGoexit, true
+			}
+			var zero Out
+			res.Value = zero
+			res.Err = errors.Join(res.Err, &PanicError{Value: v, Stack: debug.Stack()})
+		}
+		r.results <- envelope[Out]{res: res, exited: goexit}
+	}()
+	switch {
+	case held:
+		// Deferred too, for an Outcome that calls Goexit; after the
+		// Release below it does nothing (Release is idempotent).
+		defer p.Release(shed.Ignored)
+		p.Release(r.outcome(res.Err))
+	case onOwn:
+		r.own <- struct{}{}
+	}
+	settled = true
 }
 
 // outcome is Config.Outcome of err. It is user code running on a worker,
@@ -352,20 +383,34 @@ func (r *runner[In, Out]) acquire(in In) (p shed.Permit, onOwn bool, err error) 
 	}
 	ctx := r.ctx
 	if r.cfg.PermitWait > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(r.ctx, r.cfg.PermitWait)
+		wait, cancel := context.WithTimeout(r.ctx, r.cfg.PermitWait)
 		defer cancel()
+		ctx = patience{wait, r.ctx}
 	}
 	if r.own != nil {
 		p, onOwn, err = r.acquireOrOwn(ctx, req)
 	} else {
 		p, err = r.cfg.Limiter.Acquire(ctx, req)
 	}
-	if err != nil && ctx != r.ctx && errors.Is(err, context.DeadlineExceeded) && r.ctx.Err() == nil {
+	if err != nil && r.cfg.PermitWait > 0 && errors.Is(err, context.DeadlineExceeded) && r.ctx.Err() == nil {
 		err = &shed.Rejection{Reason: shed.ReasonQueueTimeout, Class: req.Class, ClassName: r.cfg.Limiter.ClassName(req.Class)}
 	}
 	return p, onOwn, err
 }
+
+// patience is the context of a wait bounded by Config.PermitWait: it ends
+// when the wait does, but reports the tasks' deadline, not its own.
+// Acquire takes its context's deadline as the request's when the request
+// has none, and PermitWait bounds the wait, not the work: taken for the
+// work's deadline, it would have the limiter (with DeadlineMargin) refuse
+// every item whose expected service time exceeds PermitWait, even with
+// room to spare.
+type patience struct {
+	context.Context // the wait: Done, Err, Value
+	tasks           context.Context
+}
+
+func (c patience) Deadline() (time.Time, bool) { return c.tasks.Deadline() }
 
 // acquireOrOwn gets a task its permit when the request holds one of the
 // limiter: the request's own if it is free, else a free one of the
@@ -373,6 +418,9 @@ func (r *runner[In, Out]) acquire(in In) (p shed.Permit, onOwn bool, err error) 
 // It never waits in the limiter's queue: the request can always go on on
 // its own permit, and the queue is for requests that have none.
 func (r *runner[In, Out]) acquireOrOwn(ctx context.Context, req shed.Request) (shed.Permit, bool, error) {
+	if err := checkRequest(r.cfg.Limiter, req); err != nil {
+		return shed.Permit{}, false, err
+	}
 	select {
 	case <-r.own:
 		return shed.Permit{}, true, nil
@@ -390,12 +438,29 @@ func (r *runner[In, Out]) acquireOrOwn(ctx context.Context, req shed.Request) (s
 	}
 }
 
-// shortOfCapacity reports whether err is a rejection for lack of capacity,
-// which the request's own permit may make up for; a deadline that is too
-// short or a cost that is too large it does not.
+// checkRequest refuses a malformed request (an unknown class, a negative
+// cost) as the limiter would, before a task runs on the request's own
+// permit without asking the limiter: else Config.Request's bug would show
+// only for the items that found that permit busy.
+func checkRequest(l *shed.Limiter, req shed.Request) error {
+	switch {
+	case l.ClassName(req.Class) == "": // every class of a limiter has a name
+		return fmt.Errorf("%w: unknown class %d", shed.ErrInvalidRequest, req.Class)
+	case req.Cost < 0:
+		return fmt.Errorf("%w: negative cost %d", shed.ErrInvalidRequest, req.Cost)
+	}
+	return nil
+}
+
+// shortOfCapacity reports whether err refuses new capacity, which the
+// request's own permit may make up for; a deadline that is too short or a
+// cost that is too large it does not. A drain refuses new work but lets
+// work in flight, such as this request, finish; a tenant over its share
+// may still use what it holds, such as this request's permit.
 func shortOfCapacity(err error) bool {
 	switch shed.ReasonOf(err) {
-	case shed.ReasonLimit, shed.ReasonQueueFull, shed.ReasonQueueTimeout:
+	case shed.ReasonLimit, shed.ReasonQueueFull, shed.ReasonQueueTimeout,
+		shed.ReasonDraining, shed.ReasonTenantShare:
 		return true
 	}
 	return false
@@ -403,8 +468,15 @@ func shortOfCapacity(err error) bool {
 
 // RunSlice is Run over the elements of items. Its length is known, so an
 // input longer than cfg.MaxItems is refused with a *TooManyItemsError
-// before any task starts (Config.Len).
+// before any task starts (Config.Len), and Run's buffers hold at most
+// len(items) results, whatever cfg.Bound.
 func RunSlice[In, Out any](ctx context.Context, items []In, task func(ctx context.Context, in In) (Out, error), cfg Config[In], each func(Result[Out]) error) error {
 	cfg.Len = len(items)
+	if n := len(items); n > 0 && (cfg.MaxItems == 0 || cfg.MaxItems > n) {
+		// A slice cannot grow: a maximum of its length refuses nothing,
+		// and it sizes Run's buffers (see capped) for the slice, not for
+		// Bound.
+		cfg.MaxItems = n
+	}
 	return Run(ctx, slices.Values(items), task, cfg, each)
 }
