@@ -66,9 +66,12 @@
 // a shared cap's leases are released and renewed by store calls too,
 // so that they count late or expire as shedredis's do: a response waits
 // for its lease's release, and a call that timed out still takes,
-// removes or renews its lease when it reaches the store. A rate limit
-// bounds how fast a tenant sends; only the cap bounds how much of the
-// fleet its slow requests hold.
+// removes or renews its lease when it reaches the store. A rate limit's
+// call that timed out likewise takes its token from the fleet's bucket
+// when it gets there, though the replica has decided the request on its
+// share and charged that too. A rate limit bounds how fast a tenant
+// sends; only the cap bounds how much of the fleet its slow requests
+// hold.
 //
 // The replica admits the request through its limiter (built by the
 // [Policy]), calls the upstream (retrying per its own policy) and releases
@@ -177,6 +180,7 @@
 //	    latency: {dist: lognormal, median: 1ms, sigma: 0.5}  # round trip of each call, before its
 //	                             # decision: one per shared limit (a lease, then a rate limit)
 //	    timeout: 5ms             # shedredis Config.Timeout: a call out or slower costs this and fails
+//	                             # (a slower one still runs when it reaches the store)
 //	    breaker_failures: 5      # consecutive failures that open a replica's breaker (one per client)
 //	    breaker_open: 1s         # open: no calls, local decisions; then one probe
 //	    lease_ttl: 10s           # shedredis Config.LeaseTTL: key concurrency leases are also released

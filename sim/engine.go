@@ -488,6 +488,8 @@ func (e *engine) dispatch(ev *event) {
 		e.renewalLanded(int(ev.arg))
 	case evReleased:
 		e.serviceAnswer(t)
+	case evRateLands:
+		e.rateLanded(int(ev.arg&0xff), ev.arg>>8)
 	}
 }
 

@@ -36,6 +36,7 @@ const (
 	evCleanupDone                // the store answers the cleanup after replica arg's renewal
 	evRenewLands                 // replica arg's timed-out renewals or cleanups reach the store
 	evReleased                   // service request t's lease is released: it answers its caller
+	evRateLands                  // a timed-out rate-limit call reaches the store (arg: class | key<<8)
 )
 
 // eventHeap is a 4-ary min-heap ordered by (at, seq), plus lanes: FIFO

@@ -182,8 +182,16 @@ func (e *engine) askStore(t *task, kind uint8) (fallback, wait bool) {
 		e.store.answered(e.now, int(t.replica), kind, c.gen, c.ok)
 		return !c.ok, false
 	}
-	if kind == storeLease && c.late() {
-		t.leaseRec = e.acquireLate(t, c.lands) + 1
+	if c.late() {
+		// The client will give up on the call, but the store runs it
+		// all the same when it gets there.
+		if kind == storeLease {
+			t.leaseRec = e.acquireLate(t, c.lands) + 1
+		} else {
+			// arg packs class and key as evThink's does (at most 16
+			// classes, MaxKeys keys).
+			e.schedule(e.now+c.lands, evRateLands, nil, int32(t.class)|t.key<<8)
+		}
 	}
 	t.storeKind, t.storeGen, t.storeOK = kind, c.gen, c.ok
 	e.schedule(e.now+c.wait, evStore, t, 0)
@@ -197,6 +205,17 @@ func (e *engine) callsStore(t *task, kind uint8) bool {
 		return e.leases != nil && e.leases.classes[t.class].shared
 	}
 	return e.rates != nil && e.rates.shared[t.class].b != nil
+}
+
+// rateLanded runs in the store the rate-limit call of key of class c
+// that timed out on the client: shedredis.Store's context deadline
+// stops the client waiting, not Redis, which runs the GCRA script when
+// the call gets there and takes the key's token if it has one. The
+// replica has meanwhile decided on its share and charged that, so the
+// request is charged twice; the share is not charged again here, as
+// shedredis shadows only the admissions it sees.
+func (e *engine) rateLanded(c int, key int32) {
+	e.rates.shared[c].allow(e.nowT, key)
 }
 
 // storeAnswered resumes service request t's decisions once its store

@@ -227,3 +227,52 @@ func TestStoreYAML(t *testing.T) {
 		t.Errorf("a store with no shared limit: error %v", err)
 	}
 }
+
+// TestStoreRateTimedOutCallLands: a rate-limit call that times out on
+// the client still runs in Redis. shedredis.Store.Decide gives its
+// go-redis call (redis_rate's GCRA script) a context deadline of
+// Config.Timeout; the command is already on the wire, so Redis runs the
+// script when it gets there and takes the token, while the client,
+// seeing the deadline, decides on the replica's share and charges that
+// too. One tenant sends a request every ~100 ms to one replica; its
+// limit refills one token in 100 s, so it has its burst of 5 tokens and
+// no more. For the first second each round trip takes 7 ms, over the
+// 5 ms budget (the breaker never opens): the replica's share admits 5
+// requests, and each of their scripts, landing 2 ms after the client
+// gave up, takes one of the fleet's 5 tokens. Then Redis answers in
+// 1 ms: its bucket is empty, so it admits nothing more.
+func TestStoreRateTimedOutCallLands(t *testing.T) {
+	const burst = 5
+	recovers := time.Second
+	sc := sequentialUser(1, false)
+	sc.Classes[0].Think = Const(float64(100 * time.Millisecond))
+	sc.Classes[0].RateLimit = &RateLimit{RPS: 0.01, Burst: burst, Shared: true}
+	sc.Service.Store = &StoreModel{Latency: Const(float64(7 * time.Millisecond)), BreakerFailures: 1 << 30}
+	sc.Duration, sc.Interval = 2*time.Second, time.Second
+	e, err := newEngine(mustNormalize(t, sc), mustPolicy(t, "none"), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.afterEvent = func() {
+		if e.now >= int64(recovers) {
+			e.store.m.Latency = Const(float64(time.Millisecond)) // Redis is fast again
+		}
+	}
+	var slow, fast int // requests admitted, by when their work started
+	e.onJob = func(j *task) {
+		if time.Duration(j.arrival) < recovers {
+			slow++
+		} else {
+			fast++
+		}
+	}
+	if err := e.run(); err != nil {
+		t.Fatal(err)
+	}
+	if slow != burst {
+		t.Errorf("%d requests admitted while the calls timed out, want %d: the replica's share of the burst", slow, burst)
+	}
+	if fast != 0 {
+		t.Errorf("%d requests admitted once Redis answered, want 0: the timed-out scripts took the fleet's %d tokens", fast, burst)
+	}
+}
