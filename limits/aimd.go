@@ -362,7 +362,8 @@ func (a *AIMD) grow(s *signals) decision {
 	case s.inFlight >= regrowShare*math.Floor(lim) && s.ratio <= 1+1e-9 && a.det.latency && a.det.unraised():
 		// The work in flight fills the limit with no queue at all: the
 		// dependency has room (it got back servers it had lost); grow by
-		// slow start, as Gradient does.
+		// slow start's factor, Growth, as Gradient regrows
+		// multiplicatively too (by regrowth).
 		next, reason = max(next, lim*c.Growth), ReasonRegrow
 	case a.slowStart:
 		// Never past the point where the work in flight would no longer
