@@ -138,9 +138,14 @@
 // periods from the recorder's time, either side (a caller's clock off, a
 // bad explicit time), is written with its own time but moves nothing: no
 // tick, and no other record is dated by it. The recorder follows such a
-// jump (a clock stepped back, a quiet spell) once the next record far
-// from its time confirms it, not dated before it by more than ten
-// periods; when time went back, the ticks restart from there. Records
+// jump (a clock stepped, a quiet spell) once the next record far from
+// its time on the same side confirms it, not dated before it by more
+// than ten periods; when time went back, the ticks restart from there.
+// The tick a record far ahead owes is then written at that record's time
+// with the counts up to it, so that a quiet service (fewer than one
+// record per ten periods) gets a tick at every record that starts a
+// period, each written once the next record comes (the last one's
+// never). Records
 // without a time of their own (untimed limiter events, the final tick)
 // take the recorder's time. Records are roughly, not strictly, in time
 // order. Readers skip lines of kinds they do

@@ -62,11 +62,12 @@ type Recorder struct {
 	// lastT is the time the recorder is at (Unix ns): it stamps the
 	// events the wall-clock API leaves untimed and the final tick. It
 	// follows the records' times, but one far from it (a skewed caller,
-	// a bad explicit time) only once the next confirms it (see follow),
-	// so that a single bad time dates nothing else.
+	// a bad explicit time) only once the next confirms it (see
+	// followFar), so that a single bad time dates nothing else.
 	lastT atomic.Int64
-	// suspect is the last time seen far from lastT, 0 for none.
-	suspect  atomic.Int64
+	// suspects reports whether a time far from lastT is held as a
+	// suspect (see followFar): ahead and behind, under tickMu.
+	suspects atomic.Bool
 	nextTick atomic.Int64
 	lost     atomic.Uint64
 	untimed  atomic.Uint64
@@ -78,11 +79,15 @@ type Recorder struct {
 	srcMu  sync.Mutex // keySrc: set by drivers, read for each header
 	keySrc keySource
 
-	tickMu  sync.Mutex
-	ticks   []tickEntry
-	prevArr uint64
-	prevT   int64
-	taken   int // ticks taken; the first starts the counts
+	tickMu   sync.Mutex
+	ticks    []tickEntry
+	ahead    int64     // the suspect ahead of lastT, 0 for none
+	behind   int64     // the suspect behind lastT, 0 for none
+	heldTick tickEntry // the tick the suspect ahead owes, when held
+	held     bool
+	prevArr  uint64
+	prevT    int64
+	taken    int // ticks taken; the first starts the counts
 
 	wmu sync.Mutex // the writer's state below
 	out sink
@@ -344,13 +349,13 @@ func (r *Recorder) push(e entry) {
 
 // stamp returns t in Unix ns (the recorder's time when t is zero) and
 // takes a tick when t reaches the next one. A time the recorder does not
-// follow (see follow) is returned as it is, but takes no tick.
+// follow (see follow) is returned as it is, but takes no tick (yet).
 func (r *Recorder) stamp(t time.Time, inflight int) int64 {
 	if t.IsZero() {
 		return r.lastT.Load()
 	}
 	ns := t.UnixNano()
-	if !r.follow(ns) {
+	if !r.follow(ns, inflight) {
 		return ns
 	}
 	if next := r.nextTick.Load(); ns >= next || r.jumpedBack(ns, next) {
@@ -361,29 +366,91 @@ func (r *Recorder) stamp(t time.Time, inflight int) int64 {
 
 // follow moves the recorder's time (lastT) to ns, and reports whether it
 // did. A time within maxBackTicks periods of it moves it forward only,
-// since records come roughly in time order. A time further away, either
-// side, is held as a suspect: the recorder has no clock to tell a bad
-// time from a clock stepped back or a quiet spell, so it follows such a
-// time only when the next time seen far from its own is not before the
-// suspect by more than the window, as the times after a real jump are,
-// and after a bad one are not.
-func (r *Recorder) follow(ns int64) bool {
+// since records come roughly in time order: the request path costs an
+// atomic load or two. A time further away, either side, is held as a
+// suspect (see followFar).
+func (r *Recorder) follow(ns int64, inflight int) bool {
 	cur, w := r.lastT.Load(), r.window()
 	if cur == 0 || near(ns, cur, w) {
 		if ns > cur {
 			r.lastT.Store(ns)
 		}
-		if r.suspect.Load() != 0 {
-			r.suspect.Store(0) // times went on from the recorder's own
+		if r.suspects.Load() {
+			r.tickMu.Lock()
+			r.clearSuspectsLocked() // times went on from the recorder's own
+			r.tickMu.Unlock()
 		}
 		return true
 	}
-	if s := r.suspect.Swap(ns); s == 0 || (ns < s && !near(ns, s, w)) {
-		return false
+	return r.followFar(ns, inflight)
+}
+
+// clearSuspectsLocked forgets the suspects and the held tick.
+func (r *Recorder) clearSuspectsLocked() {
+	r.ahead, r.behind, r.held = 0, 0, false
+	r.suspects.Store(false)
+}
+
+// followFar is follow for a time ns far from the recorder's. The rule:
+// a far time is held as a suspect until the next far time on the same
+// side (ahead or behind) judges it, confirming it when not dated before
+// it by more than the window, since time goes on from a real jump (a
+// quiet spell, a clock stepped) and records after a lone bad time are
+// before it; the recorder has no clock (drivers run in virtual time too),
+// so nothing earlier can tell the two apart. The tick a suspect ahead
+// owes is sampled when it comes (counts, work in flight) and held, then
+// taken at the suspect's time once confirmed or dropped if not (its
+// counts go to the next tick), so that a quiet service, every record of
+// which is far from the one before, gets every record's tick at its own
+// time, one record late, and a lone time far ahead dates nothing.
+//
+// A confirmed suspect ahead moves the recorder's time to the suspect's,
+// not to the confirming time, which is judged in turn from there; a
+// confirmed suspect behind (a clock stepped back) moves it to the
+// confirming time, and the ticks restart there.
+func (r *Recorder) followFar(ns int64, inflight int) bool {
+	r.tickMu.Lock()
+	defer r.tickMu.Unlock()
+	w := r.window()
+	for {
+		cur := r.lastT.Load()
+		switch {
+		case cur == 0 || near(ns, cur, w): // another caller moved the time
+			if ns > cur {
+				r.lastT.Store(ns)
+			}
+			r.clearSuspectsLocked()
+			return true
+		case ns > cur && r.ahead != 0 && (ns >= r.ahead || near(ns, r.ahead, w)):
+			// Time went on from the suspect ahead: follow it, with its
+			// tick, then judge ns from there.
+			s, te, held := r.ahead, r.heldTick, r.held
+			r.clearSuspectsLocked()
+			if s <= cur { // passed meanwhile by records near the time
+				continue
+			}
+			if held && te.t >= r.nextTick.Load() {
+				r.takeLocked(te)
+			}
+			r.lastT.Store(s)
+		case ns > cur:
+			r.ahead, r.behind, r.held = ns, 0, false
+			if ns >= r.nextTick.Load() {
+				r.heldTick, r.held = r.sampleLocked(ns, inflight), true
+			}
+			r.suspects.Store(true)
+			return false
+		case r.behind != 0 && (ns >= r.behind || near(ns, r.behind, w)):
+			// Time went back, and on from there.
+			r.clearSuspectsLocked()
+			r.lastT.Store(ns)
+			return true
+		default:
+			r.behind = ns
+			r.suspects.Store(true)
+			return false
+		}
 	}
-	r.suspect.Store(0)
-	r.lastT.Store(ns)
-	return true
 }
 
 // window is how far (ns) from the recorder's time a record's time may be
@@ -430,16 +497,34 @@ func (r *Recorder) tick(ns int64, inflight int, final bool) {
 	if next := r.nextTick.Load(); (!final && ns < next && !r.jumpedBack(ns, next)) || (final && ns <= r.prevT && !r.onlyStart(ns)) {
 		return // another caller took this tick
 	}
-	every := int64(r.cfg.TickEvery)
-	r.nextTick.Store((ns/every + 1) * every)
+	// Time went on from the recorder's own (or, final, ends there): a
+	// suspect's tick, sampled before this one, must not follow it.
+	r.clearSuspectsLocked()
+	r.takeLocked(r.sampleLocked(ns, inflight))
+}
+
+// sampleLocked returns the tick at ns: the counters, the limit and the
+// work in flight now. It changes nothing.
+func (r *Recorder) sampleLocked(ns int64, inflight int) tickEntry {
 	te := tickEntry{t: ns, inflight: inflight, lost: r.lost.Load()}
 	if w := r.watch.Load(); w != nil {
 		te.limit, te.inflight = w.lim.Limit(), w.lim.InFlight()
 	}
-	var arr uint64 // what the sampling applies to: arrivals and refusals
 	for i := range r.counts {
 		c := &r.counts[i]
 		te.arr[i], te.shed[i], te.done[i], te.ref[i] = c.arr.Load(), c.shed.Load(), c.done.Load(), c.ref.Load()
+	}
+	return te
+}
+
+// takeLocked takes the tick te: the next is due at the period after it,
+// and the sampling is re-chosen from the arrival rate since the previous.
+func (r *Recorder) takeLocked(te tickEntry) {
+	ns := te.t
+	every := int64(r.cfg.TickEvery)
+	r.nextTick.Store((ns/every + 1) * every)
+	var arr uint64 // what the sampling applies to: arrivals and refusals
+	for i := range te.arr {
 		arr += te.arr[i] + te.ref[i]
 	}
 	if limit := r.cfg.MaxRecordsPerSecond; limit > 0 && r.prevT != 0 && ns > r.prevT {
