@@ -68,25 +68,7 @@ func TestConcurrencyMiddlewareRecords(t *testing.T) {
 			if err := rec.Stop(); err != nil {
 				t.Fatal(err)
 			}
-			var refused []record.Record
-			var ref uint64
-			rd := record.NewReader(&buf)
-			for {
-				r, err := rd.Next()
-				if err != nil {
-					break
-				}
-				switch r.Kind {
-				case record.KindRefused:
-					refused = append(refused, r)
-				case record.KindTick:
-					if int(tc.want) < len(r.Tick.Refused) {
-						ref = r.Tick.Refused[tc.want]
-					}
-				default:
-					t.Errorf("a %s record: only the refusals are the middleware's", r.Kind)
-				}
-			}
+			refused, ref := readRefusals(t, &buf, tc.want)
 			if len(refused) != 2 || ref != 2 {
 				t.Fatalf("%d refusals recorded, %d counted; want 2 and 2", len(refused), ref)
 			}
@@ -99,5 +81,28 @@ func TestConcurrencyMiddlewareRecords(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// readRefusals returns the refusals recorded in buf and the last tick's
+// count of refusals of class c; any other record is an error.
+func readRefusals(t *testing.T, buf *bytes.Buffer, c shed.Class) (refused []record.Record, ref uint64) {
+	t.Helper()
+	rd := record.NewReader(buf)
+	for {
+		r, err := rd.Next()
+		if err != nil {
+			return refused, ref
+		}
+		switch r.Kind {
+		case record.KindRefused:
+			refused = append(refused, r)
+		case record.KindTick:
+			if int(c) < len(r.Tick.Refused) {
+				ref = r.Tick.Refused[c]
+			}
+		default:
+			t.Errorf("a %s record: only the refusals are the middleware's", r.Kind)
+		}
 	}
 }
