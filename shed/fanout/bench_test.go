@@ -39,13 +39,13 @@ func perItem(b *testing.B) {
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*benchItems), "ns/item")
 }
 
-func benchFanout(b *testing.B, cfg fanout.Config[int]) {
+func benchFanout(b *testing.B, cfg fanout.Config[int], task func(context.Context, int) (int, error)) {
 	ctx := context.Background()
 	var items iter.Seq[int] = benchSeq
 	b.ReportAllocs()
 	for b.Loop() {
 		sum := 0
-		err := fanout.Run(ctx, items, double, cfg, func(r fanout.Result[int]) error {
+		err := fanout.Run(ctx, items, task, cfg, func(r fanout.Result[int]) error {
 			sum += r.Value
 			return nil
 		})
@@ -58,17 +58,33 @@ func benchFanout(b *testing.B, cfg fanout.Config[int]) {
 
 func BenchmarkFanout(b *testing.B) {
 	b.Run("unordered", func(b *testing.B) {
-		benchFanout(b, fanout.Config[int]{Bound: benchBound})
+		benchFanout(b, fanout.Config[int]{Bound: benchBound}, double)
 	})
 	b.Run("ordered", func(b *testing.B) {
-		benchFanout(b, fanout.Config[int]{Bound: benchBound, Ordered: true})
+		benchFanout(b, fanout.Config[int]{Bound: benchBound, Ordered: true}, double)
 	})
 	b.Run("limiter", func(b *testing.B) {
 		l, err := shed.New(shed.Config{Limit: 1000})
 		if err != nil {
 			b.Fatal(err)
 		}
-		benchFanout(b, fanout.Config[int]{Bound: benchBound, Limiter: l})
+		benchFanout(b, fanout.Config[int]{Bound: benchBound, Limiter: l}, double)
+	})
+	// Each item reserves an estimate and reconciles it with its actual
+	// cost, as an LLM call does with tokens.
+	b.Run("reconcile", func(b *testing.B) {
+		l, err := shed.New(shed.Config{Limit: 1000, MaxCost: 100_000})
+		if err != nil {
+			b.Fatal(err)
+		}
+		estimate := func(int) shed.Request { return shed.Request{Cost: 100} }
+		benchFanout(b, fanout.Config[int]{Bound: benchBound, Limiter: l, Request: estimate},
+			func(ctx context.Context, in int) (int, error) {
+				if !fanout.Reconcile(ctx, 40) {
+					b.Error("Reconcile = false")
+				}
+				return 2 * in, nil
+			})
 	})
 }
 

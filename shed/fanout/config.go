@@ -40,8 +40,9 @@ type Config[In any] struct {
 	Limiter *shed.Limiter
 	// Request returns the admission request (class, cost, deadline) for an
 	// input. Nil means shed.Request{}: class 0, cost 1. When the request
-	// has no Deadline, the parent context's deadline is used. Only with
-	// Limiter.
+	// has no Deadline, the parent context's deadline is used. A task
+	// corrects an estimated Cost with Reconcile once it knows the actual
+	// one. Only with Limiter.
 	Request func(in In) shed.Request
 	// PermitWait bounds how long a task waits for its permit. When it
 	// expires the item fails with a *shed.Rejection (ReasonQueueTimeout,

@@ -55,11 +55,12 @@
 // calls (sized for the upstream) avoids the question altogether.
 //
 // A task's context derives from Run's, so it carries the request's
-// permit, not the task's own (which is internal to the fan-out: a task
-// cannot Reconcile it). A Run nested in a task over the same limiter
-// therefore runs on the request's permit too, beside the outer tasks that
-// use it: the limiter still holds a permit per running call only while
-// each outer task does nothing else but wait for its nested Run.
+// permit (shed.PermitFromContext), not the task's own, which stays the
+// fan-out's: Run releases it exactly once, when the task ends. A Run
+// nested in a task over the same limiter therefore runs on the request's
+// permit too, beside the outer tasks that use it: the limiter still holds
+// a permit per running call only while each outer task does nothing else
+// but wait for its nested Run.
 //
 // Config.Request computes each item's class and cost from its input;
 // Config.Outcome decides how its permit is released. [DefaultOutcome]
@@ -69,11 +70,26 @@
 // malformed item) says nothing about capacity, and counting it as a drop
 // would let bad input shrink an adaptive limit. The permit is released
 // exactly once on every path: success, error, panic, runtime.Goexit,
-// cancellation, and also when Outcome calls runtime.Goexit or the
-// limiter's Observer panics as the permit is released (the panic is then
-// the item's error, a *PanicError joined with the task's own). Request and
+// cancellation, and also when Outcome calls runtime.Goexit, when the
+// limiter's Observer panics as the permit is released, or both (the
+// panic is then the item's error, a *PanicError joined with the task's
+// own, and a Goexit adds ErrGoexit). Request and
 // Outcome are called on the tasks' goroutines, concurrently: they must be
 // safe for concurrent use.
+//
+// # Reconciling an item's cost
+//
+// An item whose Config.Request reserves an estimate (an LLM call's prompt
+// and maximum answer tokens) corrects it once the actual cost is known:
+// [Reconcile](ctx, actual), from the task or from any goroutine it handed
+// its context to. The limiter's in-flight cost moves by the difference at
+// once, so budget the item no longer needs admits waiting work while the
+// task goes on, and Run releases the permit with the cost last
+// reconciled. Reconcile reports false and changes nothing once the item
+// has ended (a goroutine that outlived its task never reaches the permit
+// of another item), and for a task without a permit of its own: without
+// a Limiter, or on the request's own permit, which is the request's to
+// reconcile; a task of a nested Run never reaches the outer item's.
 //
 // # Results
 //
@@ -135,7 +151,10 @@
 // unbuffered channel, so no input waits in a queue. Per item, the
 // scheduler does two channel operations and no allocation (about 20
 // allocations per Run; PermitWait adds a timer context and its wrapper
-// per item);
+// per item). With a Limiter, each worker allocates its item's state once,
+// and the tasks' contexts that lead Reconcile to it come in batches of
+// up to 128: 16 bytes per item and one allocation per 128 items, never
+// reused, since a goroutine may keep its task's context;
 // errgroup.Group with SetLimit starts a goroutine
 // and allocates twice per item. See bench_test.go.
 //

@@ -88,3 +88,49 @@ func ExampleRun_maxItems() {
 	fmt.Println(err, errors.Is(err, fanout.ErrTooManyItems))
 	// Output: fanout: too many items: more than 5 true
 }
+
+// Each call to a model reserves its estimated tokens (the prompt's and
+// the most the model may answer) against a budget shared by the service.
+// Once the model has answered, the task reconciles the reservation with
+// the tokens used: the budget it no longer needs admits waiting calls at
+// once, while this task goes on. Run releases the permit when the task
+// ends, with the cost last reconciled.
+func ExampleReconcile() {
+	tokens, err := shed.New(shed.Config{
+		Limit:   16,
+		MaxCost: 8_000,
+		Classes: []shed.ClassConfig{{Name: "llm", QueueDepth: 64, MaxWait: 10 * time.Second}},
+	})
+	if err != nil {
+		panic(err)
+	}
+	const maxAnswer = 1_000
+	cfg := fanout.Config[string]{
+		Bound:   4,
+		Limiter: tokens,
+		Ordered: true,
+		Request: func(prompt string) shed.Request {
+			return shed.Request{Cost: int64(len(prompt)) + maxAnswer}
+		},
+	}
+	complete := func(ctx context.Context, prompt string) (int64, error) {
+		used := int64(len(prompt)) + 20 // the model's reported usage
+		if !fanout.Reconcile(ctx, used) {
+			return 0, errors.New("no permit to reconcile")
+		}
+		// ... parse and store the answer, still holding the permit ...
+		return used, nil
+	}
+	prompts := []string{"summarize the report", "translate the title", "tag the photo"}
+	err = fanout.RunSlice(context.Background(), prompts, complete, cfg,
+		func(r fanout.Result[int64]) error {
+			fmt.Println(r.Index, r.Value, r.Err)
+			return nil
+		})
+	fmt.Println(err, tokens.Snapshot().InFlightCost)
+	// Output:
+	// 0 40 <nil>
+	// 1 39 <nil>
+	// 2 33 <nil>
+	// <nil> 0
+}

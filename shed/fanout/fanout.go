@@ -78,6 +78,11 @@ func Run[In, Out any](ctx context.Context, items iter.Seq[In], task func(ctx con
 	}
 	r.ctx, r.cancel = context.WithCancel(ctx)
 	r.done = r.ctx.Done()
+	if ctx.Value(itemKey{}) != nil {
+		// A Run nested in a task: its tasks reconcile their own items,
+		// never the outer task's.
+		r.ctx = itemless{r.ctx}
+	}
 	if own := shed.PermitFromContext(ctx); cfg.Limiter != nil && cfg.Limiter.Holds(own) {
 		// The request's own capacity, as a token that one task holds at
 		// a time.
@@ -102,6 +107,7 @@ func capped(n, maxItems int) int {
 type job[In any] struct {
 	index int
 	in    In
+	item  *itemContext // the task's context, with a Limiter
 }
 
 // envelope is a result as sent by a worker; exited says the worker ended
@@ -131,6 +137,10 @@ type runner[In, Out any] struct {
 	// own holds a token while the permit of the request the fan-out runs
 	// for (see Config.Limiter) is free for a task; nil when there is none.
 	own chan struct{}
+	// items is the rest of the current batch of item contexts, of size
+	// batch (see nextItem).
+	items []itemContext
+	batch int
 
 	workers int            // worker goroutines alive
 	exited  sync.WaitGroup // Run waits for its workers to exit
@@ -173,15 +183,20 @@ func (r *runner[In, Out]) start(in In) bool {
 		r.stop(&TooManyItemsError{Max: r.cfg.MaxItems})
 		return false
 	}
-	index := r.pulled
+	j := job[In]{index: r.pulled, in: in}
+	if r.cfg.Limiter != nil && r.cfg.Request != nil {
+		// Only a Request sets a cost a task may reconcile: without one,
+		// no item context is made (they cost an allocation per batch).
+		j.item = r.nextItem()
+	}
 	r.pulled++
 	r.running++
 	if r.running > r.workers {
 		r.workers++
 		r.exited.Add(1)
-		go r.worker(job[In]{index, in})
+		go r.worker(j)
 	} else {
-		r.jobs <- job[In]{index, in}
+		r.jobs <- j
 	}
 	for r.err == nil && (r.running >= r.cfg.Bound || (r.ring != nil && r.pulled-r.head > r.cfg.ReorderBuffer)) {
 		r.receive()
@@ -276,8 +291,12 @@ func (r *runner[In, Out]) finish() {
 // An idle worker holds no input.
 func (r *runner[In, Out]) worker(j job[In]) {
 	defer r.exited.Done()
+	var slot *itemSlot
+	if r.cfg.Limiter != nil {
+		slot = &itemSlot{ctx: r.ctx, index: -1}
+	}
 	for {
-		if !r.work(j.index, j.in) {
+		if !r.work(j, slot) {
 			return
 		}
 		var ok bool
@@ -293,10 +312,9 @@ func (r *runner[In, Out]) worker(j job[In]) {
 // and settle releases the permit (or hands the request's own back) on
 // every path and always sends, so the scheduler never waits for a result
 // that will not come.
-func (r *runner[In, Out]) work(index int, in In) (alive bool) {
-	res := Result[Out]{Index: index}
-	var permit shed.Permit
-	held, onOwn := false, false
+func (r *runner[In, Out]) work(j job[In], slot *itemSlot) (alive bool) {
+	res := Result[Out]{Index: j.index}
+	onOwn := false
 	defer func() {
 		goexit := false
 		if !alive {
@@ -309,16 +327,22 @@ func (r *runner[In, Out]) work(index int, in In) (alive bool) {
 			res.Err = &PanicError{Value: v, Stack: debug.Stack()}
 			alive = !goexit
 		}
-		r.settle(res, &permit, held, onOwn, goexit)
+		r.settle(res, slot, onOwn, goexit)
 	}()
-	if r.cfg.Limiter != nil {
-		permit, onOwn, res.Err = r.acquire(in)
+	ctx := r.ctx
+	if slot != nil {
+		var p shed.Permit
+		p, onOwn, res.Err = r.acquire(j.in)
 		if res.Err != nil {
 			return true
 		}
-		held = !onOwn
+		slot.begin(j.index, p)
+		if j.item != nil {
+			*j.item = itemContext{slot: slot, index: j.index}
+			ctx = j.item
+		}
 	}
-	res.Value, res.Err = r.task(r.ctx, in)
+	res.Value, res.Err = r.task(ctx, j.in)
 	return true
 }
 
@@ -329,30 +353,53 @@ func (r *runner[In, Out]) work(index int, in In) (alive bool) {
 // whatever happens, a panic is recovered here, where nobody else could,
 // and becomes the item's error (joined with the task's own), and a Goexit
 // ends the worker as a task's does.
-func (r *runner[In, Out]) settle(res Result[Out], p *shed.Permit, held, onOwn, goexit bool) {
-	settled := false
+//
+// A Goexit is told apart from a panic by where execution goes on, not by
+// recover: a panic raised during a Goexit (an Observer panicking on the
+// fallback release after Outcome called Goexit) is recovered all the
+// same, but the runtime then resumes the Goexit instead of returning, so
+// the code after the release below is never reached.
+func (r *runner[In, Out]) settle(res Result[Out], slot *itemSlot, onOwn, goexit bool) {
+	returned := false
 	defer func() {
-		if !settled {
-			v := recover()
-			if v == nil {
-				v, goexit = ErrGoexit, true
-			}
+		if !returned && !goexit { // a task's Goexit was reported already
+			goexit = true
+			var zero Out
+			res.Value = zero
+			res.Err = errors.Join(res.Err, &PanicError{Value: ErrGoexit, Stack: debug.Stack()})
+		}
+		r.results <- envelope[Out]{res: res, exited: goexit}
+	}()
+	r.giveBack(&res, slot, onOwn)
+	returned = true
+}
+
+// giveBack releases the task's permit (or hands the request's own back).
+// If releasing panics, the panic becomes the item's error, joined with
+// the task's own. It does not return if Outcome or the Observer calls
+// runtime.Goexit.
+func (r *runner[In, Out]) giveBack(res *Result[Out], slot *itemSlot, onOwn bool) {
+	defer func() {
+		if v := recover(); v != nil {
 			var zero Out
 			res.Value = zero
 			res.Err = errors.Join(res.Err, &PanicError{Value: v, Stack: debug.Stack()})
 		}
-		r.results <- envelope[Out]{res: res, exited: goexit}
 	}()
-	switch {
-	case held:
+	if onOwn {
+		r.own <- struct{}{}
+		return
+	}
+	if slot == nil {
+		return
+	}
+	// Taken from the item first: from here on, Reconcile reports false.
+	if p := slot.take(); p.Valid() {
 		// Deferred too, for an Outcome that calls Goexit; after the
 		// Release below it does nothing (Release is idempotent).
 		defer p.Release(shed.Ignored)
 		p.Release(r.outcome(res.Err))
-	case onOwn:
-		r.own <- struct{}{}
 	}
-	settled = true
 }
 
 // outcome is Config.Outcome of err. It is user code running on a worker,

@@ -3,6 +3,8 @@ package fanout_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"runtime"
 	"sync/atomic"
 	"testing"
 
@@ -53,5 +55,55 @@ func TestOutcomePanicReleasesPermit(t *testing.T) {
 	s := l.Snapshot().Classes[0]
 	if s.Released[shed.Ignored] != 3 {
 		t.Errorf("released as Ignored: %d, want 3 (%+v)", s.Released[shed.Ignored], s.Released)
+	}
+}
+
+// TestOutcomeGoexitWithPanickingObserver: an Outcome that calls
+// runtime.Goexit leaves the permit to the fallback release, and an
+// Observer that panics there raises a panic during the Goexit. The
+// recovered panic does not stop the Goexit (the runtime resumes it), so
+// the worker ends all the same: the scheduler must hear that it did. Before,
+// the worker was reported alive, the next item was handed to it over the
+// jobs channel, and Run hung with that item's input.
+func TestOutcomeGoexitWithPanickingObserver(t *testing.T) {
+	for _, bound := range []int{1, 2} {
+		t.Run(fmt.Sprint("bound ", bound), func(t *testing.T) {
+			var released atomic.Int64
+			l, err := shed.New(shed.Config{Limit: 4, Observer: shed.ObserverFunc(func(e shed.Event) {
+				if e.Kind == shed.EventReleased {
+					released.Add(1)
+					panic("observer broke")
+				}
+			})})
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg := fanout.Config[int]{Bound: bound, Limiter: l, Outcome: func(error) shed.Outcome {
+				runtime.Goexit()
+				return shed.Success
+			}}
+			var got []fanout.Result[int]
+			runBounded(t, func() {
+				err = fanout.RunSlice(t.Context(), []int{1, 2, 3}, func(ctx context.Context, in int) (int, error) {
+					return in, nil
+				}, cfg, func(r fanout.Result[int]) error {
+					got = append(got, r)
+					return nil
+				})
+			})
+			if err != nil || len(got) != 3 {
+				t.Fatalf("Run = %v with %d results, want 3", err, len(got))
+			}
+			for _, r := range got {
+				var pe *fanout.PanicError
+				if !errors.Is(r.Err, fanout.ErrGoexit) || !errors.As(r.Err, &pe) || pe.Value != "observer broke" {
+					t.Errorf("item %d: error %v, want ErrGoexit and the Observer's panic", r.Index, r.Err)
+				}
+			}
+			s := l.Snapshot()
+			if n := released.Load(); n != 3 || s.InFlight != 0 || s.Classes[0].Released[shed.Ignored] != 3 || s.Classes[0].Misused != 0 {
+				t.Errorf("released %d times, in flight %d, %+v: want each of 3 permits released once, as Ignored", n, s.InFlight, s.Classes[0])
+			}
+		})
 	}
 }
