@@ -70,6 +70,12 @@ func servers(b *testing.B) []struct {
 			},
 		}), 200},
 		{"rejected503", build(&shedecho.Config{Options: shedhttp.Options{Limiter: full}}), 503},
+		{"rejected503+handler", build(&shedecho.Config{
+			Options: shedhttp.Options{Limiter: full},
+			RejectHandler: func(c echov4.Context, rej shedhttp.Rejection) error {
+				return c.NoContent(rej.Status)
+			},
+		}), 503},
 		{"ratelimited429", build(&shedecho.Config{
 			Options: shedhttp.Options{
 				Limiter:    benchLimiter(b, shed.MaxLimit),
@@ -187,6 +193,37 @@ func BenchmarkOverheadHTTP1(b *testing.B) {
 			}
 			if w.code != 200 {
 				b.Fatalf("status %d", w.code)
+			}
+		})
+	}
+}
+
+// h2Writer has the method set of net/http's HTTP/2 ResponseWriter (it can
+// push, and cannot be hijacked nor read from).
+type h2Writer struct{ discardWriter }
+
+func (w *h2Writer) Flush()                               {}
+func (w *h2Writer) FlushError() error                    { return nil }
+func (w *h2Writer) CloseNotify() <-chan bool             { return nil }
+func (w *h2Writer) Push(string, *http.PushOptions) error { return http.ErrNotSupported }
+func (w *h2Writer) WriteString(s string) (int, error)    { return len(s), nil }
+func (w *h2Writer) SetReadDeadline(time.Time) error      { return nil }
+func (w *h2Writer) SetWriteDeadline(time.Time) error     { return nil }
+func (w *h2Writer) EnableFullDuplex() error              { return nil }
+
+// BenchmarkOverheadHTTP2 is BenchmarkOverhead with an HTTP/2 writer, which
+// the middleware wraps to see the status a Flush sends.
+func BenchmarkOverheadHTTP2(b *testing.B) {
+	for _, v := range servers(b)[:2] { // bare, admitted
+		b.Run(v.name, func(b *testing.B) {
+			r := httptest.NewRequest(http.MethodGet, "/", nil)
+			w := &h2Writer{discardWriter{h: http.Header{}}}
+			b.ReportAllocs()
+			for b.Loop() {
+				v.e.ServeHTTP(w, r)
+			}
+			if w.code != v.want {
+				b.Fatalf("status %d, want %d", w.code, v.want)
 			}
 		})
 	}

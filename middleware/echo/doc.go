@@ -47,8 +47,12 @@
 //     write (the *echo.HTTPError's code, else 500). A header that went
 //     out without Echo's Response committing it (Response.Flush before
 //     any write sends net/http's implicit 200) keeps the status the
-//     client got, over HTTP/1: an error returned after it can no longer
-//     change the response, nor the outcome.
+//     client got, over HTTP/1, HTTP/2 and h2c (Echo.StartH2CServer): an
+//     error returned after it (or a panic) can no longer change the
+//     response, nor the outcome, and the middleware marks the Response
+//     committed so that Echo's error handler writes nothing after it. A
+//     writer that an outer middleware put in place of net/http's (Echo's
+//     Gzip) hides that header: the returned error decides.
 //   - A panic releases the permit (Ignored) and goes on to Echo's Recover
 //     middleware, if any, with its stack unchanged.
 //   - Bound a request's time with Echo's ContextTimeout (or
@@ -62,7 +66,9 @@
 //     WriteTimeout (Echo.Server). See Long-lived requests.
 //   - Rejections are written directly (RFC 9457 problem body) and the
 //     middleware returns nil; RejectHandler may instead return an error for
-//     Echo's error handler.
+//     Echo's error handler, which then writes nothing on top of a
+//     response the RejectHandler wrote, even past c.Response() (to its
+//     Writer).
 //
 // # Long-lived requests
 //
@@ -129,11 +135,13 @@
 // handler (bench_test.go): the request state, which is also the request's
 // context (1), the request copy that carries it (1), and the closure that
 // Echo builds for every middleware added with Echo.Use on every request
-// (1). Echo's Response already records the status; to see a hijack, the
-// middleware wraps Response.Writer for the request's duration, with a
-// wrapper kept in the request state for net/http's HTTP/1 writer (no
-// allocation), with github.com/felixge/httpsnoop for any other writer
-// that can be hijacked, and with a Hijack of its own (1 or 2 allocations)
-// for a writer that only unwraps to one that can. Rejections allocate
-// nothing but Echo's middleware closure.
+// (1). Echo's Response already records the status; to see a hijack, and
+// a header that Response.Flush sent, the middleware wraps Response.Writer
+// for the request's duration, with a wrapper kept in the request state
+// for net/http's HTTP/1 and HTTP/2 writers (no allocation), with
+// github.com/felixge/httpsnoop for any other writer that can be hijacked,
+// and with a Hijack of its own (1 or 2 allocations) for a writer that
+// only unwraps to one that can. Rejections allocate nothing but Echo's
+// middleware closure, and, with a RejectHandler, the writer that sees
+// what it writes (1).
 package echo

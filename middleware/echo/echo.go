@@ -32,10 +32,13 @@ type Config struct {
 	Classify func(c echov4.Context, def shedhttp.Classification) shedhttp.Classification
 	// RejectHandler writes the response to a rejected request, after the
 	// middleware set Retry-After and the no-retry header; its error is
-	// returned up the chain. When it returns nil without writing through
-	// c.Response(), the default response is written after it. Default: an
-	// RFC 9457 problem body written with shedhttp.WriteProblem, and a nil
-	// error.
+	// returned up the chain. When it returns nil without writing, the
+	// default response is written after it. What it writes, through
+	// c.Response() or its Writer, is all the client gets: nothing is
+	// written on top, and a body or Flush without a status goes out with
+	// the rejection's status (Rejection.Status), not an implicit 200.
+	// Default: an RFC 9457 problem body written with
+	// shedhttp.WriteProblem, and a nil error.
 	RejectHandler func(c echov4.Context, rej shedhttp.Rejection) error
 
 	// Recorder, when set, records a sample of the requests (class, cost,
@@ -67,11 +70,7 @@ func New(cfg Config) (echov4.MiddlewareFunc, error) {
 	if skipper == nil {
 		skipper = middleware.DefaultSkipper
 	}
-	reject := cfg.RejectHandler
-	if reject == nil {
-		reject = writeProblem
-	}
-	m := &mw{e: e, skipper: skipper, classify: cfg.Classify, reject: reject, needKey: e.NeedsKey() || cfg.Classify != nil}
+	m := &mw{e: e, skipper: skipper, classify: cfg.Classify, reject: cfg.RejectHandler, needKey: e.NeedsKey() || cfg.Classify != nil}
 	if err := e.SetRecorder(cfg.Recorder, cfg.Classify != nil); err != nil {
 		return nil, err
 	}
@@ -85,20 +84,9 @@ type mw struct {
 	e        *core.Engine
 	skipper  middleware.Skipper
 	classify func(echov4.Context, shedhttp.Classification) shedhttp.Classification
-	reject   func(echov4.Context, shedhttp.Rejection) error
-	needKey  bool
-}
-
-func (m *mw) rejectWith(c echov4.Context, rej shedhttp.Rejection) error {
-	m.e.SetRejectHeaders(c.Response().Header(), rej)
-	err := m.reject(c, rej)
-	if err == nil && !c.Response().Committed {
-		// A RejectHandler that wrote nothing (one that only logs) would
-		// let Echo send an empty 200: a client must never read a
-		// success for work that did not run.
-		return writeProblem(c, rej)
-	}
-	return err
+	// reject is the RejectHandler; nil: the default problem response.
+	reject  func(echov4.Context, shedhttp.Rejection) error
+	needKey bool
 }
 
 // serve classifies and admits the request c serves, then runs next.
@@ -144,7 +132,8 @@ func (m *mw) admitted(c echov4.Context, next echov4.HandlerFunc, st *core.State,
 	}
 	c.SetRequest(r2)
 	// Echo's Response records the status itself; the wrapper is there to
-	// see a hijack (Response.Hijack goes through it).
+	// see a hijack (Response.Hijack goes through it) and, over net/http's
+	// HTTP/1 and HTTP/2 writers, the header Response.Flush sends.
 	res := c.Response()
 	w := res.Writer
 	res.Writer = st.WrapWriter(w, false)
@@ -155,6 +144,7 @@ func (m *mw) admitted(c echov4.Context, next echov4.HandlerFunc, st *core.State,
 	defer func() {
 		if !returned {
 			res.Writer = w
+			commitSent(res, st)
 			actual := st.Permit.Cost()
 			e.ReleasePanicked(st)
 			e.RecDone(rq, st, actual, shed.Ignored, 0)
@@ -163,12 +153,24 @@ func (m *mw) admitted(c echov4.Context, next echov4.HandlerFunc, st *core.State,
 	err := next(c)
 	returned = true
 	res.Writer = w
+	commitSent(res, st)
 	c.SetRequest(r)
 	actual := st.Permit.Cost()
 	code := status(c, st, err)
 	o := e.Release(st, r, code)
 	e.RecDone(rq, st, actual, o, core.SentStatus(code))
 	return err
+}
+
+// commitSent records in Echo's Response a header the wrapper saw go out
+// past it (Response.Flush before any write sends net/http's implicit 200
+// without committing the Response): Echo's error handler, for an error or
+// a panic after it, then writes nothing on top of the response the client
+// is reading, as after any committed response.
+func commitSent(res *echov4.Response, st *core.State) {
+	if st.Status != 0 && !res.Committed {
+		res.Status, res.Committed = st.Status, true
+	}
 }
 
 // ToMiddleware is New(cfg), for Echo's Config.ToMiddleware convention.
@@ -178,7 +180,7 @@ func (cfg Config) ToMiddleware() (echov4.MiddlewareFunc, error) { return New(cfg
 // what was written, else what Echo's default error handler will write.
 func status(c echov4.Context, st *core.State, err error) int {
 	if st.Status != 0 {
-		// What the wrapper saw go out (net/http's HTTP/1 writer). It
+		// What the wrapper saw go out (net/http's writers). It
 		// differs from Echo's record when the handler went past
 		// Echo's Response: Response.Flush sends the implicit 200 but
 		// does not commit it, and an HTTPError returned after it can

@@ -186,9 +186,10 @@ func (st *State) noteHijack() {
 // io.ReaderFrom, ... and Unwrap), except when only a writer down w's
 // Unwrap chain can be hijacked: then it has a Hijack of its own (see
 // withHijack). It records the final status in st.Status when recordStatus
-// is set, and sees a hijack (see noteHijack). When there is nothing to see
-// it is w itself. net/http's HTTP/1 and HTTP/2 writers are wrapped
-// without allocating; any other is wrapped with httpsnoop.
+// is set, and always for net/http's HTTP/1 and HTTP/2 writers, which are
+// wrapped without allocating; it sees a hijack (see noteHijack). When
+// there is nothing to see it is w itself; any other writer is wrapped
+// with httpsnoop.
 func (st *State) WrapWriter(w http.ResponseWriter, recordStatus bool) http.ResponseWriter {
 	_, pusher := w.(http.Pusher)
 	// A writer with the HTTP/1 method set and Push would lose Push in
@@ -202,16 +203,20 @@ func (st *State) WrapWriter(w http.ResponseWriter, recordStatus bool) http.Respo
 	// but Unwrap: http.ResponseController then hijacks the writer under
 	// it, past ours, unless ours has a Hijack of its own.
 	hijackBelow := !hijacker && canHijackBelow(w)
+	// net/http's HTTP/2 writer (and x/net/http2's, which serves h2c) is
+	// wrapped for the status even without recordStatus, as the HTTP/1
+	// one is: it costs nothing, and a caller that keeps its own record
+	// (Echo's Response) misses a header that Flush sent. h2Writer has no
+	// Hijack (HTTP/2 cannot hijack) nor ReadFrom: a writer with either is
+	// left to httpsnoop.
+	if hw, ok := w.(http2Writer); ok && !hijacker && !hijackBelow {
+		if _, readerFrom := w.(io.ReaderFrom); !readerFrom {
+			st.h2 = h2Writer{w: hw, st: st}
+			return &st.h2
+		}
+	}
 	if !recordStatus && !hijacker && !hijackBelow {
 		return w
-	}
-	// net/http's HTTP/2 writer needs wrapping only for the status.
-	// h2Writer has no Hijack (HTTP/2 cannot hijack) nor ReadFrom: a
-	// writer with either is left to httpsnoop.
-	_, readerFrom := w.(io.ReaderFrom)
-	if hw, ok := w.(http2Writer); ok && !hijacker && !hijackBelow && !readerFrom {
-		st.h2 = h2Writer{w: hw, st: st}
-		return &st.h2
 	}
 	ww := w
 	if recordStatus || hijacker {
