@@ -56,6 +56,7 @@ func CheckKeySource(src string) error {
 	}
 	if strings.HasPrefix(src, KeySourceHeaderPrefix) {
 		if _, ok := KeySourceHeader(src); !ok {
+			//lint:ignore ST1005 the message ends with the prefix "header:", not with punctuation
 			return errors.New("not a header name after " + KeySourceHeaderPrefix)
 		}
 	}

@@ -31,15 +31,14 @@ type opMachine struct {
 	draining bool
 
 	// What the model counted, to compare with the snapshot at the end.
-	admitted    [shed.MaxClasses]uint64
-	afterWait   [shed.MaxClasses]uint64
-	enqueued    [shed.MaxClasses]uint64
-	cancelled   [shed.MaxClasses]uint64
-	queueEnded  [shed.MaxClasses]uint64 // waiters rejected after queueing
-	delivered   map[*shed.Waiter]int
-	retryMin    time.Duration
-	retryMax    time.Duration
-	staticLimit int
+	admitted   [shed.MaxClasses]uint64
+	afterWait  [shed.MaxClasses]uint64
+	enqueued   [shed.MaxClasses]uint64
+	cancelled  [shed.MaxClasses]uint64
+	queueEnded [shed.MaxClasses]uint64 // waiters rejected after queueing
+	delivered  map[*shed.Waiter]int
+	retryMin   time.Duration
+	retryMax   time.Duration
 }
 
 func newOpMachine(t testing.TB, l *shed.Limiter, cfg shed.Config, src *fakeSource) *opMachine {

@@ -134,7 +134,7 @@ func spanLabel(s sdktrace.ReadOnlySpan) string {
 	for _, k := range []string{"shedkit.decision", "shedkit.reason", "shedkit.class", "shedkit.attempt",
 		"http.request.resend_count", "http.response.status_code"} {
 		if v, ok := attr(s, k); ok {
-			parts = append(parts, strings.TrimPrefix(k, "shedkit.")+"="+v.Emit())
+			parts = append(parts, strings.TrimPrefix(k, "shedkit.")+"="+v.String())
 		}
 	}
 	return strings.Join(parts, " ")

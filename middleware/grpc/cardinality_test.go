@@ -2,7 +2,9 @@ package grpc_test
 
 import (
 	"fmt"
+	"strings"
 	"testing"
+	"unicode/utf8"
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
@@ -115,6 +117,41 @@ func TestClientKnownMethods(t *testing.T) {
 				orig, ok := attrOf(s, "rpc.method_original")
 				if v.AsString() != tc.rpcMet || ok != (tc.rpcMet == "_OTHER") || ok && orig.AsString() != tc.method[1:] {
 					t.Errorf("%s: rpc.method %q, rpc.method_original %q (%v)", s.Name(), v.AsString(), orig.AsString(), ok)
+				}
+			}
+		})
+	}
+}
+
+// TestMethodOriginalBounded: the name a proxy forwards comes from the
+// network, bounded only by gRPC's header limits, and may be any bytes.
+// rpc.method_original keeps at most its first 256 bytes, cut between
+// characters, and is valid UTF-8 (OpenTelemetry string attributes must
+// be), each byte that is not UTF-8 replaced by U+FFFD.
+func TestMethodOriginalBounded(t *testing.T) {
+	const svc = "/hostile.Svc/"
+	long := strings.Repeat("x", 16<<10)
+	euros := strings.Repeat("€", 16<<10/3) // 3 bytes each: the 256th byte falls inside one
+	for _, tc := range []struct {
+		name, method, want string
+	}{
+		{"16 KB name", svc + long, (svc + long)[1:257]},
+		{"16 KB of 3-byte characters", svc + euros, (svc + euros)[1:256]},
+		{"invalid UTF-8", svc + "M\xff\xfex\xc3", "hostile.Svc/M\uFFFD\uFFFDx\uFFFD"},
+		{"short and valid", svc + "Ménage", "hostile.Svc/Ménage"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rec := tracetest.NewSpanRecorder()
+			tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+			c, _ := newClient(t, shedgrpc.ClientConfig{TracerProvider: tp, MaxAttempts: 1})
+			_, _ = call(testCtx(t), clientConn(t, &service{}, c), tc.method, "x")
+			logical, attempts := spansOf(t, rec)
+			for _, s := range append(attempts, logical) {
+				v, _ := attrOf(s, "rpc.method_original")
+				got := v.AsString()
+				if got != tc.want || !utf8.ValidString(got) {
+					t.Errorf("%s: rpc.method_original of %d bytes (valid UTF-8: %v) %.40q..., want %d bytes %.40q...",
+						s.Name(), len(got), utf8.ValidString(got), got, len(tc.want), tc.want)
 				}
 			}
 		})

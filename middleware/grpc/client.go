@@ -79,8 +79,10 @@ type ClientConfig struct {
 	// rpc.method_original, as the OpenTelemetry RPC conventions ask: a
 	// proxy (grpc.UnknownServiceHandler) forwards whatever names its own
 	// clients send, and naming spans after them would let any client
-	// multiply span names. List here the methods a hand-written caller
-	// sends with cc.Invoke.
+	// multiply span names. rpc.method_original holds at most the name's
+	// first 256 bytes, cut between characters, with each byte that is not
+	// UTF-8 replaced by U+FFFD. List here the methods a hand-written
+	// caller sends with cc.Invoke.
 	KnownMethods []string
 	// Inbound says whether to retry under an inbound call or request that
 	// is itself retried (see retrybudget.InboundPolicy). Default

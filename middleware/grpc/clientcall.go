@@ -88,7 +88,7 @@ func (lc *logicalCall) startSpan(opts []grpc.CallOption) {
 	if known {
 		lc.attrs = append(lc.attrs, rpcSystemGRPC, attrRPCMethod.String(name))
 	} else {
-		lc.attrs = append(lc.attrs, rpcSystemGRPC, attrRPCMethod.String(otherMethod), attrRPCMethodIn.String(name))
+		lc.attrs = append(lc.attrs, rpcSystemGRPC, attrRPCMethod.String(otherMethod), attrRPCMethodIn.String(methodOriginal(name)))
 	}
 	lc.attrs = append(lc.attrs, lc.tg.attrs...)
 	lc.span.SetAttributes(lc.attrs...)

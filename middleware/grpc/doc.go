@@ -200,8 +200,9 @@
 // Any other call, such as those a proxy (grpc.UnknownServiceHandler)
 // forwards under whatever names its clients sent, gets the spans
 // "retry grpc" and "grpc" with rpc.method "_OTHER" and the name in
-// rpc.method_original, as the OpenTelemetry RPC conventions ask, so that
-// clients cannot multiply span names. With otelgrpc's client stats
+// rpc.method_original (at most its first 256 bytes, cut between
+// characters, as valid UTF-8), as the OpenTelemetry RPC conventions ask,
+// so that clients cannot multiply span names. With otelgrpc's client stats
 // handler on the ClientConn, set ClientConfig.DisableAttemptSpans:
 // otelgrpc then makes the CLIENT span of
 // each attempt (it sees every attempt, as children of the logical span)

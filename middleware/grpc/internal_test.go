@@ -137,3 +137,11 @@ func TestHTTPStatus(t *testing.T) {
 		}
 	}
 }
+
+// TestMethodOriginalNoAlloc: a short valid name, what every well-behaved
+// caller sends, goes into rpc.method_original without allocation.
+func TestMethodOriginalNoAlloc(t *testing.T) {
+	if n := testing.AllocsPerRun(100, func() { _ = methodOriginal("pkg.Service/Method") }); n != 0 {
+		t.Errorf("%v allocations, want 0", n)
+	}
+}

@@ -3,7 +3,9 @@ package grpc
 import (
 	"context"
 	"reflect"
+	"strings"
 	"sync"
+	"unicode/utf8"
 
 	"github.com/sony/gobreaker/v2"
 	"go.opentelemetry.io/otel/attribute"
@@ -191,6 +193,33 @@ func (c *Client) knownMethod(fullMethod string, opts []grpc.CallOption) bool {
 		}
 	}
 	return false
+}
+
+// maxMethodOriginalBytes bounds rpc.method_original: the name comes from
+// the network (a proxy forwards what its clients send), bounded only by
+// gRPC's header limits, and every span would carry it.
+const maxMethodOriginalBytes = 256
+
+// methodOriginal returns name as rpc.method_original: at most its first
+// maxMethodOriginalBytes bytes, cut between characters, and valid UTF-8,
+// as OpenTelemetry string attributes must be, each byte that is not
+// UTF-8 replaced by U+FFFD. A short valid name is returned as it is,
+// without allocation.
+func methodOriginal(name string) string {
+	if len(name) <= maxMethodOriginalBytes && utf8.ValidString(name) {
+		return name
+	}
+	var b strings.Builder
+	b.Grow(maxMethodOriginalBytes)
+	for i := 0; i < len(name); {
+		r, size := utf8.DecodeRuneInString(name[i:]) // utf8.RuneError, 1 for a byte that is not UTF-8
+		if b.Len()+utf8.RuneLen(r) > maxMethodOriginalBytes {
+			break
+		}
+		b.WriteRune(r)
+		i += size
+	}
+	return b.String()
 }
 
 // methodName returns the span name and rpc.method of a full method name:

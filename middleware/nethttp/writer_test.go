@@ -45,6 +45,7 @@ func interfaces(w http.ResponseWriter) string {
 	if _, ok := w.(interface{ FlushError() error }); ok {
 		s = append(s, "FlushError")
 	}
+	//lint:ignore SA1019 the test checks the wrapper keeps the deprecated method
 	if _, ok := w.(http.CloseNotifier); ok {
 		s = append(s, "CloseNotifier")
 	}

@@ -461,7 +461,7 @@ func TestConcurrencyMiddleware(t *testing.T) {
 	for _, sp := range spans.Ended() {
 		m := map[string]string{}
 		for _, kv := range sp.Attributes() {
-			m[string(kv.Key)] = kv.Value.Emit()
+			m[string(kv.Key)] = kv.Value.String()
 		}
 		attrs[sp.Name()] = m
 	}

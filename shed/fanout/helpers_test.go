@@ -12,8 +12,8 @@ import (
 // whether the fan-out still holds it. The padding keeps it out of the
 // tiny allocator, whose blocks are freed together.
 type item struct {
-	id  int
-	pad [48]byte
+	id int
+	_  [48]byte
 }
 
 // source is a lazy input of n items created on demand. It counts pulls and

@@ -286,8 +286,6 @@ func nanZero(v float64) float64 {
 	return v
 }
 
-func changed(b, a, by float64) bool { return math.Abs(a-b) > by }
-
 func pctOr(v float64) string {
 	if math.IsNaN(v) {
 		return "-"

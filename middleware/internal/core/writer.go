@@ -18,7 +18,8 @@ type http1Writer interface {
 	http.ResponseWriter
 	http.Flusher
 	FlushError() error
-	http.CloseNotifier // deprecated, but part of the method set to keep
+	//lint:ignore SA1019 deprecated, but net/http's writer has it and the wrapper keeps its method set
+	http.CloseNotifier
 	http.Hijacker
 	io.ReaderFrom
 	io.StringWriter
@@ -98,7 +99,8 @@ type http2Writer interface {
 	http.ResponseWriter
 	http.Flusher
 	FlushError() error
-	http.CloseNotifier // deprecated, but part of the method set to keep
+	//lint:ignore SA1019 deprecated, but net/http's writer has it and the wrapper keeps its method set
+	http.CloseNotifier
 	http.Pusher
 	io.StringWriter
 	SetReadDeadline(time.Time) error
@@ -284,6 +286,7 @@ func (h *hijackVia) Unwrap() http.ResponseWriter { return h.ResponseWriter }
 func (st *State) withHijack(w http.ResponseWriter) http.ResponseWriter {
 	h := &hijackVia{ResponseWriter: w, st: st}
 	f, isF := w.(http.Flusher)
+	//lint:ignore SA1019 a handler may still assert CloseNotifier; the wrapper must keep it
 	c, isC := w.(http.CloseNotifier)
 	r, isR := w.(io.ReaderFrom)
 	switch {

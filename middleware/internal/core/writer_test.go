@@ -59,6 +59,7 @@ func optional(w http.ResponseWriter) string {
 	if _, ok := w.(http.Flusher); ok {
 		s = append(s, "Flusher")
 	}
+	//lint:ignore SA1019 the test checks the wrapper keeps the deprecated method
 	if _, ok := w.(http.CloseNotifier); ok {
 		s = append(s, "CloseNotifier")
 	}
@@ -187,6 +188,7 @@ func (h2ReadFrom) ReadFrom(io.Reader) (int64, error) { return 0, nil }
 func methodSet(w http.ResponseWriter, extra ...string) string {
 	s := extra
 	for name, ok := range map[string]bool{
+		//lint:ignore SA1019 the test checks the wrapper keeps the deprecated method
 		"CloseNotify":      is[http.CloseNotifier](w),
 		"EnableFullDuplex": is[interface{ EnableFullDuplex() error }](w),
 		"Flush":            is[http.Flusher](w),
