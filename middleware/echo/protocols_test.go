@@ -19,6 +19,7 @@ import (
 	echov4 "github.com/labstack/echo/v4"
 	"github.com/labstack/echo/v4/middleware"
 	"golang.org/x/net/http2"
+	//lint:ignore SA1019 Echo's StartH2CServer serves h2c with this package, whose writer the test must meet.
 	"golang.org/x/net/http2/h2c"
 
 	shedecho "github.com/shedkit/shedkit/middleware/echo"
@@ -44,7 +45,7 @@ func protoServer(t *testing.T, e *echov4.Echo, proto string) (string, *http.Clie
 	t.Helper()
 	var h http.Handler = e
 	if proto == "h2c" {
-		h = h2c.NewHandler(e, &http2.Server{})
+		h = h2c.NewHandler(e, &http2.Server{}) //lint:ignore SA1019 as Echo.StartH2CServer does
 	}
 	srv := httptest.NewUnstartedServer(h)
 	srv.Config.ErrorLog = log.New(io.Discard, "", 0) // superfluous WriteHeader calls are expected
