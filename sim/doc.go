@@ -190,6 +190,8 @@
 //	                             # it expires, one not renewed for lease_ttl stops counting, one taken in
 //	                             # fallback counts for the fleet from the next renewal, and a lease's call
 //	                             # that timed out still runs when it reaches the store
+//	    restarts: false          # each store outage ends with a restart (empty script cache): the first
+//	                             # call of each script pays NOSCRIPT and a second round trip (EVAL)
 //	upstream:
 //	  capacity: 100              # servers: the concurrency where latency starts to grow
 //	  discipline: fifo           # fifo: the rest wait; ps: all share the servers

@@ -83,6 +83,7 @@ type task struct {
 	// and whether it succeeds.
 	storeKind uint8
 	storeOK   bool
+	storeCut  bool // its caller left before the answer (storeCall.cut)
 	storeGen  uint32
 	replica   int32
 	attempts  int32
@@ -588,18 +589,7 @@ func (e *engine) send(t *task) {
 	}
 	e.gens[t.slot]++
 	gen := e.gens[t.slot]
-	deadline := int64(0)
-	if c.attemptTimeout > 0 {
-		deadline = e.now + c.attemptTimeout
-	}
-	if t.kind != layerService && t.deadline > 0 && (deadline == 0 || t.deadline < deadline) {
-		// Clients and the gateway stop waiting at the request's deadline.
-		// A replica waits for the upstream unless its own timeout fires,
-		// even past a deadline it knows: the upstream would not stop work
-		// it was given, and the permit must bound that work (a permit
-		// released while the work goes on bounds nothing).
-		deadline = t.deadline
-	}
+	deadline := attemptDeadline(t, c)
 	if deadline > 0 {
 		e.scheduleLane(c.timers, deadline, evTimeout, t)
 	}
@@ -636,6 +626,40 @@ func (e *engine) send(t *task) {
 		child.replica = t.replica
 		e.replicas[t.replica].up.arrive(e, child)
 	}
+}
+
+// attemptDeadline returns when t's attempt sent at t.sent by caller c
+// times out, 0 for never.
+func attemptDeadline(t *task, c *caller) int64 {
+	deadline := int64(0)
+	if c.attemptTimeout > 0 {
+		deadline = t.sent + c.attemptTimeout
+	}
+	if t.kind != layerService && t.deadline > 0 && (deadline == 0 || t.deadline < deadline) {
+		// Clients and the gateway stop waiting at the request's deadline.
+		// A replica waits for the upstream unless its own timeout fires,
+		// even past a deadline it knows: the upstream would not stop work
+		// it was given, and the permit must bound that work (a permit
+		// released while the work goes on bounds nothing).
+		deadline = t.deadline
+	}
+	return deadline
+}
+
+// callerLeft returns how long after now service request t's caller stops
+// waiting for it, 0 when it has, never when it waits to the end: then
+// the request's context ends (net/http cancels it when its client closes
+// the request), whatever deadline the request carries.
+func (e *engine) callerLeft(t *task) int64 {
+	p := e.parent(t)
+	if p == nil {
+		return 0
+	}
+	dl := attemptDeadline(p, e.callerOf(p))
+	if dl == 0 {
+		return never
+	}
+	return max(dl-e.now, 0)
 }
 
 // serviceDeadline returns the deadline a replica sees for a request sent
@@ -717,7 +741,10 @@ func (e *engine) step(t *task, kind uint8) {
 // limit when fallback, and goes on to the next unless it refused t.
 func (e *engine) decided(t *task, kind uint8, fallback bool) {
 	if kind == storeLease {
-		if e.leases == nil || e.takeLease(t, fallback) {
+		switch {
+		case t.storeCut:
+			e.acquireCut(t)
+		case e.leases == nil || e.takeLease(t, fallback):
 			e.step(t, storeRate)
 		}
 		return
@@ -733,6 +760,13 @@ func (e *engine) decided(t *task, kind uint8, fallback bool) {
 			e.rateLimited(t, r, b)
 			return
 		}
+	}
+	if t.storeCut {
+		// Its caller left during the store call: shed.Limiter.Acquire
+		// returns the ended context's error at once, with no event, and
+		// the middleware answers nobody.
+		e.finish(t, resShed)
+		return
 	}
 	e.limiterStep(t)
 }

@@ -238,13 +238,13 @@ func (b *leaseBook) dropUnused(i int32) bool {
 func (e *engine) leaseReleased(i int32) int64 {
 	l := &e.book.recs[i]
 	l.held = false
-	c := e.store.call(e.now, int(l.replica), storeLease)
+	c := e.store.call(e.now, int(l.replica), storeLease, scriptRelease, never)
 	switch {
 	case !c.called:
 		e.releaseEnded(i, false)
 		return 0
 	case c.wait == 0:
-		e.store.answered(e.now, int(l.replica), storeLease, c.gen, c.ok)
+		e.store.answered(e.now, int(l.replica), storeLease, c.gen, c.ok, false)
 		e.releaseEnded(i, c.ok)
 		return 0
 	}
@@ -268,7 +268,7 @@ func (e *engine) releaseLanded(i int32) {
 func (e *engine) releaseAnswered(i int32) {
 	l := &e.book.recs[i]
 	l.releasing = false
-	e.store.answered(e.now, int(l.replica), storeLease, l.callGen, l.callOK)
+	e.store.answered(e.now, int(l.replica), storeLease, l.callGen, l.callOK, false)
 	e.releaseEnded(i, l.callOK)
 }
 
@@ -325,7 +325,7 @@ func (e *engine) startRenewal(r int) {
 	if held {
 		trips = 2
 	}
-	c := e.store.callWithin(e.now, r, storeLease, b.renewTO, trips)
+	c := e.store.callWithin(e.now, r, storeLease, b.renewTO, trips, noScript, never)
 	if !c.called {
 		return
 	}
@@ -361,7 +361,7 @@ func (b *leaseBook) renews(r int) (held, calls bool) {
 func (e *engine) renewed(r int) {
 	b := e.book
 	ok, late := b.renewOK[r], b.renewLands[r] >= 0
-	e.store.answered(e.now, r, storeLease, b.renewGen[r], ok)
+	e.store.answered(e.now, r, storeLease, b.renewGen[r], ok, false)
 	back := false
 	rs := b.byReplica[r]
 	for k := 0; k < len(rs); {
@@ -444,7 +444,7 @@ func (e *engine) renewalLanded(r int) {
 // Concurrency.renew does; those it fails to remove are orphans.
 func (e *engine) cleanup(r int) {
 	b := e.book
-	c := e.store.callWithin(e.now, r, storeLease, b.renewTO, 1)
+	c := e.store.callWithin(e.now, r, storeLease, b.renewTO, 1, noScript, never)
 	if !c.called {
 		e.cleaned(r, false, false)
 		return
@@ -457,7 +457,7 @@ func (e *engine) cleanup(r int) {
 func (e *engine) cleanupAnswered(r int) {
 	b := e.book
 	ok, late := b.renewOK[r], b.renewLands[r] >= 0
-	e.store.answered(e.now, r, storeLease, b.renewGen[r], ok)
+	e.store.answered(e.now, r, storeLease, b.renewGen[r], ok, false)
 	if !ok && late {
 		e.schedule(b.renewAt[r]+b.renewLands[r], evRenewLands, nil, int32(r))
 	}

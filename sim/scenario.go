@@ -518,17 +518,25 @@ type Service struct {
 // of its lease, one more call, as ConcurrencyMiddleware's does. A call
 // during Service.StoreOutages, or one whose round trip exceeds Timeout,
 // costs Timeout and fails: the decision is taken on the replica's share.
-// A lease's call that timed out (to take, release or renew it) still
-// runs in the store when it gets there, as Redis runs a script whose
-// caller stopped waiting; a rate decision that timed out is taken to
-// have done nothing. BreakerFailures consecutive failures of a client
-// open its breaker: its calls are skipped (no wait, local decisions) for
-// BreakerOpen, then one call probes the store, and the others fall back
-// until it answers; a success closes the breaker, a failure opens it
-// again. The renewals of leases (every LeaseTTL/3, two round trips within
-// max(Timeout, LeaseTTL/10)) and the call after a renewal that removes
-// the leases released while it was out are calls of the same client, off
-// the requests' path.
+// A call that timed out (to take, release or renew a lease, or to take a
+// rate-limit token) still runs in the store when it gets there, as Redis
+// runs a script whose caller stopped waiting. A decision's call also
+// ends when the request's caller stops waiting (its context ends): the
+// breaker counts it neither way; a lease's acquisition then answers 503
+// without running the handler and keeps the lease as an orphan, which
+// the script may still add to the store until the next renewal removes
+// it; a rate decision is taken on the replica's share, and the limiter
+// refuses the request at once. BreakerFailures consecutive failures of a
+// client open its breaker: its calls are skipped (no wait, local
+// decisions) for BreakerOpen, then one call probes the store, and the
+// others fall back until it answers; a success closes the breaker, a
+// failure opens it again. The renewals of leases (every LeaseTTL/3, two
+// round trips within max(Timeout, LeaseTTL/10)) and the call after a
+// renewal that removes the leases released while it was out are calls of
+// the same client, off the requests' path. The client's connection pool
+// is not modelled: shedredis takes the redis client as given (its
+// PoolSize, shared with the service's other Redis calls), and a call
+// that waits for a connection past Timeout fails as a slow one does.
 type StoreModel struct {
 	// Latency is the round trip of one call. Zero: none.
 	Latency Dist
@@ -547,6 +555,19 @@ type StoreModel struct {
 	// Default DefaultStoreLeaseTTL; at least 4 x Timeout, as shedredis
 	// requires.
 	LeaseTTL time.Duration
+	// Restarts: each of Service.StoreOutages ends with the store
+	// restarted (a crash, a deploy, a failover to a replica that never
+	// ran the scripts), which comes back with an empty script cache. The
+	// first call of each script that reaches it then fails with
+	// NOSCRIPT, and go-redis's Script.Run sends the script again (EVAL)
+	// within the same time budget: one more round trip, and the call
+	// does nothing in the store when the budget ends before the EVAL is
+	// sent. Scripts run by EVAL stay in the cache for every replica's
+	// later calls; renewals load their script first and never see
+	// NOSCRIPT. The data (buckets, leases) is kept, as with persistence.
+	// False: the outages leave the store as it was (a network
+	// partition), as before the field existed.
+	Restarts bool
 }
 
 // Defaults of StoreModel: shedredis's (DefaultTimeout,
@@ -1171,6 +1192,9 @@ func (s *Service) normalizeStore(sc *Scenario) error {
 		return fieldErr("service.store", "no class has a shared rate limit (rate_limit.shared) or a shared key concurrency (key_concurrency.shared) that calls the store")
 	}
 	s.Store = s.Store.clone()
+	if s.Store.Restarts && len(s.StoreOutages) == 0 {
+		return fieldErr("service.store.restarts", "set without service.store_outages: there is no outage for the store to restart after")
+	}
 	return s.Store.normalize()
 }
 

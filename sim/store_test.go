@@ -218,6 +218,7 @@ func TestStoreYAML(t *testing.T) {
 		{"  store: {lease_ttl: -1s}\n", "service.store.lease_ttl"},
 		{"  store: {timeout: 10ms, lease_ttl: 39ms}\n", "service.store.lease_ttl"},
 		{"  store: {latency: {dist: exponential, mean: 0ms}}\n", "service.store.latency.mean"},
+		{"  store: {restarts: true}\n", "service.store.restarts"}, // no outage to restart after
 	} {
 		_, err := ParseScenario("s.yaml", []byte(base+tc.yaml))
 		if !errors.Is(err, ErrInvalidScenario) || !strings.Contains(err.Error(), tc.field) {

@@ -601,7 +601,7 @@ func (d *decoder) service(s *Service) fieldFunc {
 				return d.mapping(n, p, map[string]fieldFunc{
 					"latency": d.dist(&m.Latency, true), "timeout": d.duration(&m.Timeout),
 					"breaker_failures": d.integer(&m.BreakerFailures), "breaker_open": d.duration(&m.BreakerOpen),
-					"lease_ttl": d.duration(&m.LeaseTTL),
+					"lease_ttl": d.duration(&m.LeaseTTL), "restarts": d.boolean(&m.Restarts),
 				})
 			},
 		})

@@ -272,6 +272,7 @@ func serviceNode(s *Service) *yaml.Node {
 		sm.integer("breaker_failures", int64(st.BreakerFailures))
 		sm.dur("breaker_open", st.BreakerOpen)
 		sm.dur("lease_ttl", st.LeaseTTL)
+		sm.boolean("restarts", st.Restarts)
 		m.node("store", sm.n) // an empty mapping still says "model the store"
 	}
 	if len(m.n.Content) == 0 {
