@@ -12,7 +12,9 @@ import (
 // BenchmarkObserve measures the request path's share of recording, beside
 // a bare Observer call, in one run: "all" records every event (the cost of
 // a sampled request), "sampled" runs at a million events per second under
-// the default cap (the cost of the others). The buffer is emptied outside
+// the default cap (the cost of the others), "untimed" records every event
+// without a time of its own (the wall-clock API's, but for a sample),
+// dated the recorder's time. The buffer is emptied outside
 // the timer, so that every sampled record is really handed over rather
 // than dropped. BenchmarkWrite is the writer goroutine's share.
 func BenchmarkObserve(b *testing.B) {
@@ -20,7 +22,7 @@ func BenchmarkObserve(b *testing.B) {
 	for _, c := range []struct {
 		name string
 		max  float64
-	}{{"bare", 0}, {"all", -1}, {"sampled", 0}} {
+	}{{"bare", 0}, {"all", -1}, {"sampled", 0}, {"untimed", -1}} {
 		b.Run(c.name, func(b *testing.B) {
 			var o shed.Observer = bare
 			var rec *record.Recorder
@@ -38,7 +40,11 @@ func BenchmarkObserve(b *testing.B) {
 					rec.Flush()
 					b.StartTimer()
 				}
-				ev.Time = t0.Add(time.Duration(i) * time.Microsecond)
+				if c.name != "untimed" || i == 0 {
+					ev.Time = t0.Add(time.Duration(i) * time.Microsecond)
+				} else {
+					ev.Time = time.Time{}
+				}
 				o.Observe(ev)
 			}
 		})

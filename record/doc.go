@@ -140,14 +140,19 @@
 // tick, and no other record is dated by it. The recorder follows such a
 // jump (a clock stepped, a quiet spell) once the next record far from
 // its time on the same side confirms it, not dated before it by more
-// than ten periods; when time went back, the ticks restart from there.
-// The tick a record far ahead owes is then written at that record's time
-// with the counts up to it, so that a quiet service (fewer than one
-// record per ten periods) gets a tick at every record that starts a
-// period, each written once the next record comes (the last one's
-// never). Records
-// without a time of their own (untimed limiter events, the final tick)
-// take the recorder's time. Records are roughly, not strictly, in time
+// than ten periods. The tick a far record owes is then written at that
+// record's time with the counts up to it (when time went back, the ticks
+// restart there), so that a quiet service (fewer than one record per ten
+// periods) gets a tick at every record that starts a period, each
+// written once the next record comes, and a clock stepped either side a
+// tick at the first record after the step. Stop confirms nothing: the
+// last far record gets no tick of its own, its counts go to the final
+// tick. Records without a time of their own (untimed limiter events, the
+// final tick) take the recorder's time; an untimed event that comes
+// while a far record waits for confirmation takes it once the record is
+// judged: the far record's time if confirmed. The final tick closes the
+// counts at the recorder's time, at the instant of the tick before it if
+// need be. Records are roughly, not strictly, in time
 // order. Readers skip lines of kinds they do
 // not know, and fields they do not know.
 //

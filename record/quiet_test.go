@@ -61,8 +61,14 @@ func TestQuietRecordsTakeTheirTicks(t *testing.T) {
 					t.Errorf("untimed release dated %v, %v from the first record", r.Time, d)
 				}
 			}
+			// The final tick closes the counts at the recorder's time:
+			// the last record's, held, is left unconfirmed by Stop.
+			final := ticks[len(ticks)-1]
+			if final.Tick.Arrivals[0] != arr {
+				t.Errorf("final tick counts %d arrivals, want %d", final.Tick.Arrivals[0], arr)
+			}
 			byTime := map[time.Time]record.Record{}
-			for _, tk := range ticks {
+			for _, tk := range ticks[:len(ticks)-1] {
 				if d := tk.Time.Sub(t0); d < 0 || d > n*gap {
 					t.Errorf("tick dated %v, %v from the first record", tk.Time, d)
 				}

@@ -85,9 +85,17 @@ type Recorder struct {
 	behind   int64     // the suspect behind lastT, 0 for none
 	heldTick tickEntry // the tick the suspect ahead owes, when held
 	held     bool
-	prevArr  uint64
-	prevT    int64
-	taken    int // ticks taken; the first starts the counts
+	// behindTick is the tick the suspect behind owes: a clock stepped
+	// back restarts the ticks at the first record after the step.
+	behindTick tickEntry
+	// after holds the untimed records that came after a suspect until it
+	// is judged (see holdAfterSuspect); its capacity is fixed by New.
+	after   []entry
+	prevArr uint64
+	prevT   int64
+	taken   int // ticks taken; the first starts the counts
+	// lastTaken is the last tick taken, its counts as written.
+	lastTaken tickEntry
 
 	wmu sync.Mutex // the writer's state below
 	out sink
@@ -107,7 +115,7 @@ func New(cfg Config) (*Recorder, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &Recorder{cfg: cfg, ch: make(chan entry, cfg.Buffer)}
+	r := &Recorder{cfg: cfg, ch: make(chan entry, cfg.Buffer), after: make([]entry, 0, min(cfg.Buffer, maxHeldAfter))}
 	if cfg.KeySalt != nil {
 		if r.keys, err = NewKeyHasher(cfg.KeySalt); err != nil {
 			return nil, err
@@ -160,7 +168,9 @@ func (r *Recorder) Watch(l *shed.Limiter) {
 // records themselves are sampled (Config.MaxRecordsPerSecond). An event
 // without a time (the wall-clock API times only a sample of permits)
 // takes the recorder's time: the latest time of the records it follows
-// (see the package documentation), never one lone record's far off. An
+// (see the package documentation), never one lone record's far off; one
+// that comes while a far time waits for confirmation takes it once
+// judged (the far time if confirmed). An
 // event the format cannot hold (negative cost or durations, an unknown
 // reason or outcome) is counted, not recorded.
 func (r *Recorder) Observe(ev shed.Event) { r.ObserveKeyed(ev, 0) }
@@ -206,6 +216,10 @@ func (r *Recorder) ObserveKeyed(ev shed.Event, key uint64) {
 		if ev.Queued {
 			e.flags = flagQueued
 		}
+	}
+	if r.suspects.Load() && ev.Time.IsZero() {
+		r.holdAfterSuspect(e)
+		return
 	}
 	r.push(e)
 }
@@ -340,11 +354,55 @@ func (r *Recorder) push(e entry) {
 		r.lost.Add(1)
 		return
 	}
+	r.handOver(e)
+}
+
+// handOver is push once Stop may have begun: for the records that came
+// before it and were held (see holdAfterSuspect).
+func (r *Recorder) handOver(e entry) {
 	select {
 	case r.ch <- e:
 	default:
 		r.lost.Add(1)
 	}
+}
+
+// maxHeldAfter bounds the untimed records held after a suspect: beyond
+// it they are handed over at once, with the recorder's time.
+const maxHeldAfter = 256
+
+// holdAfterSuspect holds e, an untimed record that came while a time far
+// from the recorder's is held as a suspect, until the suspect is judged:
+// e came after it, so once it is confirmed e is dated from it, not from
+// the time before the jump (see releaseAfterLocked). A suspect is judged
+// at the next record, at the latest at Stop.
+func (r *Recorder) holdAfterSuspect(e entry) {
+	r.tickMu.Lock()
+	defer r.tickMu.Unlock()
+	switch {
+	case r.ended.Load():
+		r.lost.Add(1)
+	case !r.suspects.Load(): // judged meanwhile
+		e.t = r.lastT.Load()
+		r.handOver(e)
+	case len(r.after) == cap(r.after):
+		r.handOver(e)
+	default:
+		r.after = append(r.after, e)
+	}
+}
+
+// releaseAfterLocked hands over the untimed records held after a suspect
+// now judged, dated at: the suspect's time when it was confirmed. With at
+// 0 (not confirmed) they keep the recorder's time from before it.
+func (r *Recorder) releaseAfterLocked(at int64) {
+	for _, e := range r.after {
+		if at != 0 {
+			e.t = at
+		}
+		r.handOver(e)
+	}
+	r.after = r.after[:0]
 }
 
 // stamp returns t in Unix ns (the recorder's time when t is zero) and
@@ -377,7 +435,7 @@ func (r *Recorder) follow(ns int64, inflight int) bool {
 		}
 		if r.suspects.Load() {
 			r.tickMu.Lock()
-			r.clearSuspectsLocked() // times went on from the recorder's own
+			r.clearSuspectsLocked(0) // times went on from the recorder's own
 			r.tickMu.Unlock()
 		}
 		return true
@@ -385,10 +443,13 @@ func (r *Recorder) follow(ns int64, inflight int) bool {
 	return r.followFar(ns, inflight)
 }
 
-// clearSuspectsLocked forgets the suspects and the held tick.
-func (r *Recorder) clearSuspectsLocked() {
+// clearSuspectsLocked forgets the suspects and the held tick, and hands
+// over the untimed records held after them, dated confirmed: the time of
+// the suspect confirmed, 0 for none.
+func (r *Recorder) clearSuspectsLocked(confirmed int64) {
 	r.ahead, r.behind, r.held = 0, 0, false
 	r.suspects.Store(false)
+	r.releaseAfterLocked(confirmed)
 }
 
 // followFar is follow for a time ns far from the recorder's. The rule:
@@ -397,17 +458,18 @@ func (r *Recorder) clearSuspectsLocked() {
 // it by more than the window, since time goes on from a real jump (a
 // quiet spell, a clock stepped) and records after a lone bad time are
 // before it; the recorder has no clock (drivers run in virtual time too),
-// so nothing earlier can tell the two apart. The tick a suspect ahead
-// owes is sampled when it comes (counts, work in flight) and held, then
-// taken at the suspect's time once confirmed or dropped if not (its
-// counts go to the next tick), so that a quiet service, every record of
-// which is far from the one before, gets every record's tick at its own
-// time, one record late, and a lone time far ahead dates nothing.
+// so nothing earlier can tell the two apart. The tick a suspect owes is
+// sampled when it comes (counts, work in flight) and held, then taken at
+// the suspect's time once confirmed or dropped if not (its counts go to
+// the next tick), so that a quiet service, every record of which is far
+// from the one before, gets every record's tick at its own time, one
+// record late, a clock stepped either side gets a tick at the first
+// record after the step, and a lone far time dates nothing. Untimed
+// records that come meanwhile wait for the judgement (holdAfterSuspect).
 //
-// A confirmed suspect ahead moves the recorder's time to the suspect's,
-// not to the confirming time, which is judged in turn from there; a
-// confirmed suspect behind (a clock stepped back) moves it to the
-// confirming time, and the ticks restart there.
+// A confirmed suspect, ahead or behind (a clock stepped back: the ticks
+// restart there), moves the recorder's time to the suspect's, not to the
+// confirming time, which is judged in turn from there.
 func (r *Recorder) followFar(ns int64, inflight int) bool {
 	r.tickMu.Lock()
 	defer r.tickMu.Unlock()
@@ -419,13 +481,13 @@ func (r *Recorder) followFar(ns int64, inflight int) bool {
 			if ns > cur {
 				r.lastT.Store(ns)
 			}
-			r.clearSuspectsLocked()
+			r.clearSuspectsLocked(0)
 			return true
 		case ns > cur && r.ahead != 0 && (ns >= r.ahead || near(ns, r.ahead, w)):
 			// Time went on from the suspect ahead: follow it, with its
 			// tick, then judge ns from there.
 			s, te, held := r.ahead, r.heldTick, r.held
-			r.clearSuspectsLocked()
+			r.clearSuspectsLocked(s)
 			if s <= cur { // passed meanwhile by records near the time
 				continue
 			}
@@ -434,6 +496,7 @@ func (r *Recorder) followFar(ns int64, inflight int) bool {
 			}
 			r.lastT.Store(s)
 		case ns > cur:
+			r.releaseAfterLocked(0) // a suspect before, if any, was not confirmed
 			r.ahead, r.behind, r.held = ns, 0, false
 			if ns >= r.nextTick.Load() {
 				r.heldTick, r.held = r.sampleLocked(ns, inflight), true
@@ -441,12 +504,17 @@ func (r *Recorder) followFar(ns int64, inflight int) bool {
 			r.suspects.Store(true)
 			return false
 		case r.behind != 0 && (ns >= r.behind || near(ns, r.behind, w)):
-			// Time went back, and on from there.
-			r.clearSuspectsLocked()
-			r.lastT.Store(ns)
-			return true
+			// Time went back, and on from there: the ticks restart at
+			// the suspect behind, then ns is judged from there.
+			s, te := r.behind, r.behindTick
+			r.clearSuspectsLocked(s)
+			if r.jumpedBack(s, r.nextTick.Load()) {
+				r.takeLocked(te)
+			}
+			r.lastT.Store(s)
 		default:
-			r.behind = ns
+			r.releaseAfterLocked(0)
+			r.behind, r.behindTick = ns, r.sampleLocked(ns, inflight)
 			r.suspects.Store(true)
 			return false
 		}
@@ -494,12 +562,17 @@ func (r *Recorder) jumpedBack(ns, next int64) bool {
 func (r *Recorder) tick(ns int64, inflight int, final bool) {
 	r.tickMu.Lock()
 	defer r.tickMu.Unlock()
-	if next := r.nextTick.Load(); (!final && ns < next && !r.jumpedBack(ns, next)) || (final && ns <= r.prevT && !r.onlyStart(ns)) {
+	if final {
+		// Stop judges a suspect left unconfirmed: a lone far time dates
+		// nothing, and its counts go to the final tick.
+		r.clearSuspectsLocked(0)
+	}
+	if next := r.nextTick.Load(); (!final && ns < next && !r.jumpedBack(ns, next)) || (final && ns <= r.prevT && !r.countedSince(ns)) {
 		return // another caller took this tick
 	}
 	// Time went on from the recorder's own (or, final, ends there): a
 	// suspect's tick, sampled before this one, must not follow it.
-	r.clearSuspectsLocked()
+	r.clearSuspectsLocked(0)
 	r.takeLocked(r.sampleLocked(ns, inflight))
 }
 
@@ -539,6 +612,7 @@ func (r *Recorder) takeLocked(te tickEntry) {
 	}
 	r.prevArr, r.prevT = arr, ns
 	r.startCounts(&te)
+	r.lastTaken = te
 	te.sampleEach = r.mask.Load() + 1
 	if len(r.ticks) >= maxPendingTicks {
 		r.lost.Add(1)
@@ -563,17 +637,19 @@ func (r *Recorder) startCounts(te *tickEntry) {
 	}
 }
 
-// onlyStart reports whether the only tick taken is the first, at ns, and
-// something was counted: the final tick is then taken at the same time,
-// so that a recording whose times are all one instant (a stopped clock
-// in a test) still ends with its counts.
-func (r *Recorder) onlyStart(ns int64) bool {
-	if r.taken != 1 || ns != r.prevT {
+// countedSince reports whether the last tick taken is at ns, and
+// something was counted since: the final tick is then taken at the same
+// time, so that the ticks count every request even when the last ones
+// came at that instant (a stopped clock in a test) or at a time Stop
+// leaves unconfirmed (the last record of a quiet service).
+func (r *Recorder) countedSince(ns int64) bool {
+	if r.taken == 0 || ns != r.prevT {
 		return false
 	}
+	last := &r.lastTaken
 	for i := range r.counts {
 		c := &r.counts[i]
-		if c.arr.Load()|c.shed.Load()|c.done.Load()|c.ref.Load() != 0 {
+		if c.arr.Load() != last.arr[i] || c.shed.Load() != last.shed[i] || c.done.Load() != last.done[i] || c.ref.Load() != last.ref[i] {
 			return true
 		}
 	}
