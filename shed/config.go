@@ -16,9 +16,14 @@ import (
 const (
 	// MaxLimit is the largest concurrency limit a Limiter enforces.
 	MaxLimit = 1<<countBits - 1
-	// MaxTotalCost is the largest in-flight cost a Limiter tracks. Without
-	// a cost budget (Config.MaxCost zero) it acts as the budget.
-	MaxTotalCost = 1<<costBits - 1
+	// MaxTotalCost is the largest cost budget, request cost and
+	// reconciled cost a Limiter takes. Without a cost budget
+	// (Config.MaxCost zero) it acts as the budget. It is half of what the
+	// state word's cost field holds: a Reconcile takes no lock, so it may
+	// raise the in-flight cost up to MaxTotalCost between the check and
+	// the add of an admission decided under the lock, and the field must
+	// hold both without wrapping.
+	MaxTotalCost = 1<<(costBits-1) - 1
 	// MaxClasses is the largest number of priority classes.
 	MaxClasses = 16
 )

@@ -31,6 +31,7 @@ func TestNewRejectsInvalidConfig(t *testing.T) {
 		{"source below zero", shed.Config{Source: newFakeSource(-4)}, "Source"},
 		{"source that panics", shed.Config{Source: (*fakeSource)(nil)}, "Source"},
 		{"negative cost budget", shed.Config{Limit: 1, MaxCost: -5}, "MaxCost"},
+		{"cost budget over MaxTotalCost", shed.Config{Limit: 1, MaxCost: shed.MaxTotalCost + 1}, "MaxCost"},
 		{"empty class name", shed.Config{Limit: 1, Classes: []shed.ClassConfig{{}}}, "Classes[0].Name"},
 		{"class name with a line break", shed.Config{Limit: 1, Classes: []shed.ClassConfig{{Name: "a\nb"}}}, "Classes[0].Name"},
 		{"class name with a bidi override", shed.Config{Limit: 1, Classes: []shed.ClassConfig{{Name: "a\u202eb"}}}, "Classes[0].Name"},

@@ -149,8 +149,16 @@ func (l *Limiter) probe(now time.Time, c Class, svc float64) verdict {
 		return tooLate
 	}
 	cc.probeMark.Store(refused)
-	cc.probeAt.Store(t + 1)
 	return probing
+}
+
+// startedProbe records that p, admitted with the verdict probing, is its
+// class's probe, so that its sample is known as the probe's. It goes by
+// the permit's start, not by the time the probe was claimed: a probe that
+// queued starts when it is granted, and Acquire's second pass reads the
+// clock again.
+func (l *Limiter) startedProbe(p *Permit) {
+	l.counts[p.class()].probeAt.Store(p.start + 1)
 }
 
 // tooLateToQueue reports whether req, expected to wait wait in the queue,

@@ -320,6 +320,9 @@ func (l *Limiter) acquire(now time.Time, hasNow bool, req Request, w *Waiter, ma
 	}
 	shadow := v.shadow()
 	p := l.newPermit(now, hasNow, req.Class, cost, inFlightOf(s), 0, shadow, tenantHold{})
+	if v == probing {
+		l.startedProbe(&p)
+	}
 	if l.observer != nil || shadow != ReasonNone {
 		l.admitted(now, hasNow, p, 0)
 	}
@@ -334,8 +337,11 @@ func (l *Limiter) acquire(now time.Time, hasNow bool, req Request, w *Waiter, ma
 // count into the slow flag, or the cost past the top of the word, where it
 // wraps to a small value that passes the budget check. Checked first, the
 // word never holds more than the limit (<= MaxLimit) and the budget (<=
-// MaxTotalCost), so neither field can overflow. Uncontended, the CAS costs
-// what an atomic add does.
+// MaxTotalCost), so neither field can overflow. Admissions under the lock
+// check, then add: the slow flag keeps other admissions out meanwhile, but
+// not a Reconcile, which may raise the cost up to MaxTotalCost in between;
+// the cost field holds twice MaxTotalCost for that. Uncontended, the CAS
+// costs what an atomic add does.
 func (l *Limiter) addFits(s uint64, cost int64, limit uint64) (uint64, bool) {
 	for {
 		if s&slowFlag != 0 || uint64(inFlightOf(s)) >= limit || costOf(s)+cost > l.maxCost {
@@ -444,6 +450,9 @@ func (l *Limiter) acquireSlow(now time.Time, hasNow bool, req Request, cost int6
 			if fair {
 				l.state.Add(delta(cost))
 				p := l.newPermit(now, hasNow, c, cost, inFlightOf(s)+1, 0, v.shadow(), h)
+				if v == probing {
+					l.startedProbe(&p)
+				}
 				l.thawLocked()
 				l.mu.Unlock()
 				l.admitted(now, hasNow, p, 0)
@@ -477,6 +486,9 @@ func (l *Limiter) acquireSlow(now time.Time, hasNow bool, req Request, cost int6
 		}
 		s = l.state.Add(delta(cost))
 		p := l.newPermit(now, hasNow, c, cost, inFlightOf(s), 0, reason, h)
+		if v == probing {
+			l.startedProbe(&p)
+		}
 		l.thawLocked()
 		l.mu.Unlock()
 		l.admitted(now, hasNow, p, hint)

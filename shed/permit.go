@@ -379,10 +379,11 @@ var ErrReleased = errors.New("shed: permit already released")
 // The in-flight cost moves by the difference; a smaller cost may admit
 // waiters. Reconcile never rejects: work already admitted keeps running
 // even if its actual cost exceeds the budget. It fails (wrapping
-// ErrInvalidRequest) and changes nothing if actual is negative or the
-// limiter's in-flight cost would leave [0, MaxTotalCost]; that check and
-// the change are one atomic step, so concurrent reconciliations of
-// different permits never overflow the limiter's cost.
+// ErrInvalidRequest) and changes nothing if actual is negative or above
+// MaxTotalCost, or a raise would take the limiter's in-flight cost above
+// MaxTotalCost; that check and the change are one atomic step, so
+// concurrent reconciliations of different permits never overflow the
+// limiter's cost.
 func (p *Permit) Reconcile(actual int64) error { return p.reconcile(time.Time{}, false, actual) }
 
 // ReconcileAt is Reconcile at an explicit time now, for virtual time.
@@ -391,7 +392,7 @@ func (p *Permit) ReconcileAt(now time.Time, actual int64) error {
 }
 
 // errCostRange is returned by Reconcile when the limiter's in-flight cost
-// would leave the range it can track.
+// would go below 0 or a raise would take it above MaxTotalCost.
 var errCostRange = fmt.Errorf("%w: in-flight cost would leave [0, %d]", ErrInvalidRequest, int64(MaxTotalCost))
 
 // errMisused: the permit (a copy of it) was released already.
@@ -473,18 +474,21 @@ func (p *Permit) reconcileTracked(actual int64) (*Limiter, int64, error) {
 }
 
 // addCost moves the in-flight cost by d for a permit in flight, unless that
-// would take the cost out of [0, MaxTotalCost] (errCostRange) or nothing is
-// in flight (errMisused: the permit was released through a copy). The
-// check and the change are one compare-and-swap: checked and added in two
-// steps, two concurrent reconciliations could both pass the check and
-// together wrap the cost field into the bits above it.
+// would take the cost below 0 or raise it above MaxTotalCost (errCostRange)
+// or nothing is in flight (errMisused: the permit was released through a
+// copy). The check and the change are one compare-and-swap: checked and
+// added in two steps, two concurrent reconciliations could both pass the
+// check and together wrap the cost field into the bits above it. A cost
+// lowered is never refused for being above MaxTotalCost, which an
+// admission added under the lock after a raise may have left it (see
+// MaxTotalCost).
 func (l *Limiter) addCost(d int64) error {
 	for {
 		s := l.state.Load()
 		if inFlightOf(s) == 0 {
 			return errMisused
 		}
-		if c := costOf(s) + d; c < 0 || c > MaxTotalCost {
+		if c := costOf(s) + d; c < 0 || d > 0 && c > MaxTotalCost {
 			return errCostRange
 		}
 		// Two's complement: adding a negative d shifted left subtracts.

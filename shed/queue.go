@@ -26,7 +26,10 @@ type Waiter struct {
 	next     *Waiter
 	decided  time.Time
 	queued   bool
-	done     *Waiter // link in a waiterList of waiters to notify
+	// probe: the request claimed its class's deadline probe (see
+	// deadline.go), which starts when it is granted.
+	probe bool
+	done  *Waiter // link in a waiterList of waiters to notify
 
 	permit Permit
 	err    error
@@ -128,6 +131,7 @@ func (l *Limiter) enqueueLocked(now time.Time, req Request, cost int64, w *Waite
 	w.deadline = l.waiterDeadline(now, req, cost, l.cfg[c].MaxWait, v)
 	w.patience = w.deadline.Sub(now)
 	w.permit, w.err, w.queued = Permit{}, nil, true
+	w.probe = v == probing
 	l.queues[c].push(w)
 	l.queued++
 }
@@ -159,8 +163,12 @@ func (l *Limiter) timeoutLocked(now time.Time, w *Waiter, reason Reason, limit u
 // order, FIFO (or LIFO) within a class. A waiter whose deadline has passed
 // is rejected instead of admitted. The state must be frozen. limit is read
 // before taking the lock, like every call into the LimitSource: a source
-// that panics must not leave the mutex locked.
+// that panics must not leave the mutex locked. Demand that has run out is
+// dropped first: releases may be all that comes for a while, and a
+// protected share must not stay closed to waiters until the next
+// admission.
 func (l *Limiter) grantLocked(now time.Time, limit uint64, done *waiterList) {
+	l.expireDemandLocked(now)
 	if l.queued == 0 {
 		return
 	}
@@ -194,6 +202,9 @@ func (l *Limiter) grantLocked(now time.Time, limit uint64, done *waiterList) {
 			l.removeLocked(w)
 			l.state.Add(delta(w.cost))
 			w.permit = l.newPermit(now, true, Class(c), w.cost, inFlightOf(s)+1, now.Sub(w.enqueued), ReasonNone, h)
+			if w.probe {
+				l.startedProbe(&w.permit)
+			}
 			done.push(w)
 		}
 	}

@@ -488,6 +488,9 @@ func (l *Limiter) acquireTenant(now time.Time, hasNow bool, req Request, cost in
 	}
 	shadow := v.shadow()
 	p := l.newPermit(now, hasNow, req.Class, cost, inFlightOf(s), 0, shadow, h)
+	if v == probing {
+		l.startedProbe(&p)
+	}
 	if l.observer != nil || shadow != ReasonNone {
 		l.admitted(now, hasNow, p, 0)
 	}
