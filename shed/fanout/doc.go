@@ -87,8 +87,9 @@
 // task goes on, and Run releases the permit with the cost last
 // reconciled. Reconcile reports false and changes nothing once the item
 // has ended (a goroutine that outlived its task never reaches the permit
-// of another item), and for a task without a permit of its own: without
-// a Limiter, or on the request's own permit, which is the request's to
+// of another item), without a Config.Request (every item then costs 1),
+// and for a task without a permit of its own: without a Limiter, or on
+// the request's own permit, which is the request's to
 // reconcile; a task of a nested Run never reaches the outer item's.
 //
 // # Results
@@ -152,7 +153,8 @@
 // scheduler does two channel operations and no allocation (about 20
 // allocations per Run; PermitWait adds a timer context and its wrapper
 // per item). With a Limiter, each worker allocates its item's state once,
-// and the tasks' contexts that lead Reconcile to it come in batches of
+// and with a Request too, the tasks' contexts that lead Reconcile to it
+// come in batches of
 // up to 128: 16 bytes per item and one allocation per 128 items, never
 // reused, since a goroutine may keep its task's context;
 // errgroup.Group with SetLimit starts a goroutine
