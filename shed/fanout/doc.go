@@ -82,15 +82,23 @@
 // An item whose Config.Request reserves an estimate (an LLM call's prompt
 // and maximum answer tokens) corrects it once the actual cost is known:
 // [Reconcile](ctx, actual), from the task or from any goroutine it handed
-// its context to. The limiter's in-flight cost moves by the difference at
-// once, so budget the item no longer needs admits waiting work while the
-// task goes on, and Run releases the permit with the cost last
-// reconciled. Reconcile reports false and changes nothing once the item
-// has ended (a goroutine that outlived its task never reaches the permit
-// of another item), without a Config.Request (every item then costs 1),
-// and for a task without a permit of its own: without a Limiter, or on
-// the request's own permit, which is the request's to
-// reconcile; a task of a nested Run never reaches the outer item's.
+// its context to (or one derived from it, context.WithoutCancel's too).
+// The limiter's in-flight cost moves by the difference at once, so budget
+// the item no longer needs admits waiting work while the task goes on (a
+// larger cost is taken even beyond the limiter's MaxCost), and Run
+// releases the permit with the cost last reconciled when the task ends,
+// however it ends. Reconcile works until the task ends, also once the
+// fan-out stopped and cancelled its context. It reports false and changes
+// nothing once the item has ended (a goroutine that outlived its task
+// never reaches the permit of another item), without a Config.Request
+// (every item then costs 1), and for a task without a permit of its own:
+// without a Limiter, or on the request's own permit, which is the
+// request's to reconcile; a task of a nested Run never reaches the outer
+// item's. It refuses the costs shed refuses: negative, or out of the
+// limiter's range. Lowering a cost runs the limiter's Observer,
+// LimitSource and Clock for the waiting work it admits: if they panic,
+// the panic goes on to the caller of Reconcile (the item's error, in the
+// task), with the cost reconciled and the permit still released once.
 //
 // # Results
 //
@@ -156,7 +164,9 @@
 // and with a Request too, the tasks' contexts that lead Reconcile to it
 // come in batches of
 // up to 128: 16 bytes per item and one allocation per 128 items, never
-// reused, since a goroutine may keep its task's context;
+// reused, since a goroutine may keep its task's context (it then keeps
+// about 10 KB reachable at most: its batch and the item state of the
+// workers that ran it, none of the fan-out's inputs, results or permits);
 // errgroup.Group with SetLimit starts a goroutine
 // and allocates twice per item. See bench_test.go.
 //

@@ -11,20 +11,36 @@ import (
 // Reconcile replaces the cost that the item of the task running with ctx
 // reserved (Config.Request's Cost) with actual, its actual cost once known:
 // the tokens an LLM call really used, say. The limiter's in-flight cost
-// moves by the difference at once, while the task goes on; a smaller cost
-// may admit waiting work. It may be called several times, the last call
-// wins, and from any goroutine the task hands its context to. ctx is the
-// task's context or one derived from it.
+// moves by the difference at once, while the task goes on: a smaller cost
+// may admit waiting work; a larger one is taken even beyond the limiter's
+// MaxCost, since admitted work is never refused. It may be called several
+// times, the last call wins, and from any goroutine the task hands its
+// context to. ctx is the task's context or one derived from it, with or
+// without its cancellation (context.WithoutCancel).
 //
 // The permit stays the fan-out's: it is released once, by Run, when the
-// task ends, with the cost last reconciled. Reconcile reports whether the
-// item's cost is now actual; it reports false and changes nothing when
-// the item has ended (a goroutine that outlived its task: its context
-// never reaches another item's permit), when the task holds no permit of
-// its own (no Config.Limiter, no Config.Request to set a cost, or the task runs on the request's own
-// permit, which is the request's to reconcile), when ctx is not a task's,
-// and when shed.Permit.Reconcile refuses actual (negative, or taking the
-// limiter's in-flight cost out of range).
+// task returns, panics or calls runtime.Goexit, with the cost last
+// reconciled. Until then Reconcile works, also once the fan-out stopped
+// and cancelled the task's context. It reports whether the item's cost is
+// now actual; it reports false and changes nothing:
+//   - once the task has ended: a goroutine that outlived its task, during
+//     or after Run, never reaches another item's permit;
+//   - without Config.Limiter or without Config.Request (every item costs
+//     1): Run then makes no item contexts;
+//   - when the task runs on the request's own permit (see
+//     Config.Limiter), which is the request's to reconcile;
+//   - in a task of a Run nested in a task, unless that Run has a Limiter
+//     and a Request of its own: it never reaches the outer item;
+//   - when ctx is nil or not a task's;
+//   - when shed.Permit.Reconcile refuses actual: negative, above
+//     shed.MaxTotalCost, or raising the limiter's in-flight cost above it.
+//
+// Lowering the cost hands the budget freed to waiting work, which runs
+// the limiter's user code (Observer, LimitSource, Clock). If that panics,
+// the panic goes on to the caller of Reconcile with the cost already
+// reconciled, as shed.Permit.Reconcile's does: the item may be reconciled
+// again and its permit is released as usual. In the task the panic
+// becomes the item's *PanicError; another goroutine must recover it.
 func Reconcile(ctx context.Context, actual int64) bool {
 	if ctx == nil {
 		return false
@@ -106,8 +122,10 @@ func (c itemless) Value(key any) any {
 }
 
 // maxItemBatch is the most item contexts allocated at once: one
-// allocation serves up to that many items, and a goroutine that outlives
-// its task keeps at most that many (2 KB) reachable.
+// allocation serves up to that many items. A goroutine that outlives its
+// task keeps its batch reachable (2 KB at most) and, through it, the
+// itemSlot of each worker that ran one of them (64 bytes, up to 128):
+// about 10 KB, none of it the runner's, the inputs' or a permit.
 const maxItemBatch = 128
 
 // nextItem returns a fresh item context for the input about to start; its
