@@ -85,6 +85,8 @@ type Config struct {
 	// DemandHold is how long a class counts as having unmet demand after
 	// it was last rejected for lack of capacity. While it does, its unused
 	// protected share is not lent to other classes. Default DefaultDemandHold.
+	// The end of a hold is seen by the next admission: until one comes, a
+	// release does not lend the share to a waiting lower class.
 	DemandHold time.Duration
 
 	// MaxQueue bounds the total number of waiters over all classes. Zero
