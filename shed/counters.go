@@ -50,6 +50,12 @@ type classCounters struct {
 	// time until its sample comes (0: none).
 	probeMark atomic.Uint64
 	probeAt   atomic.Int64
+	// probeClaim is when the last probe was claimed, and probeSince and
+	// probeWas what serviceAt and probeMark were before: a probe rejected
+	// for another reason is given back (see giveBackProbe).
+	probeClaim atomic.Int64
+	probeSince atomic.Int64
+	probeWas   atomic.Uint64
 }
 
 // hot returns the hot counters of class c.

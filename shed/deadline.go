@@ -37,7 +37,9 @@ import (
 // work wasted on probes while the service really is that slow stays under
 // one slot. A probe that comes back faster than the estimate replaces it at
 // once: the estimate was stale, and the class must not wait for tens of
-// probes to be let in again.
+// probes to be let in again. A probe rejected for another reason (the
+// limit, a full queue) measured nothing: it is given back, so that the
+// class's next request may be the probe.
 
 // serviceStep is the factor by which one sample moves the estimate: it
 // reaches a ten-fold change of the service time in 24 samples, and jitters
@@ -148,8 +150,38 @@ func (l *Limiter) probe(now time.Time, c Class, svc float64) verdict {
 	if float64(t-last) < svc || !cc.serviceAt.CompareAndSwap(last, t) {
 		return tooLate
 	}
+	cc.probeClaim.Store(t)
+	cc.probeSince.Store(last)
+	cc.probeWas.Store(mark)
 	cc.probeMark.Store(refused)
 	return probing
+}
+
+// giveBackProbe gives class c's probe back once the request that claimed
+// it was rejected for another reason (the limit, a full queue): it never
+// ran, so it measured nothing, and the class's next request may be the
+// probe at once, not a service time and probeAfter deadline rejections
+// later. Nothing is given back when a sample came since the claim (the
+// estimate is fresh then). The claim is the class's last one: the next
+// comes a service time later at the earliest, long after a rejection
+// that takes no wait.
+func (l *Limiter) giveBackProbe(c Class) {
+	cc := &l.counts[c]
+	if cc.serviceAt.CompareAndSwap(cc.probeClaim.Load(), cc.probeSince.Load()) {
+		cc.probeMark.Store(cc.probeWas.Load())
+	}
+}
+
+// probeOutcome gives back class c's probe when the request that claimed
+// it was rejected (err): not admitted, not queued, and not about to ask
+// again with a waiter (errNeedWaiterProbe). It is kept out of line: the
+// admission paths only test the verdict.
+//
+//go:noinline
+func (l *Limiter) probeOutcome(c Class, err error) {
+	if err != nil && err != errQueued && err != errNeedWaiterProbe {
+		l.giveBackProbe(c)
+	}
 }
 
 // startedProbe records that p, admitted with the verdict probing, is its

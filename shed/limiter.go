@@ -312,11 +312,19 @@ func (l *Limiter) acquire(now time.Time, hasNow bool, req Request, w *Waiter, ma
 	}
 	limit := l.limit()
 	if req.Tenant != "" {
-		return l.acquireTenant(now, hasNow, req, cost, w, mayQueue, limit, v)
+		p, err := l.acquireTenant(now, hasNow, req, cost, w, mayQueue, limit, v)
+		if v == probing {
+			l.probeOutcome(req.Class, err)
+		}
+		return p, err
 	}
 	s, ok := l.addFits(l.state.Load(), cost, limit)
 	if !ok {
-		return l.acquireShort(now, hasNow, req, cost, w, mayQueue, limit, v)
+		p, err := l.acquireShort(now, hasNow, req, cost, w, mayQueue, limit, v)
+		if v == probing {
+			l.probeOutcome(req.Class, err)
+		}
+		return p, err
 	}
 	shadow := v.shadow()
 	p := l.newPermit(now, hasNow, req.Class, cost, inFlightOf(s), 0, shadow, tenantHold{})

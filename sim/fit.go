@@ -141,6 +141,10 @@ type fitCells struct {
 type fitTick struct {
 	t                    int64
 	arr, shed, done, ref []uint64
+	// from is the start of the span the tick closes, when closes: a
+	// tick at the same instant adds its counts to that span.
+	from   int64
+	closes bool
 }
 
 // ErrInvalidConfig is wrapped by the errors NewFitter returns for invalid
@@ -352,25 +356,47 @@ func (f *Fitter) tick(t int64, tk *record.Tick) {
 	cur := &fitTick{t: t, arr: tk.Arrivals, shed: tk.Shed, done: tk.Done, ref: tk.Refused}
 	p := f.prev
 	f.prev = cur
-	if p == nil || t <= p.t || fell(p.arr, cur.arr) || fell(p.shed, cur.shed) || fell(p.done, cur.done) || fell(p.ref, cur.ref) {
+	if p == nil || t < p.t || fell(p.arr, cur.arr) || fell(p.shed, cur.shed) || fell(p.done, cur.done) || fell(p.ref, cur.ref) {
 		return // the first tick, or a restarted recorder: a new segment
 	}
-	a := max(p.t, f.start)
+	if t == p.t {
+		// A tick at the instant of the one before (a recorder's Stop
+		// after a quiet spell) adds the counts since to the span that
+		// tick closed, which covers their time already.
+		if p.closes {
+			cur.from, cur.closes = p.from, true
+			f.spread(p.from, p, cur, false)
+		}
+		return
+	}
+	cur.from, cur.closes = p.t, true
+	f.spread(p.t, p, cur, true)
+}
+
+// spread adds the counts from p to cur over the cells of the span from
+// from to cur.t, in proportion to the overlap, and the span's time to
+// the cells' exposure when expose says so.
+func (f *Fitter) spread(from int64, p, cur *fitTick, expose bool) {
+	t := cur.t
+	a := max(from, f.start)
 	first, _ := f.cell(a)
 	last, _ := f.index(t)
 	for j := first; j <= last; j++ {
 		lo := f.start + int64(j)*f.dt
 		hi := lo + min(f.dt, math.MaxInt64-lo) // the last cell of time ends there
 		over := min(hi, t) - max(lo, a)
-		if over > 0 {
-			w := float64(over) / float64(t-p.t)
+		if over <= 0 {
+			continue
+		}
+		w := float64(over) / float64(t-from)
+		if expose {
 			f.cells.expo[j] += float64(over) / 1e9
-			for c := range shed.MaxClasses {
-				f.addCount(&f.cells.arr[c], j, w*diff(p.arr, cur.arr, c))
-				f.addCount(&f.cells.shed[c], j, w*diff(p.shed, cur.shed, c))
-				f.addCount(&f.cells.done[c], j, w*diff(p.done, cur.done, c))
-				f.addCount(&f.cells.ref[c], j, w*diff(p.ref, cur.ref, c))
-			}
+		}
+		for c := range shed.MaxClasses {
+			f.addCount(&f.cells.arr[c], j, w*diff(p.arr, cur.arr, c))
+			f.addCount(&f.cells.shed[c], j, w*diff(p.shed, cur.shed, c))
+			f.addCount(&f.cells.done[c], j, w*diff(p.done, cur.done, c))
+			f.addCount(&f.cells.ref[c], j, w*diff(p.ref, cur.ref, c))
 		}
 	}
 }
