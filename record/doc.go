@@ -25,6 +25,11 @@
 // driver that knows which request an event is about (the simulator) can
 // pass its tenant's hash (Recorder.KeyHash) with Recorder.ObserveKeyed.
 //
+// A driver of a shared store records its calls there too
+// (shedredis.Config.Recorder, the same Recorder): a sample of the calls'
+// round trips and outcomes (KindStore, Recorder.StoreCall), from which a
+// fit infers the store.
+//
 // # Tenant keys
 //
 // A key's hash is unsalted by default ([KeyHash], 64-bit FNV-1a): it
@@ -106,6 +111,7 @@
 //	{"k":"release","t":2500000,"c":0,"actual":1,"lat":500000,"o":"success","n":11}
 //	{"k":"refuse","t":2600000,"c":1,"st":413,"n":11}
 //	{"k":"refuse","t":2700000,"c":0,"r":"key_concurrency","st":429,"n":8,"key":"85944171f73967e8"}
+//	{"k":"store","t":2800000,"op":"acquire","lat":600000,"res":"ok"}
 //	{"k":"tick","t":1000003000,"limit":80,"n":37,"arr":[1200,300],"shed":[0,12],"done":[1195,280],"ref":[0,3],"lost":0,"every":2}
 //
 // Fields: c class index (named by the header), d decision (admit, reject,
@@ -127,7 +133,14 @@
 // decides it; shedredis.ConcurrencyMiddleware's 429 for a tenant at its
 // cap of requests in flight, r key_concurrency, n the tenant's requests
 // in flight counted, key the tenant): t its arrival, st the response; it
-// was no work. Ticks
+// was no work. A store line times one call to a shared store (Redis)
+// that a driver made for the shared limits (shedredis with
+// Config.Recorder): t its start, op the call (allow a rate decision,
+// acquire, release or renew concurrency leases), lat how long it took
+// (0 when the breaker skipped it), res how it ended (ok, timeout, error,
+// breaker_open, canceled: the caller stopped waiting); it has no class
+// (c) and no key, counts in no tick and moves none: the requests' records
+// do. Store calls are sampled as the requests are. Ticks
 // come every "tick" of record time: limit and n from the watched
 // limiter, and cumulative exact counts per class of arrivals (arr),
 // rejections and cancellations (shed), ended work (done) and refusals
@@ -176,6 +189,9 @@
 // do not know, as a line of an unknown kind (readers before this one
 // stop there with an error naming it), and refuse other lines with an
 // unknown reason (ErrFormat), rather than read it as another reason.
+// The store lines were added the same way: older readers skip them (a
+// kind they do not know), and readers skip a store line whose operation
+// or result they do not know, as a line of an unknown kind.
 //
 // [Reader] reads a file, a directory or a stream; malformed lines are
 // errors that name the file, the line and the field (ErrFormat). A

@@ -81,6 +81,9 @@ func appendName(b []byte, name, v string) []byte {
 }
 
 func appendEntry(b []byte, e *entry, epoch int64) []byte {
+	if e.kind == KindStore {
+		return appendStore(b, e, epoch)
+	}
 	b = append(b, `{"k":"`...)
 	b = append(b, kindNames[e.kind]...)
 	b = append(b, '"')

@@ -32,6 +32,7 @@ func sample(tb testing.TB) []byte {
 	rec.Add(record.Record{Kind: record.KindRequest, Time: t0, Decision: record.Admitted, Cost: 2, Actual: 1,
 		Timed: true, Latency: time.Millisecond, Status: 200, Reason: shed.ReasonLimit, Key: record.KeyHash("tenant")})
 	rec.ObserveKeyed(shed.Event{Kind: shed.EventAdmitted, Time: t0, Class: 1, Cost: 1}, record.KeyHash("other"))
+	rec.Add(record.Record{Kind: record.KindStore, Time: t0, Op: record.StoreAcquire, Result: record.StoreTimeout, Timed: true, Latency: 5 * time.Millisecond})
 	if err := rec.Stop(); err != nil {
 		tb.Fatal(err)
 	}
@@ -86,6 +87,12 @@ func FuzzReader(f *testing.F) {
 	f.Add([]byte(`{"k":"header","format":"shedkit-record","v":1,"epoch":"2025-01-01T00:00:00Z","classes":["a","b"],"tick":1}` + "\n" +
 		`{"k":"refuse","t":1,"c":1,"st":413,"n":2}` + "\n" + `{"k":"tick","t":2,"arr":[1,0],"ref":[0,1]}` + "\n" +
 		`{"k":"refuse","t":3}` + "\n" + `{"k":"refuse","t":3,"c":0,"r":"key_concurrency","st":429,"n":4,"key":"00000000000000ab"}` + "\n" + `{"k":"tick","t":4,"ref":[0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,1]}` + "\n" + `{"k":"refuse","t":5,"c":0,"st":-1}`))
+	// Store calls (optional in version 1): well formed, of a newer
+	// writer's operation or result (skipped), and malformed ones.
+	f.Add([]byte(`{"k":"header","format":"shedkit-record","v":1,"epoch":"2025-01-01T00:00:00Z","classes":["a"],"tick":1}` + "\n" +
+		`{"k":"store","t":1,"op":"allow","lat":600000,"res":"ok"}` + "\n" + `{"k":"store","t":2,"op":"acquire","lat":5000000,"res":"timeout","c":3,"key":"1"}` + "\n" +
+		`{"k":"store","t":3,"op":"scan","lat":1,"res":"ok"}` + "\n" + `{"k":"store","t":4,"op":"renew","lat":0,"res":"breaker_open"}` + "\n" +
+		`{"k":"store","t":5,"op":"release","lat":-1,"res":"error"}` + "\n" + `{"k":"store","t":6,"op":"allow","res":"ok"}`))
 	f.Add([]byte("\n\n{}\n[1]\nnot json"))
 	// Cut last lines (a writer killed mid-line): in a record, in the
 	// header of a second file of a stream, after a carriage return.
@@ -114,13 +121,17 @@ func readChecked(t *testing.T, data []byte) {
 			}
 			return
 		}
-		if rec.Cost < 0 || rec.Actual < 0 || rec.Wait < 0 || rec.Latency < 0 || int(rec.Class) >= shed.MaxClasses || (rec.ClassName == "") != (rec.Kind == record.KindTick) {
+		classless := rec.Kind == record.KindTick || rec.Kind == record.KindStore
+		if rec.Cost < 0 || rec.Actual < 0 || rec.Wait < 0 || rec.Latency < 0 || int(rec.Class) >= shed.MaxClasses || (rec.ClassName == "") != classless {
 			t.Fatalf("accepted %+v", rec)
 		}
 		if h, ok := rd.Header(); !ok || !visibleASCII(h.KeyHashing, 128) || record.CheckKeySource(h.KeySource) != nil || !namesOK(h.Classes) {
 			t.Fatalf("record %+v under header %+v (read: %v)", rec, h, ok)
 		}
-		if rec.Kind != record.KindTick && record.CheckClassName(rec.ClassName) != nil {
+		if rec.Kind == record.KindStore && (!rec.Timed || rec.Op.String() == "unknown" || rec.Result.String() == "unknown" || rec.Key != 0) {
+			t.Fatalf("store call %+v", rec)
+		}
+		if !classless && record.CheckClassName(rec.ClassName) != nil {
 			t.Fatalf("class name %q accepted", rec.ClassName)
 		}
 		if (rec.Kind == record.KindTick) != (rec.Tick != nil) || (rec.Tick != nil && (rec.Tick.SampleEvery < 1 || rec.Key != 0 || len(rec.Tick.Refused) > shed.MaxClasses)) {

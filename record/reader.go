@@ -259,6 +259,8 @@ type line struct {
 	Tick    int64    `json:"tick"`
 	Keys    string   `json:"keys"`
 	KeySrc  string   `json:"keysrc"`
+	Op      string   `json:"op"`
+	Res     string   `json:"res"`
 }
 
 // parse decodes one line: a record (ok), a header or an unknown kind
@@ -282,6 +284,9 @@ func (r *Reader) parse(b []byte) (Record, bool, error) {
 	}
 	if !r.has {
 		return Record{}, false, r.errf("record before the header")
+	}
+	if kind == KindStore {
+		return r.store(&l)
 	}
 	if kind == KindRefused && l.R != "" && !knownReason(l.R) {
 		// A refusal of a kind a newer writer added: a count this reader
@@ -377,6 +382,26 @@ func (r *Reader) record(kind Kind, l *line) (Record, error) {
 		return rec, r.tick(&rec, l)
 	}
 	return rec, nil
+}
+
+// store builds the Record of a store line, or skips a line of an
+// operation or result a newer writer added, as a line of an unknown kind.
+func (r *Reader) store(l *line) (Record, bool, error) {
+	switch {
+	case l.T == nil:
+		return Record{}, false, r.errf("store: no time (t)")
+	case l.Lat == nil || *l.Lat < 0:
+		return Record{}, false, r.errf("store: no duration (lat), or a negative one")
+	case l.Op == "" || l.Res == "":
+		return Record{}, false, r.errf("store: no operation (op) or result (res)")
+	}
+	op, okOp := lookup(storeOpNames[1:], l.Op)
+	res, okRes := lookup(storeResultNames[:], l.Res)
+	if !okOp || !okRes {
+		return Record{}, false, nil
+	}
+	return Record{Kind: KindStore, Time: r.header.Epoch.Add(time.Duration(*l.T)), Latency: time.Duration(*l.Lat), Timed: true,
+		Op: StoreOp(op + 1), Result: StoreResult(res)}, true, nil
 }
 
 // reasonIndex returns the shed.Reason named name, or shed.NumReasons.

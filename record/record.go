@@ -44,12 +44,18 @@ const (
 	// function runs for it). Ticks count these apart (Tick.Refused), not
 	// among the arrivals: they never reached admission, and were no work.
 	KindRefused
+	// KindStore times one call to a shared store (Redis) of the
+	// service's shared limits, as shedredis makes it (with
+	// Config.Recorder): Time is the call's start, Latency (Timed) how
+	// long it took, Op which call, Result how it ended. It has no class
+	// and no key, counts in no tick and moves none: it is no request.
+	KindStore
 )
 
-var kindNames = [...]string{"", "req", "admit", "reject", "cancel", "release", "tick", "refuse"}
+var kindNames = [...]string{"", "req", "admit", "reject", "cancel", "release", "tick", "refuse", "store"}
 
 // String returns the kind's name as written in the file ("req", "admit",
-// "reject", "cancel", "release", "tick", "refuse").
+// "reject", "cancel", "release", "tick", "refuse", "store").
 func (k Kind) String() string {
 	if int(k) < len(kindNames) && k != 0 {
 		return kindNames[k]
@@ -85,7 +91,8 @@ type Record struct {
 	Kind Kind
 	// Time is the request's arrival (KindRequest, KindRefused), the
 	// decision (KindAdmitted, KindRejected, KindCancelled), the release
-	// (KindReleased) or the sample (KindTick).
+	// (KindReleased), the sample (KindTick) or the call's start
+	// (KindStore).
 	Time time.Time
 	// Class is the request's class; ClassName its name, from the file's
 	// header (the Reader fills it in).
@@ -102,8 +109,8 @@ type Record struct {
 	// Queued reports that the request waited in the queue, for Wait.
 	Queued bool
 	Wait   time.Duration
-	// Latency is how long the admitted work ran (held its permit), valid
-	// when Timed.
+	// Latency is how long the admitted work ran (held its permit), or a
+	// KindStore call took, valid when Timed.
 	Latency time.Duration
 	Timed   bool
 	// Outcome is how admitted work ended (KindRequest admitted,
@@ -123,6 +130,9 @@ type Record struct {
 	// tenant's cap (KindRefused), so that a fit can count the tenants and
 	// their shares of the traffic; never the key itself.
 	Key uint64
+	// Op and Result are a KindStore record's call and how it ended.
+	Op     StoreOp
+	Result StoreResult
 	// Tick is set on KindTick records.
 	Tick *Tick
 }

@@ -23,6 +23,7 @@ type entry struct {
 	outcome                    uint8
 	decision                   uint8
 	flags                      uint8
+	op, res                    uint8 // KindStore
 }
 
 const (
@@ -59,6 +60,8 @@ type Recorder struct {
 	ch   chan entry
 	mask atomic.Uint64 // record the n-th when n&mask == 0
 	seq  atomic.Uint64 // numbers limiter events, for sampling
+	// storeSeq numbers the calls to a shared store, for sampling.
+	storeSeq atomic.Uint64
 	// lastT is the time the recorder is at (Unix ns): it stamps the
 	// events the wall-clock API leaves untimed and the final tick. It
 	// follows the records' times, but one far from it (a skewed caller,
@@ -296,17 +299,24 @@ func (r *Recorder) Done(c shed.Class) {
 	}
 }
 
-// Add records rec, a record its caller sampled (see Arrive and Refuse);
-// it does not count it. Tick records, records of unknown kinds, records
+// Add records rec, a record its caller sampled (see Arrive, Refuse and
+// StoreCall); it does not count it. Tick records, records of unknown kinds, records
 // without a time or with one outside the years 1678-2261, and records
 // the format cannot hold (negative costs or durations, a Status outside
 // 0-999, an InFlight outside the int32 range, an unknown Decision,
-// Reason or Outcome) are ignored. For a KindRequest record, Time is the
-// arrival and the request ended at Time + Wait + Latency, which advances
-// the ticks.
+// Reason or Outcome; a KindStore record without Timed, with a class, a
+// key, or an unknown Op or Result) are ignored. For a KindRequest
+// record, Time is the arrival and the request ended at Time + Wait +
+// Latency, which advances the ticks; a KindStore record advances nothing.
 func (r *Recorder) Add(rec Record) {
 	if rec.Kind == 0 || rec.Kind == KindTick || int(rec.Kind) >= len(kindNames) || rec.Time.IsZero() ||
 		int(rec.Class) >= shed.MaxClasses || !fits(&rec) {
+		return
+	}
+	if rec.Kind == KindStore {
+		if storeFits(&rec) {
+			r.addStore(&rec)
+		}
 		return
 	}
 	end := rec.Time

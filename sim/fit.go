@@ -56,7 +56,10 @@ const (
 // traffic the service never admitted. The 429s are in a recording made
 // by a middleware's Recorder (net/http, Echo, gRPC), or through Observers when
 // the recorder is both the limiter's and the middleware's
-// (shedhttp.Options.Observer).
+// (shedhttp.Options.Observer). From the calls to the shared store that
+// shedredis records (record.KindStore) it infers the scenario's
+// service.store (see StoreFit and FitMinStoreCalls). Store records have
+// no class and place nothing on the timeline.
 //
 // Records come roughly in time order, but a few may be dated wrong (a
 // caller's clock ahead, a bad timestamp), and counted where they say they
@@ -119,6 +122,9 @@ type Fitter struct {
 
 	// Refusals at a tenant's cap (see fit_keyconc.go).
 	keyConc fitKeyConc
+
+	// The calls to the shared store (see fit_store.go).
+	store fitStoreCalls
 }
 
 // fitCells are the per-interval totals, one slice element per cell.
@@ -287,6 +293,10 @@ func (f *Fitter) Add(r record.Record) {
 		return
 	}
 	f.records++
+	if r.Kind == record.KindStore {
+		f.storeRecord(&r) // no class, no request: nothing for the timeline
+		return
+	}
 	if f.mapClass(&r) {
 		f.admit(r)
 	}

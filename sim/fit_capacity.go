@@ -134,8 +134,10 @@ func (f *Fitter) scenario(fit *Fit) *Scenario {
 		}
 		cl.Keys = fittedKeys(&cf, fit)
 		cl.KeyConcurrency = cf.KeyConcurrency.Limit.clone()
+		fit.Store.share(&cl)
 		sc.Classes = append(sc.Classes, cl)
 	}
+	sc.Service.Store = fit.Store.Model.clone()
 	sc.Upstream = Upstream{Capacity: max(int(math.Round(fit.Capacity.Servers)), 1), ServiceTime: fit.ServiceTime.Dist, Discipline: f.opt.Discipline}
 	if l := f.limits; l[0] == l[1] && l[0] < shed.MaxLimit {
 		sc.Service.StaticLimit = l[0]

@@ -200,10 +200,8 @@ func (c controlFree) Write(p []byte) (int, error) {
 // "none was there". The cap on each tenant's requests in flight shows
 // when shedredis.ConcurrencyMiddleware records its 429s
 // (MiddlewareConfig.Recorder, see fit_keyconc.go); what it says is then
-// per class, in the notes. No record times a call to the store: to infer
-// it the recorder would need each call's round trip and outcome
-// (timeout, error, breaker open) by operation (acquire, release, renew,
-// rate limit), or their distribution per tick.
+// per class, in the notes. The calls to the shared store show when
+// shedredis records them (Config.Recorder, see fit_store.go).
 func writeNotRecorded(w io.Writer, fit *Fit) {
 	capped := false
 	for _, c := range fit.Classes {
@@ -216,7 +214,7 @@ func writeNotRecorded(w io.Writer, fit *Fit) {
 	if !capped {
 		fmt.Fprintln(w, "key concurrency: not observed: no 429 of shedredis.ConcurrencyMiddleware is in the recording (it records them with MiddlewareConfig.Recorder; without it, it refuses a tenant at its cap before the recorded middleware sees the request); the scenario sets no key_concurrency (set it by hand to your Concurrency's limit, or let shedsim tune try caps)")
 	}
-	fmt.Fprintln(w, "store: not observed: a recording times no call to the shared store (Redis); the scenario has no service.store (add one with the round trip your Redis client measures, its timeout and its lease_ttl, when a limit is shared)")
+	fmt.Fprintln(w, storeString(&fit.Store))
 }
 
 // keyCapString says what the fit made of a class's refusals at a

@@ -37,6 +37,10 @@ type Fit struct {
 	// when they did not say or disagreed (see the notes). The classes'
 	// Keys carry it (Keys.Source).
 	KeySource string
+	// Store is what the records of the calls to the shared store (Redis)
+	// tell, and the scenario's service.store (Store.Model) when enough
+	// were seen.
+	Store StoreFit
 	// Notes say what the recording could not tell, and what was assumed.
 	Notes []string
 }
@@ -121,6 +125,7 @@ func (f *Fitter) Fit() (*Fit, error) {
 	f.fitRateLimits(fit)
 	f.fitKeys(fit)
 	f.fitKeyConcurrency(fit)
+	f.fitStore(fit)
 	lm, err := f.latencyModel()
 	if err != nil {
 		return nil, err

@@ -1,6 +1,8 @@
 package sim
 
 import (
+	"time"
+
 	"github.com/shedkit/shedkit/record"
 	"github.com/shedkit/shedkit/shed"
 )
@@ -29,6 +31,13 @@ import (
 // says where the keys come from as the scenario does (Keys.Source, set on
 // rec with SetKeySource): a scenario fitted to a recording records as its
 // service did, and classes that disagree make the source unknown.
+//
+// With Service.Store, the replica's store calls for its decisions (rate
+// decisions and lease acquisitions of shared limits) are recorded too, as
+// shedredis records them with Config.Recorder (record.KindStore): the
+// call's start, how long the replica waited for it, and ok, timeout (a
+// round trip over the budget, or an outage), breaker_open or canceled
+// (its caller left). Releases and renewals are not.
 func RecordPolicy(p Policy, rec *record.Recorder, replica int) Policy {
 	return recordPolicy{p: p, rec: rec, replica: replica, keys: &recordKeys{rec: rec}}
 }
@@ -143,6 +152,30 @@ func (o *recordingObserver) flushPending(key uint64) {
 		o.record(ev, key)
 	}
 	o.keys.pending = o.keys.pending[:0]
+}
+
+// storeCall records a decision's call c of kind to the store, made at
+// now (virtual time), as shedredis records its calls.
+func (k *recordKeys) storeCall(now time.Time, kind uint8, c storeCall) {
+	if !k.rec.StoreCall() {
+		return
+	}
+	op, res := record.StoreAllow, record.StoreOK
+	if kind == storeLease {
+		op = record.StoreAcquire
+	}
+	switch {
+	case !c.called:
+		res = record.StoreBreakerOpen
+	case c.cut:
+		res = record.StoreCanceled
+	case !c.ok:
+		res = record.StoreTimeout
+	}
+	k.rec.Add(record.Record{Kind: record.KindStore, Time: now, Op: op, Result: res, Latency: time.Duration(c.wait), Timed: true})
+	if k.rec.Pending() >= k.rec.Capacity()/2 {
+		k.rec.Flush()
+	}
 }
 
 func (o *recordingObserver) record(ev shed.Event, key uint64) {

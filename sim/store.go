@@ -262,6 +262,9 @@ func (e *engine) askStore(t *task, kind uint8) (fallback, wait bool) {
 		script = scriptAcquire
 	}
 	c := e.store.call(e.now, int(t.replica), kind, script, cut)
+	if k := e.replicas[t.replica].keys; k != nil {
+		k.storeCall(e.nowT, kind, c)
+	}
 	switch {
 	case !c.called:
 		return true, false

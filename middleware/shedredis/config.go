@@ -11,6 +11,8 @@ import (
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
+
+	"github.com/shedkit/shedkit/record"
 )
 
 // Defaults of Config.
@@ -77,6 +79,14 @@ type Config struct {
 	// MeterProvider supplies the meter of the metrics; nil means
 	// otel.GetMeterProvider().
 	MeterProvider metric.MeterProvider
+	// Recorder, when set, records the Redis calls (record.KindStore):
+	// each call's start, how long it took, its operation (allow, acquire,
+	// release, renew) and how it ended (ok, timeout, error, breaker_open,
+	// canceled), sampled as the recorder samples requests, so that
+	// shedsim fit can infer the scenario's service.store. Pass the
+	// Recorder of the service's shedkit middleware: the calls need its
+	// requests' ticks. Nil records nothing, and costs nothing.
+	Recorder *record.Recorder
 }
 
 func configError(field, format string, args ...any) error {
@@ -186,9 +196,11 @@ const (
 )
 
 // guard runs Redis calls within the time budget, behind the breaker, and
-// records their metrics.
+// records their metrics (and, with Config.Recorder, a sample of them).
 type guard struct {
 	timeout  time.Duration
+	rec      *record.Recorder
+	now      func() time.Time // time.Now; tests replace it
 	breaker  *gobreaker.TwoStepCircuitBreaker[struct{}]
 	errors   metric.Int64Counter
 	fallback metric.Int64Counter
@@ -201,6 +213,7 @@ type guard struct {
 // that recording allocates nothing: slices, passed on with "...", as a
 // single option would be wrapped in a new slice at each call.
 type opOptions struct {
+	recOp    record.StoreOp
 	op       []metric.RecordOption
 	fallback map[string][]metric.AddOption
 	errs     map[string][]metric.AddOption
@@ -211,7 +224,7 @@ const scopeName = "github.com/shedkit/shedkit/middleware/shedredis"
 
 func newGuard(cfg *Config) (*guard, error) {
 	m := cfg.MeterProvider.Meter(scopeName)
-	g := &guard{timeout: cfg.Timeout, store: AttrStore.String(cfg.Name), opts: map[string]*opOptions{}}
+	g := &guard{timeout: cfg.Timeout, rec: cfg.Recorder, now: time.Now, store: AttrStore.String(cfg.Name), opts: map[string]*opOptions{}}
 	var err error
 	if g.errors, err = m.Int64Counter(MetricErrors, metric.WithUnit("{call}"),
 		metric.WithDescription("Failed Redis calls of a shedkit store: errors and timeouts.")); err != nil {
@@ -226,8 +239,11 @@ func newGuard(cfg *Config) (*guard, error) {
 		metric.WithExplicitBucketBoundaries(0.0001, 0.00025, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1)); err != nil {
 		return nil, err
 	}
+	recOps := map[string]record.StoreOp{OpAllow: record.StoreAllow, OpAcquire: record.StoreAcquire, OpRelease: record.StoreRelease,
+		OpRenew: record.StoreRenew}
 	for _, op := range []string{OpAllow, OpAcquire, OpRelease, OpRenew} {
 		o := &opOptions{
+			recOp:    recOps[op],
 			op:       []metric.RecordOption{metric.WithAttributeSet(attribute.NewSet(g.store, AttrOperation.String(op)))},
 			fallback: map[string][]metric.AddOption{},
 			errs:     map[string][]metric.AddOption{},
@@ -266,31 +282,51 @@ func (g *guard) doWithin(ctx context.Context, op string, timeout time.Duration, 
 		if op == OpAllow || op == OpAcquire {
 			g.fallback.Add(ctx, 1, o.fallback[CauseBreakerOpen]...)
 		}
+		if g.rec != nil && g.rec.StoreCall() {
+			g.record(o, g.now(), 0, record.StoreBreakerOpen) // the clock read only for a sampled call
+		}
 		return CauseBreakerOpen
 	}
 	cctx, cancel := context.WithTimeout(ctx, timeout)
-	start := time.Now()
+	start := g.now()
 	err = call(cctx)
-	g.duration.Record(ctx, time.Since(start).Seconds(), o.op...)
+	took := g.now().Sub(start)
+	g.duration.Record(ctx, took.Seconds(), o.op...)
 	cancel()
 	if err != nil && ctx.Err() != nil {
 		// The caller gave up: that says nothing about Redis.
 		done(context.Canceled)
+		g.sample(o, start, took, record.StoreCanceled)
 		return causeCanceled
 	}
 	done(err)
 	if err == nil {
+		g.sample(o, start, took, record.StoreOK)
 		return ""
 	}
-	cause := CauseError
+	cause, res := CauseError, record.StoreError
 	if errors.Is(err, context.DeadlineExceeded) || isTimeout(err) {
-		cause = CauseTimeout
+		cause, res = CauseTimeout, record.StoreTimeout
 	}
+	g.sample(o, start, took, res)
 	g.errors.Add(ctx, 1, o.errs[cause]...)
 	if op == OpAllow || op == OpAcquire {
 		g.fallback.Add(ctx, 1, o.fallback[cause]...)
 	}
 	return cause
+}
+
+// sample records a call with the Recorder, when there is one and it
+// samples the call.
+func (g *guard) sample(o *opOptions, start time.Time, took time.Duration, res record.StoreResult) {
+	if g.rec != nil && g.rec.StoreCall() {
+		g.record(o, start, took, res)
+	}
+}
+
+// record hands a sampled call to the Recorder.
+func (g *guard) record(o *opOptions, start time.Time, took time.Duration, res record.StoreResult) {
+	g.rec.Add(record.Record{Kind: record.KindStore, Time: start, Latency: max(took, 0), Timed: true, Op: o.recOp, Result: res})
 }
 
 func isTimeout(err error) bool {

@@ -77,6 +77,17 @@ What it infers, and how:
                 Recorder): counted among the arrivals, as offered, and the
                 cap = the median of the tenants' requests in flight when
                 refused, when the class keeps its tenants (keys)
+  store         from the recorded calls to the shared store (shedredis
+                with Config.Recorder): their shares that timed out, failed
+                or met the open breaker; the round trip fitted to the
+                answered calls' durations (constant, exponential or
+                log-normal), its median and spread taken from the quantiles
+                of every call, the timed-out ones counted as slower (so
+                that the scenario times out as often); the timeout = the
+                median duration of the calls that timed out (else the
+                default). With at least 100 answered calls and a fitted
+                rate limit (allow calls) or key cap (acquire calls), those
+                limits become shared and service.store is written
   classes       matched by name across the files (a redeploy that reorders
                 the classes or adds one), ranked as the first file ranks
                 them; a class a later file adds goes right below the

@@ -1,0 +1,230 @@
+package sim
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"time"
+
+	"github.com/shedkit/shedkit/record"
+)
+
+// shedredis with Config.Recorder records a sample of its calls to Redis
+// (record.KindStore): start, duration, operation, result. The fit infers
+// the scenario's service.store from them: the round trip (fitted to the
+// durations of the calls Redis answered), the time budget (the median
+// duration of the calls that timed out), and the shares of calls that
+// timed out, failed or were skipped by the open breaker, which it
+// reports. Renewals (a pipeline, with a budget of their own) are counted
+// but not timed into the round trip.
+
+// FitMinStoreCalls is the fewest answered calls from which a fit writes
+// service.store.
+const FitMinStoreCalls = 100
+
+// fitStoreSamples bounds the durations the fit keeps.
+const fitStoreSamples = 50_000
+
+// StoreFit is what the records of store calls tell.
+type StoreFit struct {
+	// Calls counts the records of store calls (a sample, as the
+	// requests' records are); Results counts them by record.StoreResult.
+	Calls   int
+	Results [5]int
+	// Allows and Acquires count the calls of rate decisions and of lease
+	// acquisitions: which shared limits the service has.
+	Allows, Acquires int
+	// Latency is fitted to the durations of the calls answered (ok):
+	// rate decisions, acquisitions and releases (its N, Median and P99
+	// are theirs). Its Dist is the round trip of every call that reached
+	// the store, the timed-out ones counted as slower than any answered
+	// (see censored), which Median and P99 are the quantiles of, in ns;
+	// P99 is +Inf when more than 1% timed out.
+	Latency     DistFit
+	Median, P99 float64
+	// Timeout is the median duration of the calls that timed out: the
+	// client's time budget; 0 when none did.
+	Timeout time.Duration
+	// Model is the store written into the scenario: nil below
+	// FitMinStoreCalls answered calls, or when the scenario has no
+	// limit for the store to share (see the notes).
+	Model *StoreModel
+}
+
+// Share returns the share of the calls that ended with res.
+func (s *StoreFit) Share(res record.StoreResult) float64 {
+	if s.Calls == 0 || int(res) >= len(s.Results) {
+		return 0
+	}
+	return float64(s.Results[res]) / float64(s.Calls)
+}
+
+// fitStoreCalls collects the records of store calls.
+type fitStoreCalls struct {
+	fit      StoreFit
+	answered reservoir
+	timeouts []float64
+}
+
+// storeRecord notes r, a record of a store call.
+func (f *Fitter) storeRecord(r *record.Record) {
+	s := &f.store
+	if int(r.Result) >= len(s.fit.Results) {
+		return
+	}
+	s.fit.Calls++
+	s.fit.Results[r.Result]++
+	switch r.Op {
+	case record.StoreAllow:
+		s.fit.Allows++
+	case record.StoreAcquire:
+		s.fit.Acquires++
+	case record.StoreRenew:
+		return
+	}
+	switch r.Result {
+	case record.StoreOK:
+		if s.answered.cap == 0 {
+			s.answered.init(fitStoreSamples)
+		}
+		s.answered.add(f.rng, 0, float64(r.Latency))
+	case record.StoreTimeout:
+		if len(s.timeouts) < fitStoreSamples {
+			s.timeouts = append(s.timeouts, float64(r.Latency))
+		}
+	}
+}
+
+// fitStore infers the store's model, after the rate limits and key
+// concurrency: the limits it is written for are theirs.
+func (f *Fitter) fitStore(fit *Fit) {
+	s := &f.store.fit
+	if s.Calls == 0 {
+		return
+	}
+	xs := f.store.answered.values(func(int) bool { return true })
+	s.Latency = fitDist(xs, []DistKind{Constant, Exponential, LogNormal})
+	timedOut := 0.0
+	if n := len(f.store.timeouts); n > 0 {
+		ts := slices.Clone(f.store.timeouts)
+		slices.Sort(ts)
+		s.Timeout = time.Duration(quantile(ts, 0.5)).Round(100 * time.Microsecond)
+		timedOut = float64(n) / float64(n+s.Latency.N)
+	}
+	censoredOK := s.censored(xs, timedOut)
+	shared := false
+	for _, c := range fit.Classes {
+		shared = shared || (s.Allows > 0 && c.RateLimit.Limit != nil) || (s.Acquires > 0 && c.KeyConcurrency.Limit != nil)
+	}
+	switch {
+	case !censoredOK:
+		fit.Notes = append(fit.Notes, fmt.Sprintf("store: %.0f%% of the calls that reached it timed out: the round trip's median is beyond the timeout, and cannot be fitted: the scenario has no service.store", 100*timedOut))
+	case s.Latency.N < FitMinStoreCalls:
+		fit.Notes = append(fit.Notes, fmt.Sprintf("store: too few answered calls recorded (%d, at least %d) to fit the round trip: the scenario has no service.store", s.Latency.N, FitMinStoreCalls))
+	case !shared:
+		fit.Notes = append(fit.Notes, "store: calls recorded, but the fit inferred no rate limit (for its allow calls) or key concurrency (for its acquire calls) for the store to keep: the scenario has no service.store")
+	default:
+		s.Model = &StoreModel{Latency: s.Latency.Dist, Timeout: s.Timeout}
+		if s.Timeout > 0 {
+			s.Model.LeaseTTL = max(DefaultStoreLeaseTTL, 4*s.Timeout)
+		}
+		fit.Notes = append(fit.Notes, fmt.Sprintf("store: service.store from %d answered calls; its timeout %s; breaker_failures, breaker_open and lease_ttl are shedredis's defaults, which the recording does not show; %s",
+			s.Latency.N, storeTimeoutSource(s.Timeout, s.Results[record.StoreTimeout]), s.sharedString()))
+	}
+	fit.Store = *s
+}
+
+// censored sets s.Median, s.P99 and the round trip's distribution from
+// sorted xs, the durations of the answered calls, when the share
+// timedOut of the calls that reached the store timed out: those were
+// slower than the budget, so the quantile q of every call is the
+// quantile q/(1-timedOut) of the answered ones, and fitted to the
+// answered alone the round trip would come out faster and narrower than
+// it is (with sigma 0.8 and 7% timed out: its median 3.5% low, sigma
+// 0.71), and the scenario would time out less often than the service
+// did (4.1% of the calls). The shape is the one fitted
+// to the answered calls; its parameters come from the quantiles of the
+// lower half, which no timeout censors. It reports false when half the
+// calls or more timed out: no quantile tells the median.
+func (s *StoreFit) censored(xs []float64, timedOut float64) bool {
+	if len(xs) == 0 || timedOut >= 0.5 {
+		return len(xs) == 0
+	}
+	all := func(q float64) float64 { return quantile(xs, q/(1-timedOut)) }
+	s.Median, s.P99 = all(0.5), math.Inf(1)
+	if timedOut <= 0.01 {
+		s.P99 = all(0.99)
+	}
+	if timedOut == 0 {
+		return true
+	}
+	switch d := &s.Latency.Dist; d.Kind {
+	case LogNormal:
+		if q10 := all(0.1); q10 > 0 && s.Median > q10 {
+			sigma := math.Round(1000*math.Log(s.Median/q10)/1.2815516) / 1000
+			*d = LogNorm(round4(s.Median), min(sigma, 5))
+		}
+	case Exponential:
+		*d = Exp(round4(s.Median / math.Ln2))
+	case Constant:
+		*d = Const(round4(s.Median))
+	}
+	return true
+}
+
+// storeTimeoutSource says where the fitted timeout came from.
+func storeTimeoutSource(d time.Duration, n int) string {
+	if d == 0 {
+		return fmt.Sprintf("is shedredis's default (%v): no call timed out", DefaultStoreTimeout)
+	}
+	return fmt.Sprintf("(%v) is the median duration of the %d calls that timed out", d, n)
+}
+
+// storeString says what the fit made of the store calls, for the report.
+func storeString(s *StoreFit) string {
+	if s.Calls == 0 {
+		return "store: not observed: a recording times no call to the shared store (Redis) unless shedredis has Config.Recorder; the scenario has no service.store (add one with the round trip your Redis client measures, its timeout and its lease_ttl, when a limit is shared)"
+	}
+	pct := func(r record.StoreResult) string { return fmt.Sprintf("%.1f%%", 100*s.Share(r)) }
+	l := s.Latency
+	line := fmt.Sprintf("store: %d calls recorded (%d rate decisions, %d lease acquisitions), %s timed out, %s failed, %s skipped by the open breaker",
+		s.Calls, s.Allows, s.Acquires, pct(record.StoreTimeout), pct(record.StoreError), pct(record.StoreBreakerOpen))
+	if l.N > 0 {
+		p99 := "beyond the timeout"
+		if !math.IsInf(s.P99, 1) {
+			p99 = fitDur(s.P99).String()
+		}
+		line += fmt.Sprintf("; round trip (%d answered calls, and the timed-out ones counted as slower): median %v, p99 %s, %s; the answered calls fit its shape %s (KS distance %.3f)",
+			l.N, fitDur(s.Median), p99, distString(l.Dist, true), l.Quality(), l.KS)
+	}
+	if s.Model == nil {
+		return line + "; not written into the scenario (see the notes)"
+	}
+	return line + "; written as service.store"
+}
+
+// sharedString says which limits the scenario shares, as share marks
+// them.
+func (s *StoreFit) sharedString() string {
+	switch {
+	case s.Allows > 0 && s.Acquires > 0:
+		return "the classes' rate limits and key concurrency caps the fit inferred are shared (rate_limit.shared, key_concurrency.shared): the calls were rate decisions and lease acquisitions"
+	case s.Allows > 0:
+		return "the classes' rate limits the fit inferred are shared (rate_limit.shared): the calls were rate decisions"
+	}
+	return "the classes' key concurrency caps the fit inferred are shared (key_concurrency.shared): the calls were lease acquisitions"
+}
+
+// share marks the limits the store keeps as shared, in the
+// scenario's class cl, when the fit wrote a store.
+func (s *StoreFit) share(cl *Class) {
+	if s.Model == nil {
+		return
+	}
+	if cl.RateLimit != nil && s.Allows > 0 {
+		cl.RateLimit.Shared = true
+	}
+	if cl.KeyConcurrency != nil && s.Acquires > 0 {
+		cl.KeyConcurrency.Shared = true
+	}
+}
