@@ -140,7 +140,8 @@
 // (0 when the breaker skipped it), res how it ended (ok, timeout, error,
 // breaker_open, canceled: the caller stopped waiting); it has no class
 // (c) and no key, counts in no tick and moves none: the requests' records
-// do. Store calls are sampled as the requests are. Ticks
+// do. Store calls are sampled as the requests are (every, the same
+// 1 in 2^k), and count toward Config.MaxRecordsPerSecond. Ticks
 // come every "tick" of record time: limit and n from the watched
 // limiter, and cumulative exact counts per class of arrivals (arr),
 // rejections and cancellations (shed), ended work (done) and refusals

@@ -93,6 +93,15 @@ func FuzzReader(f *testing.F) {
 		`{"k":"store","t":1,"op":"allow","lat":600000,"res":"ok"}` + "\n" + `{"k":"store","t":2,"op":"acquire","lat":5000000,"res":"timeout","c":3,"key":"1"}` + "\n" +
 		`{"k":"store","t":3,"op":"scan","lat":1,"res":"ok"}` + "\n" + `{"k":"store","t":4,"op":"renew","lat":0,"res":"breaker_open"}` + "\n" +
 		`{"k":"store","t":5,"op":"release","lat":-1,"res":"error"}` + "\n" + `{"k":"store","t":6,"op":"allow","res":"ok"}`))
+	// Each malformed store line alone (a reader stops at the first
+	// error), a store line before the header, and extreme durations.
+	const storeHeader = `{"k":"header","format":"shedkit-record","v":1,"epoch":"2025-01-01T00:00:00Z","classes":["a"],"tick":1}` + "\n"
+	for _, l := range []string{`{"k":"store","op":"allow","lat":1,"res":"ok"}`, `{"k":"store","t":1,"op":"allow","res":"ok"}`,
+		`{"k":"store","t":1,"lat":1,"res":"ok"}`, `{"k":"store","t":1,"op":"allow","lat":1}`, `{"k":"store","t":1,"op":"allow","lat":1e30,"res":"ok"}`,
+		`{"k":"store","t":-9223372036854775808,"op":"allow","lat":9223372036854775807,"res":"timeout"}`} {
+		f.Add([]byte(storeHeader + l + "\n"))
+	}
+	f.Add([]byte(`{"k":"store","t":1,"op":"allow","lat":1,"res":"ok"}` + "\n" + storeHeader))
 	f.Add([]byte("\n\n{}\n[1]\nnot json"))
 	// Cut last lines (a writer killed mid-line): in a record, in the
 	// header of a second file of a stream, after a carriage return.

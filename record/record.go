@@ -239,8 +239,8 @@ type Config struct {
 	// new records are dropped and counted. Default DefaultBuffer.
 	Buffer int
 	// MaxRecordsPerSecond caps the records: above it, every 2^k-th
-	// request (or limiter event) is recorded, with k re-chosen at every
-	// tick from the arrival rate. Negative records everything (for
+	// request (or limiter event, or store call) is recorded, with k
+	// re-chosen at every tick from the rate of arrivals and store calls. Negative records everything (for
 	// simulators). Default DefaultMaxRecordsPerSecond.
 	MaxRecordsPerSecond float64
 	// TickEvery is the period of the tick records, in the time of the

@@ -601,12 +601,15 @@ func (r *Recorder) sampleLocked(ns int64, inflight int) tickEntry {
 }
 
 // takeLocked takes the tick te: the next is due at the period after it,
-// and the sampling is re-chosen from the arrival rate since the previous.
+// and the sampling is re-chosen from the rate of arrivals (and store
+// calls) since the previous.
 func (r *Recorder) takeLocked(te tickEntry) {
 	ns := te.t
 	every := int64(r.cfg.TickEvery)
 	r.nextTick.Store((ns/every + 1) * every)
-	var arr uint64 // what the sampling applies to: arrivals and refusals
+	// What the sampling applies to: arrivals, refusals and store calls
+	// (several per request with shedredis's Recorder).
+	arr := r.storeSeq.Load()
 	for i := range te.arr {
 		arr += te.arr[i] + te.ref[i]
 	}

@@ -25,6 +25,11 @@ const FitMinStoreCalls = 100
 // fitStoreSamples bounds the durations the fit keeps.
 const fitStoreSamples = 50_000
 
+// maxFitStoreTimeout bounds the timeout a fit writes, so that the
+// lease_ttl it derives (4 x timeout) stays a time.Duration: a recording
+// may say anything up to 292 years.
+const maxFitStoreTimeout = time.Duration(math.MaxInt64 / 4)
+
 // StoreFit is what the records of store calls tell.
 type StoreFit struct {
 	// Calls counts the records of store calls (a sample, as the
@@ -35,8 +40,8 @@ type StoreFit struct {
 	// acquisitions: which shared limits the service has.
 	Allows, Acquires int
 	// Latency is fitted to the durations of the calls answered (ok):
-	// rate decisions, acquisitions and releases (its N, Median and P99
-	// are theirs). Its Dist is the round trip of every call that reached
+	// rate decisions, acquisitions and releases (its N counts them all;
+	// its Median and P99 are those of a sample of at most 50,000). Its Dist is the round trip of every call that reached
 	// the store, the timed-out ones counted as slower than any answered
 	// (see censored), which Median and P99 are the quantiles of, in ns;
 	// P99 is +Inf when more than 1% timed out.
@@ -45,6 +50,12 @@ type StoreFit struct {
 	// Timeout is the median duration of the calls that timed out: the
 	// client's time budget; 0 when none did.
 	Timeout time.Duration
+	// TimedOut counts the calls that timed out, renewals aside (they have
+	// a budget of their own).
+	TimedOut int
+	// fitted: Median and P99 tell the round trip (fewer than half the
+	// calls that reached the store timed out).
+	fitted bool
 	// Model is the store written into the scenario: nil below
 	// FitMinStoreCalls answered calls, or when the scenario has no
 	// limit for the store to share (see the notes).
@@ -89,6 +100,7 @@ func (f *Fitter) storeRecord(r *record.Record) {
 		}
 		s.answered.add(f.rng, 0, float64(r.Latency))
 	case record.StoreTimeout:
+		s.fit.TimedOut++
 		if len(s.timeouts) < fitStoreSamples {
 			s.timeouts = append(s.timeouts, float64(r.Latency))
 		}
@@ -104,14 +116,18 @@ func (f *Fitter) fitStore(fit *Fit) {
 	}
 	xs := f.store.answered.values(func(int) bool { return true })
 	s.Latency = fitDist(xs, []DistKind{Constant, Exponential, LogNormal})
+	// The counts, not the samples: past fitStoreSamples they are fewer
+	// than the calls, and the timeouts' and the answered calls' unalike.
+	s.Latency.N = f.store.answered.seen
 	timedOut := 0.0
-	if n := len(f.store.timeouts); n > 0 {
+	if n := s.TimedOut; n > 0 {
 		ts := slices.Clone(f.store.timeouts)
 		slices.Sort(ts)
-		s.Timeout = time.Duration(quantile(ts, 0.5)).Round(100 * time.Microsecond)
+		s.Timeout = time.Duration(min(quantile(ts, 0.5), 2*float64(maxFitStoreTimeout))).Round(100 * time.Microsecond)
 		timedOut = float64(n) / float64(n+s.Latency.N)
 	}
 	censoredOK := s.censored(xs, timedOut)
+	s.fitted = censoredOK && len(xs) > 0
 	shared := false
 	for _, c := range fit.Classes {
 		shared = shared || (s.Allows > 0 && c.RateLimit.Limit != nil) || (s.Acquires > 0 && c.KeyConcurrency.Limit != nil)
@@ -121,6 +137,8 @@ func (f *Fitter) fitStore(fit *Fit) {
 		fit.Notes = append(fit.Notes, fmt.Sprintf("store: %.0f%% of the calls that reached it timed out: the round trip's median is beyond the timeout, and cannot be fitted: the scenario has no service.store", 100*timedOut))
 	case s.Latency.N < FitMinStoreCalls:
 		fit.Notes = append(fit.Notes, fmt.Sprintf("store: too few answered calls recorded (%d, at least %d) to fit the round trip: the scenario has no service.store", s.Latency.N, FitMinStoreCalls))
+	case s.Timeout > maxFitStoreTimeout:
+		fit.Notes = append(fit.Notes, fmt.Sprintf("store: the calls that timed out took over %v: no client's time budget, the recording is wrong: the scenario has no service.store", maxFitStoreTimeout.Round(time.Hour)))
 	case !shared:
 		fit.Notes = append(fit.Notes, "store: calls recorded, but the fit inferred no rate limit (for its allow calls) or key concurrency (for its acquire calls) for the store to keep: the scenario has no service.store")
 	default:
@@ -129,7 +147,7 @@ func (f *Fitter) fitStore(fit *Fit) {
 			s.Model.LeaseTTL = max(DefaultStoreLeaseTTL, 4*s.Timeout)
 		}
 		fit.Notes = append(fit.Notes, fmt.Sprintf("store: service.store from %d answered calls; its timeout %s; breaker_failures, breaker_open and lease_ttl are shedredis's defaults, which the recording does not show; %s",
-			s.Latency.N, storeTimeoutSource(s.Timeout, s.Results[record.StoreTimeout]), s.sharedString()))
+			s.Latency.N, storeTimeoutSource(s.Timeout, s.TimedOut), s.sharedString()))
 	}
 	fit.Store = *s
 }
@@ -145,10 +163,14 @@ func (f *Fitter) fitStore(fit *Fit) {
 // did (4.1% of the calls). The shape is the one fitted
 // to the answered calls; its parameters come from the quantiles of the
 // lower half, which no timeout censors. It reports false when half the
-// calls or more timed out: no quantile tells the median.
+// calls or more timed out (every one, too): no quantile tells the
+// median.
 func (s *StoreFit) censored(xs []float64, timedOut float64) bool {
-	if len(xs) == 0 || timedOut >= 0.5 {
-		return len(xs) == 0
+	if timedOut >= 0.5 {
+		return false
+	}
+	if len(xs) == 0 {
+		return true
 	}
 	all := func(q float64) float64 { return quantile(xs, q/(1-timedOut)) }
 	s.Median, s.P99 = all(0.5), math.Inf(1)
@@ -189,7 +211,7 @@ func storeString(s *StoreFit) string {
 	l := s.Latency
 	line := fmt.Sprintf("store: %d calls recorded (%d rate decisions, %d lease acquisitions), %s timed out, %s failed, %s skipped by the open breaker",
 		s.Calls, s.Allows, s.Acquires, pct(record.StoreTimeout), pct(record.StoreError), pct(record.StoreBreakerOpen))
-	if l.N > 0 {
+	if s.fitted {
 		p99 := "beyond the timeout"
 		if !math.IsInf(s.P99, 1) {
 			p99 = fitDur(s.P99).String()

@@ -82,7 +82,8 @@ type Config struct {
 	// Recorder, when set, records the Redis calls (record.KindStore):
 	// each call's start, how long it took, its operation (allow, acquire,
 	// release, renew) and how it ended (ok, timeout, error, breaker_open,
-	// canceled), sampled as the recorder samples requests, so that
+	// canceled), sampled as the recorder samples requests (and counted
+	// toward its MaxRecordsPerSecond), so that
 	// shedsim fit can infer the scenario's service.store. Pass the
 	// Recorder of the service's shedkit middleware: the calls need its
 	// requests' ticks. Nil records nothing, and costs nothing.

@@ -1,0 +1,63 @@
+package shedredis
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"testing"
+	"time"
+
+	"github.com/shedkit/shedkit/middleware/shedhttp"
+	"github.com/shedkit/shedkit/record"
+)
+
+// TestStoreRecordsCanceledAndOwnRecorder: a caller that stopped waiting
+// is recorded as canceled (a lower bound, not a timeout), and a
+// Concurrency configured without the Recorder records nothing beside a
+// Store configured with it.
+func TestStoreRecordsCanceledAndOwnRecorder(t *testing.T) {
+	p := startRedis(t)
+	var buf bytes.Buffer
+	rec, err := record.New(record.Config{Writer: &buf, MaxRecordsPerSecond: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := Config{Client: p.client(t), Replicas: 1, Timeout: 50 * time.Millisecond, Prefix: "storerec2:"}
+	c, err := NewConcurrency(cfg) // no Recorder
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	cfg.Recorder = rec
+	s, err := NewStore(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC)
+	l, err := c.Acquire(t.Context(), "tenant", 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Release()
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	lim := shedhttp.RateLimit{Rate: 100, Burst: 100}
+	s.Decide(ctx, at, 0, "tenant", lim, 1)
+	if err := rec.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	var got []record.Record
+	for rd := record.NewReader(&buf); ; {
+		r, err := rd.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, r)
+	}
+	if len(got) != 1 || got[0].Op != record.StoreAllow || got[0].Result != record.StoreCanceled {
+		t.Errorf("recorded %+v, want one canceled allow", got)
+	}
+}
