@@ -41,10 +41,11 @@ type StoreFit struct {
 	Allows, Acquires int
 	// Latency is fitted to the durations of the calls answered (ok):
 	// rate decisions, acquisitions and releases (its N counts them all;
-	// its Median and P99 are those of a sample of at most 50,000). Its Dist is the round trip of every call that reached
-	// the store, the timed-out ones counted as slower than any answered
-	// (see censored), which Median and P99 are the quantiles of, in ns;
-	// P99 is +Inf when more than 1% timed out.
+	// its Median and P99 are those of a sample of at most 50,000). Its
+	// Dist is the round trip of every call that reached the store, the
+	// timed-out ones counted as slower than any answered (see censored),
+	// which Median and P99 are the quantiles of, in ns; P99 is +Inf when
+	// the timed-out calls are more than the slowest hundredth.
 	Latency     DistFit
 	Median, P99 float64
 	// Timeout is the median duration of the calls that timed out: the
@@ -158,9 +159,8 @@ func (f *Fitter) fitStore(fit *Fit) {
 // slower than the budget, so the quantile q of every call is the
 // quantile q/(1-timedOut) of the answered ones, and fitted to the
 // answered alone the round trip would come out faster and narrower than
-// it is (with sigma 0.8 and 7% timed out: its median 3.5% low, sigma
-// 0.71), and the scenario would time out less often than the service
-// did (4.1% of the calls). The shape is the one fitted
+// it is, and the scenario would time out less often than the service
+// did (TestFitStoreRoundTrip measures both). The shape is the one fitted
 // to the answered calls; its parameters come from the quantiles of the
 // lower half, which no timeout censors. It reports false when half the
 // calls or more timed out (every one, too): no quantile tells the

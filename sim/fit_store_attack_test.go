@@ -1,7 +1,6 @@
 package sim
 
 import (
-	"bytes"
 	"fmt"
 	"strings"
 	"testing"
@@ -37,18 +36,7 @@ func storeCallsRecording(t *testing.T, n int, op record.StoreOp, res func(i int)
 	t.Helper()
 	truth := fitRateScenario()
 	truth.Classes[0].RateLimit.Shared = true
-	var buf bytes.Buffer
-	rec, err := record.New(record.Config{Writer: &buf, MaxRecordsPerSecond: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	none, err := ParsePolicy("none")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := Run(truth, RecordPolicy(none, rec, 0), Options{Seed: 7}); err != nil {
-		t.Fatal(err)
-	}
+	rec, buf := startRecordedRun(t, truth, "none")
 	for i := range n {
 		r, took := res(i)
 		rec.Add(record.Record{Kind: record.KindStore, Time: Epoch().Add(time.Duration(i) * truth.Duration / time.Duration(n)),

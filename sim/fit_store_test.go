@@ -1,7 +1,6 @@
 package sim
 
 import (
-	"bytes"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -44,18 +43,7 @@ func TestFitStoreRoundTrip(t *testing.T) {
 // out.
 func recordStoreCalls(t *testing.T, truth *Scenario, m *StoreModel, n int) ([]byte, int) {
 	t.Helper()
-	var buf bytes.Buffer
-	rec, err := record.New(record.Config{Writer: &buf, MaxRecordsPerSecond: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	none, err := ParsePolicy("none")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := Run(truth, RecordPolicy(none, rec, 0), Options{Seed: 7}); err != nil {
-		t.Fatal(err)
-	}
+	rec, buf := startRecordedRun(t, truth, "none")
 	rng, timedOut := rand.New(rand.NewPCG(1, 2)), 0
 	for i := range n {
 		start := Epoch().Add(time.Duration(i) * truth.Duration / time.Duration(n))
@@ -110,18 +98,7 @@ func checkStoreFit(t *testing.T, fit *Fit, n, timedOut int) {
 func TestFitStoreTooFewCalls(t *testing.T) {
 	truth := fitRateScenario()
 	truth.Duration = 20 * time.Second
-	var buf bytes.Buffer
-	rec, err := record.New(record.Config{Writer: &buf, MaxRecordsPerSecond: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	none, err := ParsePolicy("none")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := Run(truth, RecordPolicy(none, rec, 0), Options{Seed: 7}); err != nil {
-		t.Fatal(err)
-	}
+	rec, buf := startRecordedRun(t, truth, "none")
 	for i := range FitMinStoreCalls - 1 {
 		rec.Add(record.Record{Kind: record.KindStore, Time: Epoch().Add(time.Duration(i) * time.Millisecond), Op: record.StoreAcquire,
 			Latency: time.Millisecond, Timed: true})

@@ -17,8 +17,22 @@ import (
 // the recording.
 func recordRun(t *testing.T, sc *Scenario, policy string) []byte {
 	t.Helper()
-	var buf bytes.Buffer
-	rec, err := record.New(record.Config{Writer: &buf, MaxRecordsPerSecond: -1})
+	rec, buf := startRecordedRun(t, sc, policy)
+	if err := rec.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	if st := rec.Stats(); st.Lost != 0 {
+		t.Fatalf("the recorder lost %d records", st.Lost)
+	}
+	return buf.Bytes()
+}
+
+// startRecordedRun runs sc under policy with a recorder on replica 0 and
+// returns the recorder, not yet stopped, and what it writes to.
+func startRecordedRun(t *testing.T, sc *Scenario, policy string) (*record.Recorder, *bytes.Buffer) {
+	t.Helper()
+	buf := new(bytes.Buffer)
+	rec, err := record.New(record.Config{Writer: buf, MaxRecordsPerSecond: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -29,13 +43,7 @@ func recordRun(t *testing.T, sc *Scenario, policy string) []byte {
 	if _, err := Run(sc, RecordPolicy(p, rec, 0), Options{Seed: 7}); err != nil {
 		t.Fatal(err)
 	}
-	if err := rec.Stop(); err != nil {
-		t.Fatal(err)
-	}
-	if st := rec.Stats(); st.Lost != 0 {
-		t.Fatalf("the recorder lost %d records", st.Lost)
-	}
-	return buf.Bytes()
+	return rec, buf
 }
 
 func fitBytes(t *testing.T, data []byte) *Fit {

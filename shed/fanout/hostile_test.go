@@ -77,23 +77,7 @@ func TestOutcomeGoexitReleasesPermit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := fanout.Config[int]{Bound: 2, Limiter: l, Outcome: func(error) shed.Outcome {
-		runtime.Goexit()
-		return shed.Success
-	}}
-	var got []fanout.Result[int]
-	runBounded(t, func() {
-		err = fanout.RunSlice(t.Context(), []int{1, 2, 3}, func(ctx context.Context, in int) (int, error) {
-			return in, nil
-		}, cfg, func(r fanout.Result[int]) error {
-			got = append(got, r)
-			return nil
-		})
-	})
-	if err != nil || len(got) != 3 {
-		t.Fatalf("Run = %v with %d results, want 3", err, len(got))
-	}
-	for _, r := range got {
+	for _, r := range runGoexitOutcome(t, l, 2) {
 		if !errors.Is(r.Err, fanout.ErrGoexit) {
 			t.Errorf("item %d: error %v, want ErrGoexit", r.Index, r.Err)
 		}
@@ -295,4 +279,29 @@ func TestRunSliceBuffersFollowLength(t *testing.T) {
 			t.Errorf("ordered %v: %d bytes allocated for three items", ordered, grown)
 		}
 	}
+}
+
+// runGoexitOutcome runs three items through l, bound at a time, with an
+// Outcome that calls runtime.Goexit, and returns their results; it fails
+// the test unless Run returns (see runBounded) with all three.
+func runGoexitOutcome(t *testing.T, l *shed.Limiter, bound int) []fanout.Result[int] {
+	t.Helper()
+	cfg := fanout.Config[int]{Bound: bound, Limiter: l, Outcome: func(error) shed.Outcome {
+		runtime.Goexit()
+		return shed.Success
+	}}
+	var got []fanout.Result[int]
+	var err error
+	runBounded(t, func() {
+		err = fanout.RunSlice(t.Context(), []int{1, 2, 3}, func(ctx context.Context, in int) (int, error) {
+			return in, nil
+		}, cfg, func(r fanout.Result[int]) error {
+			got = append(got, r)
+			return nil
+		})
+	})
+	if err != nil || len(got) != 3 {
+		t.Fatalf("Run = %v with %d results, want 3", err, len(got))
+	}
+	return got
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime"
 	"sync/atomic"
 	"testing"
 
@@ -78,23 +77,7 @@ func TestOutcomeGoexitWithPanickingObserver(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			cfg := fanout.Config[int]{Bound: bound, Limiter: l, Outcome: func(error) shed.Outcome {
-				runtime.Goexit()
-				return shed.Success
-			}}
-			var got []fanout.Result[int]
-			runBounded(t, func() {
-				err = fanout.RunSlice(t.Context(), []int{1, 2, 3}, func(ctx context.Context, in int) (int, error) {
-					return in, nil
-				}, cfg, func(r fanout.Result[int]) error {
-					got = append(got, r)
-					return nil
-				})
-			})
-			if err != nil || len(got) != 3 {
-				t.Fatalf("Run = %v with %d results, want 3", err, len(got))
-			}
-			for _, r := range got {
+			for _, r := range runGoexitOutcome(t, l, bound) {
 				var pe *fanout.PanicError
 				if !errors.Is(r.Err, fanout.ErrGoexit) || !errors.As(r.Err, &pe) || pe.Value != "observer broke" {
 					t.Errorf("item %d: error %v, want ErrGoexit and the Observer's panic", r.Index, r.Err)
