@@ -50,9 +50,32 @@
 //     client got, over HTTP/1, HTTP/2 and h2c (Echo.StartH2CServer): an
 //     error returned after it (or a panic) can no longer change the
 //     response, nor the outcome, and the middleware marks the Response
-//     committed so that Echo's error handler writes nothing after it. A
-//     writer that an outer middleware put in place of net/http's (Echo's
-//     Gzip) hides that header: the returned error decides.
+//     committed so that Echo's error handler writes nothing after it.
+//     The same holds under a writer that an outer middleware put in
+//     place of net/http's, registered with Echo.Use before this one:
+//     Echo's Gzip (or any writer with Flush that buffers, whose header
+//     the middleware records as the handler sends it through), or a
+//     writer in the Go 1.20 style that has Unwrap and no other optional
+//     method. Registered inside this middleware, Gzip writes to the
+//     writer the middleware wraps, which sees the header go out. Either
+//     way, when the handler flushed before writing any body, Gzip leaves
+//     the gzip stream unfinished: the client reads the 200, then a body
+//     that ends early. Not seen: a flush that goes around an outer
+//     writer with Hijack (or ReadFrom, WriteString, Push) but no Flush,
+//     down its Unwrap; and writes to c.Response().Writer, past Echo's
+//     Response, when that is neither net/http's writer nor one that can
+//     flush: the returned error decides then.
+//   - An informational status (103 Early Hints) is not a final one. Echo's
+//     Response marks itself committed when it sends one; when the
+//     handler then returns an error (or panics) without writing, the
+//     middleware undoes that, so that Echo's error handler sends the
+//     error's status, and the permit is released with it, instead of
+//     net/http's implicit 200. Echo also refuses a final status written
+//     through its Response after a 1xx (c.JSON(404, ...) after
+//     c.Response().WriteHeader(103) goes out as 200, and the permit
+//     follows that 200): send the 1xx past the Response,
+//     c.Response().Writer.WriteHeader(http.StatusEarlyHints), and the
+//     final status goes out.
 //   - A panic releases the permit (Ignored) and goes on to Echo's Recover
 //     middleware, if any, with its stack unchanged.
 //   - Bound a request's time with Echo's ContextTimeout (or
@@ -139,9 +162,11 @@
 // a header that Response.Flush sent, the middleware wraps Response.Writer
 // for the request's duration, with a wrapper kept in the request state
 // for net/http's HTTP/1 and HTTP/2 writers (no allocation), with
-// github.com/felixge/httpsnoop for any other writer that can be hijacked,
-// and with a Hijack of its own (1 or 2 allocations) for a writer that
-// only unwraps to one that can. Rejections allocate nothing but Echo's
+// github.com/felixge/httpsnoop for any other writer that can be hijacked
+// or flushed (an outer Gzip's: 9 allocations more than its own, for the
+// hooks that record the status), and with a Hijack or a FlushError of its
+// own (1 or 2 allocations) for a writer that only unwraps to one that
+// can. Rejections allocate nothing but Echo's
 // middleware closure, and, with a RejectHandler, the writer that sees
 // what it writes (1).
 package echo

@@ -1,6 +1,7 @@
 package echo
 
 import (
+	"io"
 	"net/http"
 
 	echov4 "github.com/labstack/echo/v4"
@@ -132,11 +133,13 @@ func (m *mw) admitted(c echov4.Context, next echov4.HandlerFunc, st *core.State,
 	}
 	c.SetRequest(r2)
 	// Echo's Response records the status itself; the wrapper is there to
-	// see a hijack (Response.Hijack goes through it) and, over net/http's
-	// HTTP/1 and HTTP/2 writers, the header Response.Flush sends.
+	// see a hijack (Response.Hijack goes through it) and the header that
+	// Response.Flush sends past Echo's record: over net/http's HTTP/1 and
+	// HTTP/2 writers, and over any other writer that can flush (an outer
+	// Gzip's, which would hide it).
 	res := c.Response()
 	w := res.Writer
-	res.Writer = st.WrapWriter(w, false)
+	res.Writer = wrapWriter(st, w)
 	// Release on every path. Without recover, a panic keeps its original
 	// stack: the deferred call releases the permit and the panic goes on
 	// (to Echo's Recover middleware, if any).
@@ -144,7 +147,7 @@ func (m *mw) admitted(c echov4.Context, next echov4.HandlerFunc, st *core.State,
 	defer func() {
 		if !returned {
 			res.Writer = w
-			commitSent(res, st)
+			settle(res, st)
 			actual := st.Permit.Cost()
 			e.ReleasePanicked(st)
 			e.RecDone(rq, st, actual, shed.Ignored, 0)
@@ -153,7 +156,7 @@ func (m *mw) admitted(c echov4.Context, next echov4.HandlerFunc, st *core.State,
 	err := next(c)
 	returned = true
 	res.Writer = w
-	commitSent(res, st)
+	settle(res, st)
 	c.SetRequest(r)
 	actual := st.Permit.Cost()
 	code := status(c, st, err)
@@ -162,15 +165,111 @@ func (m *mw) admitted(c echov4.Context, next echov4.HandlerFunc, st *core.State,
 	return err
 }
 
-// commitSent records in Echo's Response a header the wrapper saw go out
-// past it (Response.Flush before any write sends net/http's implicit 200
-// without committing the Response): Echo's error handler, for an error or
-// a panic after it, then writes nothing on top of the response the client
-// is reading, as after any committed response.
-func commitSent(res *echov4.Response, st *core.State) {
-	if st.Status != 0 && !res.Committed {
-		res.Status, res.Committed = st.Status, true
+// wrapWriter returns the writer the handler of st's request writes to
+// in place of w. Only writers through which Response.Flush can send a
+// header (net/http's, which WrapWriter wraps without allocating, and
+// those of outer middlewares that can flush, such as Gzip's) are worth
+// the allocations of recording the status: through the others, a header
+// goes out past Echo's Response only when the handler writes to its
+// Writer directly.
+func wrapWriter(st *core.State, w http.ResponseWriter) http.ResponseWriter {
+	switch {
+	case canFlush(w):
+		return st.WrapWriter(w, true)
+	case goStyleWrapper(w) && canFlushBelow(w):
+		return &flushVia{ResponseWriter: st.WrapWriter(w, true), st: st}
 	}
+	return st.WrapWriter(w, false)
+}
+
+// canFlush reports whether w itself has a flush that
+// http.ResponseController finds.
+func canFlush(w http.ResponseWriter) bool {
+	switch w.(type) {
+	case http.Flusher, interface{ FlushError() error }:
+		return true
+	}
+	return false
+}
+
+// maxUnwrap bounds the walk down an Unwrap chain: a writer that unwraps
+// to itself must not hang the request.
+const maxUnwrap = 32
+
+// canFlushBelow reports whether a writer in w's Unwrap chain (w excluded)
+// can flush, as http.ResponseController would find it.
+func canFlushBelow(w http.ResponseWriter) bool {
+	for range maxUnwrap {
+		u, ok := w.(interface{ Unwrap() http.ResponseWriter })
+		if !ok {
+			return false
+		}
+		if w = u.Unwrap(); w == nil {
+			return false
+		}
+		if canFlush(w) {
+			return true
+		}
+	}
+	return false
+}
+
+// goStyleWrapper reports whether w forwards no optional interface that a
+// handler reaches by a type assertion (the Go 1.20 style: Unwrap alone),
+// so that flushVia, which has only FlushError and Unwrap, hides nothing.
+func goStyleWrapper(w http.ResponseWriter) bool {
+	switch w.(type) {
+	//lint:ignore SA1019 a handler may still assert CloseNotifier; flushVia must not hide it
+	case http.Hijacker, http.Pusher, io.ReaderFrom, io.StringWriter, http.CloseNotifier:
+		return false
+	}
+	return true
+}
+
+// flushVia gives an outer writer in the Go 1.20 style, whose flush
+// http.ResponseController finds only down its Unwrap chain, past the
+// middleware's hooks, a FlushError of its own that records the header a
+// flush sends (an implicit 200 when no status was written).
+type flushVia struct {
+	http.ResponseWriter
+	st *core.State
+}
+
+func (f *flushVia) FlushError() error {
+	if f.st.Status == 0 {
+		f.st.Status = http.StatusOK
+	}
+	return http.NewResponseController(f.ResponseWriter).Flush()
+}
+
+func (f *flushVia) Unwrap() http.ResponseWriter { return f.ResponseWriter }
+
+// settle brings Echo's record of the response in line with what went out,
+// before Echo's error handler reads it:
+//   - a final header the wrapper saw go out past Echo's Response
+//     (Response.Flush before any write sends net/http's implicit 200
+//     without committing the Response) commits it, so that the error
+//     handler, for an error or a panic after it, writes nothing on top of
+//     the response the client is reading;
+//   - an informational 1xx alone (103 Early Hints), which Echo counts as
+//     committing the Response, does not: the final status is still to
+//     come, and the error handler must write it, or net/http would send
+//     an implicit 200 for a request that failed.
+func settle(res *echov4.Response, st *core.State) {
+	switch {
+	case st.Status != 0:
+		if !res.Committed || informational(res.Status) {
+			res.Status, res.Committed = st.Status, true
+		}
+	case res.Committed && informational(res.Status) && res.Size == 0:
+		res.Status, res.Committed = http.StatusOK, false
+	}
+}
+
+// informational reports whether code is a 1xx that a final status follows
+// (101 Switching Protocols ends the response).
+func informational(code int) bool {
+	return code >= 100 && code < 200 && code != http.StatusSwitchingProtocols
 }
 
 // ToMiddleware is New(cfg), for Echo's Config.ToMiddleware convention.
@@ -180,14 +279,19 @@ func (cfg Config) ToMiddleware() (echov4.MiddlewareFunc, error) { return New(cfg
 // what was written, else what Echo's default error handler will write.
 func status(c echov4.Context, st *core.State, err error) int {
 	if st.Status != 0 {
-		// What the wrapper saw go out (net/http's writers). It
-		// differs from Echo's record when the handler went past
-		// Echo's Response: Response.Flush sends the implicit 200 but
-		// does not commit it, and an HTTPError returned after it can
-		// no longer be sent.
+		// What the wrapper saw go out (net/http's writers, and those
+		// that can flush). It differs from Echo's record when the
+		// handler went past Echo's Response: Response.Flush sends the
+		// implicit 200 but does not commit it, and an HTTPError
+		// returned after it can no longer be sent.
 		return st.Status
 	}
 	res := c.Response()
+	if informational(res.Status) {
+		// settle leaves a 1xx committed only when a body went out
+		// after it, under net/http's implicit 200.
+		return http.StatusOK
+	}
 	if err == nil || res.Committed {
 		return res.Status
 	}
