@@ -56,14 +56,21 @@ func compareTunedRuns(hand, tuned *runResult, handCfg, tunedCfg string) string {
 	row("interactive p99, slowdown", ms(h.p99Slow[interactive]), ms(t.p99Slow[interactive]))
 	row("attempts per request over the run", fmt.Sprintf("%.2f", h.amplification), fmt.Sprintf("%.2f", t.amplification))
 	row("attempts per request, slowdown", fmt.Sprintf("%.2f", h.amplificationSlow), fmt.Sprintf("%.2f", t.amplificationSlow))
-	b.WriteString(verdict(h.goodputSlow[interactive], t.goodputSlow[interactive]))
+	b.WriteString(verdict(h.goodputSlow[interactive], t.goodputSlow[interactive], handCfg == tunedCfg))
 	return b.String()
 }
 
 // verdict states the tuned run's difference in interactive goodput during
 // the slowdown, in points; differences under half a point are "the same".
-func verdict(hand, tuned float64) string {
+// When the tuner kept the hand-picked configuration (same), the two runs
+// differ by run-to-run noise alone, and the verdict says so rather than
+// calling one configuration better than itself.
+func verdict(hand, tuned float64, same bool) string {
 	d := 100 * (tuned - hand)
+	if same {
+		return fmt.Sprintf("tuned is the hand-picked configuration: the two runs differ by %+.1f points (%s -> %s), this machine's run-to-run noise\n",
+			d, pct(hand), pct(tuned))
+	}
 	word := "the same as"
 	switch {
 	case d >= 0.5:

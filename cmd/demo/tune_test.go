@@ -137,3 +137,25 @@ func TestTuneShortRun(t *testing.T) {
 		t.Errorf("Go source of the winner: %v\n%s", err, b)
 	}
 }
+
+// The verdict names the better configuration, and calls two runs of the
+// same configuration noise rather than one better than itself.
+func TestTuneVerdict(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		hand, tuned float64
+		same        bool
+		want        string
+	}{
+		{"better", 0.70, 0.74, false, "tuned is better than hand-picked on interactive goodput during the slowdown: +4.0 points"},
+		{"worse", 0.735, 0.699, false, "tuned is worse than hand-picked on interactive goodput during the slowdown: -3.6 points"},
+		{"within half a point", 0.70, 0.703, false, "tuned is the same as hand-picked"},
+		{"same configuration", 0.735, 0.699, true, "tuned is the hand-picked configuration: the two runs differ by -3.6 points (73.5% -> 69.9%), this machine's run-to-run noise"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := verdict(tc.hand, tc.tuned, tc.same); !strings.HasPrefix(got, tc.want) {
+				t.Errorf("verdict(%v, %v, %v) = %q, want it to start with %q", tc.hand, tc.tuned, tc.same, got, tc.want)
+			}
+		})
+	}
+}
