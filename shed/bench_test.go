@@ -340,3 +340,41 @@ func BenchmarkTryAcquireReleaseTenantWeight(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkEnqueueAtLeave is the queue path of the explicit-time API: a
+// request queued behind a full limit, then admitted by a release (grant)
+// or taken out again (cancel), as the simulator drives it.
+func BenchmarkEnqueueAtLeave(b *testing.B) {
+	for _, leave := range []string{"grant", "cancel"} {
+		b.Run(leave, func(b *testing.B) {
+			l, err := shed.New(shed.Config{Limit: 1, DeadlineMargin: 1, Classes: []shed.ClassConfig{{Name: "q", QueueDepth: 10, MaxWait: time.Hour}}})
+			if err != nil {
+				b.Fatal(err)
+			}
+			t0 := time.Unix(0, 0)
+			held, err := l.TryAcquireAt(t0, shed.Request{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			w := shed.NewWaiter(func(*shed.Waiter) {})
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				now := t0.Add(time.Duration(i) * time.Microsecond)
+				if _, queued, err := l.EnqueueAt(now, shed.Request{Deadline: now.Add(time.Hour)}, w); !queued {
+					b.Fatal(err)
+				}
+				if leave == "cancel" {
+					l.CancelAt(now, w)
+					continue
+				}
+				held.ReleaseAt(now, shed.Success)
+				if held, err = w.Result(); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.StopTimer()
+			held.ReleaseAt(t0, shed.Ignored)
+		})
+	}
+}

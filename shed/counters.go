@@ -51,8 +51,8 @@ type classCounters struct {
 	probeMark atomic.Uint64
 	probeAt   atomic.Int64
 	// probeClaim is when the last probe was claimed, and probeSince and
-	// probeWas what serviceAt and probeMark were before: a probe rejected
-	// for another reason is given back (see giveBackProbe).
+	// probeWas what serviceAt and probeMark were before: a probe that
+	// measured nothing is given back (see giveBackProbe).
 	probeClaim atomic.Int64
 	probeSince atomic.Int64
 	probeWas   atomic.Uint64

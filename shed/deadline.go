@@ -37,9 +37,12 @@ import (
 // work wasted on probes while the service really is that slow stays under
 // one slot. A probe that comes back faster than the estimate replaces it at
 // once: the estimate was stale, and the class must not wait for tens of
-// probes to be let in again. A probe rejected for another reason (the
-// limit, a full queue) measured nothing: it is given back, so that the
-// class's next request may be the probe.
+// probes to be let in again. A probe that measured nothing, because it
+// was rejected for another reason (the limit, a full queue) or left the
+// queue without being admitted (timed out, cancelled, draining), is given
+// back, so that the class's next request may be the probe. A probe that
+// was admitted, at once or from the queue, keeps its claim even when it is
+// released as Ignored: the next probe is due a service time after it.
 
 // serviceStep is the factor by which one sample moves the estimate: it
 // reaches a ten-fold change of the service time in 24 samples, and jitters
@@ -157,30 +160,32 @@ func (l *Limiter) probe(now time.Time, c Class, svc float64) verdict {
 	return probing
 }
 
-// giveBackProbe gives class c's probe back once the request that claimed
-// it was rejected for another reason (the limit, a full queue): it never
-// ran, so it measured nothing, and the class's next request may be the
-// probe at once, not a service time and probeAfter deadline rejections
-// later. Nothing is given back when a sample came since the claim (the
-// estimate is fresh then). The claim is the class's last one: the next
-// comes a service time later at the earliest, long after a rejection
-// that takes no wait.
-func (l *Limiter) giveBackProbe(c Class) {
+// giveBackProbe gives back class c's probe claimed at claim (nanoseconds
+// since the epoch) when the request that claimed it measured nothing: it
+// was rejected for another reason (the limit, a full queue) or left the
+// queue unadmitted. The class's next request may then be the probe at
+// once, not a service time and probeAfter deadline rejections later.
+// Nothing is given back when a sample, or a later claim, came since: the
+// CAS on serviceAt fails then, so a probe never gives back another's.
+func (l *Limiter) giveBackProbe(c Class, claim int64) {
 	cc := &l.counts[c]
-	if cc.serviceAt.CompareAndSwap(cc.probeClaim.Load(), cc.probeSince.Load()) {
+	if cc.serviceAt.CompareAndSwap(claim, cc.probeSince.Load()) {
 		cc.probeMark.Store(cc.probeWas.Load())
 	}
 }
 
 // probeOutcome gives back class c's probe when the request that claimed
-// it was rejected (err): not admitted, not queued, and not about to ask
-// again with a waiter (errNeedWaiterProbe). It is kept out of line: the
-// admission paths only test the verdict.
+// it was rejected (err): not admitted, not queued (a queued probe is given
+// back as it leaves the queue, see removeLocked), and not about to ask
+// again with a waiter (errNeedWaiterProbe). The claim is the class's last
+// one: the next comes a service time later at the earliest, long after a
+// rejection that takes no wait. It is kept out of line: the admission
+// paths only test the verdict.
 //
 //go:noinline
 func (l *Limiter) probeOutcome(c Class, err error) {
 	if err != nil && err != errQueued && err != errNeedWaiterProbe {
-		l.giveBackProbe(c)
+		l.giveBackProbe(c, l.counts[c].probeClaim.Load())
 	}
 }
 

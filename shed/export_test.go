@@ -34,3 +34,10 @@ func TenantCounts(l *Limiter, c Class) (map[string][3]int64, uint64) {
 
 // WeightUnit is the fixed-point unit of tenant weights.
 const WeightUnit = weightUnit
+
+// ProbeHeld reports whether class c's last deadline probe is still held:
+// no sample came since it was claimed, and it was not given back.
+func ProbeHeld(l *Limiter, c Class) bool {
+	cc := &l.counts[c]
+	return cc.serviceAt.Load() == cc.probeClaim.Load()
+}

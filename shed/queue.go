@@ -27,9 +27,11 @@ type Waiter struct {
 	decided  time.Time
 	queued   bool
 	// probe: the request claimed its class's deadline probe (see
-	// deadline.go), which starts when it is granted.
-	probe bool
-	done  *Waiter // link in a waiterList of waiters to notify
+	// deadline.go) at probeClaim; the probe starts when it is granted,
+	// and is given back if w leaves the queue otherwise.
+	probe      bool
+	probeClaim int64
+	done       *Waiter // link in a waiterList of waiters to notify
 
 	permit Permit
 	err    error
@@ -132,14 +134,25 @@ func (l *Limiter) enqueueLocked(now time.Time, req Request, cost int64, w *Waite
 	w.patience = w.deadline.Sub(now)
 	w.permit, w.err, w.queued = Permit{}, nil, true
 	w.probe = v == probing
+	if w.probe {
+		// Claimed by this very request, just now: no other claim can
+		// come for a service time.
+		w.probeClaim = l.counts[c].probeClaim.Load()
+	}
 	l.queues[c].push(w)
 	l.queued++
 }
 
+// removeLocked takes w out of the queue. A probe leaving unadmitted
+// (timed out, cancelled, rejected) measured nothing: it is given back.
 func (l *Limiter) removeLocked(w *Waiter) {
 	l.queues[w.req.Class].remove(w)
 	l.queued--
 	w.queued = false
+	if w.probe {
+		w.probe = false
+		l.giveBackProbe(w.req.Class, w.probeClaim)
+	}
 	if e := w.tenant; e != nil {
 		w.tenant = nil
 		l.tenantUnqueue(e)
@@ -198,10 +211,12 @@ func (l *Limiter) grantLocked(now time.Time, limit uint64, done *waiterList) {
 				}
 				w.tenant = nil // counted in flight now
 			}
+			probe := w.probe
+			w.probe = false // admitted: the probe keeps its claim
 			l.removeLocked(w)
 			l.state.Add(delta(w.cost))
 			w.permit = l.newPermit(now, true, Class(c), w.cost, inFlightOf(s)+1, now.Sub(w.enqueued), ReasonNone, h)
-			if w.probe {
+			if probe {
 				l.startedProbe(&w.permit)
 			}
 			done.push(w)
