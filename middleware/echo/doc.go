@@ -55,16 +55,17 @@
 //     place of net/http's, registered with Echo.Use before this one:
 //     Echo's Gzip (or any writer with Flush that buffers, whose header
 //     the middleware records as the handler sends it through), or a
-//     writer in the Go 1.20 style that has Unwrap and no other optional
-//     method. Registered inside this middleware, Gzip writes to the
-//     writer the middleware wraps, which sees the header go out. Either
-//     way, when the handler flushed before writing any body, Gzip leaves
-//     the gzip stream unfinished: the client reads the 200, then a body
-//     that ends early. Not seen: a flush that goes around an outer
-//     writer with Hijack (or ReadFrom, WriteString, Push) but no Flush,
-//     down its Unwrap; and writes to c.Response().Writer, past Echo's
-//     Response, when that is neither net/http's writer nor one that can
-//     flush: the returned error decides then.
+//     writer without Flush that unwraps to one that can flush (the Go
+//     1.20 style: Unwrap alone, or with Hijack, ReadFrom...).
+//     Registered inside this middleware, Gzip writes to the writer the
+//     middleware wraps, which sees the header go out. Either way, when
+//     the handler flushed before writing any body, Gzip leaves the gzip
+//     stream unfinished: the client reads the 200, then a body that ends
+//     early. Not seen: a flush down the Unwrap chain of an outer writer
+//     that has Push but no Flush, over HTTP/2 (the middleware keeps its
+//     Push); and writes to c.Response().Writer, past Echo's Response,
+//     when that is neither net/http's writer nor one that can flush
+//     (itself or down its Unwrap chain): the returned error decides then.
 //   - An informational status (103 Early Hints) is not a final one. Echo's
 //     Response marks itself committed when it sends one; when the
 //     handler then returns an error (or panics) without writing, the

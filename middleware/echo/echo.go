@@ -1,7 +1,6 @@
 package echo
 
 import (
-	"io"
 	"net/http"
 
 	echov4 "github.com/labstack/echo/v4"
@@ -134,12 +133,13 @@ func (m *mw) admitted(c echov4.Context, next echov4.HandlerFunc, st *core.State,
 	c.SetRequest(r2)
 	// Echo's Response records the status itself; the wrapper is there to
 	// see a hijack (Response.Hijack goes through it) and the header that
-	// Response.Flush sends past Echo's record: over net/http's HTTP/1 and
-	// HTTP/2 writers, and over any other writer that can flush (an outer
-	// Gzip's, which would hide it).
+	// Response.Flush sends past Echo's record: WrapWriter records the
+	// status, without recordStatus, only over writers through which a
+	// flush can send it (net/http's, an outer Gzip's, which would hide
+	// it, or one that unwraps to a writer that can flush).
 	res := c.Response()
 	w := res.Writer
-	res.Writer = wrapWriter(st, w)
+	res.Writer = st.WrapWriter(w, false)
 	// Release on every path. Without recover, a panic keeps its original
 	// stack: the deferred call releases the permit and the panic goes on
 	// (to Echo's Recover middleware, if any).
@@ -164,85 +164,6 @@ func (m *mw) admitted(c echov4.Context, next echov4.HandlerFunc, st *core.State,
 	e.RecDone(rq, st, actual, o, core.SentStatus(code))
 	return err
 }
-
-// wrapWriter returns the writer the handler of st's request writes to
-// in place of w. Only writers through which Response.Flush can send a
-// header (net/http's, which WrapWriter wraps without allocating, and
-// those of outer middlewares that can flush, such as Gzip's) are worth
-// the allocations of recording the status: through the others, a header
-// goes out past Echo's Response only when the handler writes to its
-// Writer directly.
-func wrapWriter(st *core.State, w http.ResponseWriter) http.ResponseWriter {
-	switch {
-	case canFlush(w):
-		return st.WrapWriter(w, true)
-	case goStyleWrapper(w) && canFlushBelow(w):
-		return &flushVia{ResponseWriter: st.WrapWriter(w, true), st: st}
-	}
-	return st.WrapWriter(w, false)
-}
-
-// canFlush reports whether w itself has a flush that
-// http.ResponseController finds.
-func canFlush(w http.ResponseWriter) bool {
-	switch w.(type) {
-	case http.Flusher, interface{ FlushError() error }:
-		return true
-	}
-	return false
-}
-
-// maxUnwrap bounds the walk down an Unwrap chain: a writer that unwraps
-// to itself must not hang the request.
-const maxUnwrap = 32
-
-// canFlushBelow reports whether a writer in w's Unwrap chain (w excluded)
-// can flush, as http.ResponseController would find it.
-func canFlushBelow(w http.ResponseWriter) bool {
-	for range maxUnwrap {
-		u, ok := w.(interface{ Unwrap() http.ResponseWriter })
-		if !ok {
-			return false
-		}
-		if w = u.Unwrap(); w == nil {
-			return false
-		}
-		if canFlush(w) {
-			return true
-		}
-	}
-	return false
-}
-
-// goStyleWrapper reports whether w forwards no optional interface that a
-// handler reaches by a type assertion (the Go 1.20 style: Unwrap alone),
-// so that flushVia, which has only FlushError and Unwrap, hides nothing.
-func goStyleWrapper(w http.ResponseWriter) bool {
-	switch w.(type) {
-	//lint:ignore SA1019 a handler may still assert CloseNotifier; flushVia must not hide it
-	case http.Hijacker, http.Pusher, io.ReaderFrom, io.StringWriter, http.CloseNotifier:
-		return false
-	}
-	return true
-}
-
-// flushVia gives an outer writer in the Go 1.20 style, whose flush
-// http.ResponseController finds only down its Unwrap chain, past the
-// middleware's hooks, a FlushError of its own that records the header a
-// flush sends (an implicit 200 when no status was written).
-type flushVia struct {
-	http.ResponseWriter
-	st *core.State
-}
-
-func (f *flushVia) FlushError() error {
-	if f.st.Status == 0 {
-		f.st.Status = http.StatusOK
-	}
-	return http.NewResponseController(f.ResponseWriter).Flush()
-}
-
-func (f *flushVia) Unwrap() http.ResponseWriter { return f.ResponseWriter }
 
 // settle brings Echo's record of the response in line with what went out,
 // before Echo's error handler reads it:

@@ -35,7 +35,14 @@
 // http.ResponseController works through it. net/http's HTTP/1 and HTTP/2
 // writers get a wrapper kept in the request state; any other writer (one
 // another middleware wrapped, or another server's) is wrapped with
-// github.com/felixge/httpsnoop.
+// github.com/felixge/httpsnoop. When that writer has no Flush (or no
+// Hijack) and http.ResponseController would flush (or hijack) a writer
+// down its Unwrap chain, past the middleware (an outer writer in the Go
+// 1.20 style, with Unwrap alone), the handler's writer gets a FlushError
+// (and a Hijack) of its own: the 200 such a flush sends is the status,
+// and a WriteHeader(503) after it does not release the permit as
+// Dropped. Not seen: such a flush past an outer writer that has Push,
+// over HTTP/2, which the wrapper keeps.
 //
 // # Long-lived requests
 //
@@ -122,7 +129,9 @@
 // httpsnoop wrapper (1) with its status hooks (3 for each of WriteHeader
 // and the methods the writer has that can send an implicit 200: Write,
 // WriteString, ReadFrom, Flush, FlushError; 9 for BenchmarkOverhead's
-// writer), and its hijack hook (3) when they can be hijacked. Rejections
+// writer), and its hijack hook (3) when they can be hijacked; a writer
+// that only unwraps to one that can flush or be hijacked adds the
+// middleware's own FlushError and Hijack (1 or 2). Rejections
 // allocate nothing. A request that carries a trusted deadline header
 // (Config.DeadlineHeader) adds about 1 us and 4 allocations, those of Go's
 // context.WithDeadline for the handler's context (BenchmarkOverheadDeadline);

@@ -182,14 +182,16 @@ func (u unwrapFlusher) Flush() { u.ResponseWriter.(http.Flusher).Flush() }
 // unwraps, a hijack through http.ResponseController (as gorilla/websocket
 // and coder/websocket do it) releases the permit: held, idle WebSockets
 // would fill the limit and every other request would get a 503. The
-// handler's writer keeps the outer writer's interfaces, and can hijack.
+// handler's writer keeps the outer writer's interfaces, and can hijack
+// (and flush, when the outer writer has no Flush: see
+// TestFlushPastUnwrapOnlyWriter).
 func TestHijackThroughUnwrapOnlyWriter(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		outer func(http.ResponseWriter) http.ResponseWriter
 		want  string
 	}{
-		{"UnwrapOnly", func(w http.ResponseWriter) http.ResponseWriter { return unwrapOnly{w} }, "Hijacker"},
+		{"UnwrapOnly", func(w http.ResponseWriter) http.ResponseWriter { return unwrapOnly{w} }, "Hijacker,FlushError"},
 		{"UnwrapFlusher", func(w http.ResponseWriter) http.ResponseWriter { return unwrapFlusher{unwrapOnly{w}} }, "Flusher,Hijacker"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -185,11 +185,15 @@ func (st *State) noteHijack() {
 
 // WrapWriter returns the ResponseWriter the handler of st's request writes
 // to. It has exactly the optional interfaces of w (Flusher, Hijacker,
-// io.ReaderFrom, ... and Unwrap), except when only a writer down w's
-// Unwrap chain can be hijacked: then it has a Hijack of its own (see
-// withHijack). It records the final status in st.Status when recordStatus
-// is set, and always for net/http's HTTP/1 and HTTP/2 writers, which are
-// wrapped without allocating; it sees a hijack (see noteHijack). When
+// io.ReaderFrom, ... and Unwrap), except when http.ResponseController
+// would find a Hijack or a flush only down w's Unwrap chain, past the
+// wrapper: then it has a Hijack and a FlushError of its own (see
+// withVia). It records the final status in st.Status when recordStatus is
+// set, and always for writers through which a flush can send a header
+// (net/http's HTTP/1 and HTTP/2 writers, which are wrapped without
+// allocating, and any writer that can flush, itself or down its Unwrap
+// chain): a caller that keeps its own record (Echo's Response) misses a
+// header that a flush sent. It sees a hijack (see noteHijack). When
 // there is nothing to see it is w itself; any other writer is wrapped
 // with httpsnoop.
 func (st *State) WrapWriter(w http.ResponseWriter, recordStatus bool) http.ResponseWriter {
@@ -200,39 +204,44 @@ func (st *State) WrapWriter(w http.ResponseWriter, recordStatus bool) http.Respo
 		st.h1 = h1Writer{w: hw, st: st}
 		return &st.h1
 	}
-	_, hijacker := w.(http.Hijacker)
-	// An outer writer in the Go 1.20 style forwards no optional interface
-	// but Unwrap: http.ResponseController then hijacks the writer under
-	// it, past ours, unless ours has a Hijack of its own.
-	hijackBelow := !hijacker && canHijackBelow(w)
+	rc := reachOf(w)
 	// net/http's HTTP/2 writer (and x/net/http2's, which serves h2c) is
 	// wrapped for the status even without recordStatus, as the HTTP/1
-	// one is: it costs nothing, and a caller that keeps its own record
-	// (Echo's Response) misses a header that Flush sent. h2Writer has no
-	// Hijack (HTTP/2 cannot hijack) nor ReadFrom: a writer with either is
-	// left to httpsnoop.
-	if hw, ok := w.(http2Writer); ok && !hijacker && !hijackBelow {
+	// one is: it costs nothing. h2Writer has no Hijack (HTTP/2 cannot
+	// hijack) nor ReadFrom: a writer with either is left to httpsnoop.
+	if hw, ok := w.(http2Writer); ok && !rc.hijack && !rc.hijackBelow {
 		if _, readerFrom := w.(io.ReaderFrom); !readerFrom {
 			st.h2 = h2Writer{w: hw, st: st}
 			return &st.h2
 		}
 	}
-	if !recordStatus && !hijacker && !hijackBelow {
+	// An outer writer in the Go 1.20 style forwards no optional interface
+	// but Unwrap: http.ResponseController then hijacks or flushes the
+	// writer under it, past ours, unless ours has a Hijack and a
+	// FlushError of its own. A writer with Push keeps it, and a flush
+	// that finds only a writer below it goes unseen, unless a writer
+	// below can also be hijacked (HTTP/1, which cannot push): the wrapper
+	// with those methods would lose Push.
+	via := rc.hijackBelow || rc.flushBelow && !pusher
+	record := recordStatus || rc.flush || via && rc.flushBelow
+	if !record && !rc.hijack && !via {
 		return w
 	}
 	ww := w
-	if recordStatus || hijacker {
+	// withVia's Hijack sees a hijack of w as well as one below it.
+	hookHijack := rc.hijack && !via
+	if record || hookHijack {
 		var hooks httpsnoop.Hooks
-		if recordStatus {
+		if record {
 			st.statusHooks(w, &hooks)
 		}
-		if hijacker {
+		if hookHijack {
 			hooks.Hijack = st.hijackHook
 		}
 		ww = httpsnoop.Wrap(w, hooks)
 	}
-	if hijackBelow {
-		ww = st.withHijack(ww)
+	if via {
+		ww = st.withVia(ww, rc)
 	}
 	return ww
 }
@@ -241,26 +250,78 @@ func (st *State) WrapWriter(w http.ResponseWriter, recordStatus bool) http.Respo
 // request: a writer that unwraps to itself must not hang them all.
 const maxUnwrap = 32
 
-// canHijackBelow reports whether a writer in w's Unwrap chain (w excluded)
-// is an http.Hijacker, as http.ResponseController would find it.
-func canHijackBelow(w http.ResponseWriter) bool {
+// reach is what http.ResponseController finds on a writer: a Hijack and
+// a flush (Flush or FlushError), on the writer itself or only down its
+// Unwrap chain.
+type reach struct {
+	hijack, flush           bool
+	hijackBelow, flushBelow bool
+}
+
+// reachOf walks w's Unwrap chain as http.ResponseController would, until
+// it found a Hijack and a flush.
+func reachOf(w http.ResponseWriter) reach {
+	var rc reach
+	_, rc.hijack = w.(http.Hijacker)
+	rc.flush = canFlush(w)
 	for range maxUnwrap {
+		if (rc.hijack || rc.hijackBelow) && (rc.flush || rc.flushBelow) {
+			break
+		}
 		u, ok := w.(interface{ Unwrap() http.ResponseWriter })
 		if !ok {
-			return false
+			break
 		}
 		if w = u.Unwrap(); w == nil {
-			return false
+			break
 		}
-		if _, ok := w.(http.Hijacker); ok {
-			return true
+		if _, ok := w.(http.Hijacker); ok && !rc.hijack {
+			rc.hijackBelow = true
 		}
+		if !rc.flush && canFlush(w) {
+			rc.flushBelow = true
+		}
+	}
+	return rc
+}
+
+// canFlush reports whether w has a flush that http.ResponseController
+// finds without unwrapping it.
+func canFlush(w http.ResponseWriter) bool {
+	switch w.(type) {
+	case http.Flusher, interface{ FlushError() error }:
+		return true
 	}
 	return false
 }
 
-// hijackVia gives a writer that cannot hijack, but whose Unwrap chain can,
-// a Hijack that the middleware sees.
+// flushVia gives a writer a FlushError that the middleware sees, when
+// http.ResponseController would otherwise find a flush only down its
+// Unwrap chain, past the middleware's hooks.
+type flushVia struct {
+	http.ResponseWriter
+	st *State
+	// flushes: a flush reaches a writer that can flush (else FlushError
+	// fails with http.ErrNotSupported and sends nothing).
+	flushes bool
+}
+
+func (f *flushVia) FlushError() error { return f.st.flushThrough(f.ResponseWriter, f.flushes) }
+
+func (f *flushVia) Unwrap() http.ResponseWriter { return f.ResponseWriter }
+
+// flushThrough flushes w, whose flush the middleware would not see,
+// through http.ResponseController: that sends the header, with an
+// implicit 200 if none was written (see noteImplicitOK).
+func (st *State) flushThrough(w http.ResponseWriter, flushes bool) error {
+	if flushes {
+		st.noteImplicitOK()
+	}
+	return http.NewResponseController(w).Flush()
+}
+
+// hijackVia gives a writer a Hijack that the middleware sees, when w or
+// a writer down its Unwrap chain can be hijacked.
 type hijackVia struct {
 	http.ResponseWriter
 	st *State
@@ -276,51 +337,107 @@ func (h *hijackVia) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 
 func (h *hijackVia) Unwrap() http.ResponseWriter { return h.ResponseWriter }
 
-// withHijack returns w with Hijack (see hijackVia), Unwrap, and the
-// optional interfaces of w that a handler reaches only by a type
-// assertion: Flusher, CloseNotifier and io.ReaderFrom. The others are
-// http.ResponseController methods (FlushError, the deadlines,
-// EnableFullDuplex), which it reaches through Unwrap, a fast path that
-// io.WriteString does without (io.StringWriter), or Pusher, which an
-// HTTP/1 connection, the only kind that can be hijacked, cannot use.
-func (st *State) withHijack(w http.ResponseWriter) http.ResponseWriter {
-	h := &hijackVia{ResponseWriter: w, st: st}
-	f, isF := w.(http.Flusher)
+// hijackFlushVia is hijackVia with flushVia's FlushError, for a writer
+// without Flush.
+type hijackFlushVia struct {
+	hijackVia
+	flushes bool
+}
+
+func (h *hijackFlushVia) FlushError() error { return h.st.flushThrough(h.ResponseWriter, h.flushes) }
+
+// withVia returns w with Unwrap and the methods http.ResponseController
+// would otherwise find past the middleware: Hijack when w or a writer
+// below it can be hijacked (hijackVia), FlushError when w has no Flush
+// (flushVia). It keeps the optional interfaces of w that a handler
+// reaches only by a type assertion: Flusher, CloseNotifier and
+// io.ReaderFrom. The others are http.ResponseController methods
+// (FlushError when w has Flush, the deadlines, EnableFullDuplex), which
+// it reaches through Unwrap, a fast path that io.WriteString does without
+// (io.StringWriter), or Pusher: WrapWriter calls withVia for a Pusher
+// only when a writer below it can be hijacked, an HTTP/1 one, which
+// cannot push.
+func (st *State) withVia(w http.ResponseWriter, rc reach) http.ResponseWriter {
+	if f, ok := w.(http.Flusher); ok {
+		// Only a hijack goes past w.
+		return withFlusher(&hijackVia{ResponseWriter: w, st: st}, f)
+	}
+	flushes := rc.flush || rc.flushBelow
 	//lint:ignore SA1019 a handler may still assert CloseNotifier; the wrapper must keep it
 	c, isC := w.(http.CloseNotifier)
 	r, isR := w.(io.ReaderFrom)
-	switch {
-	case isF && isC && isR:
-		return hjFCR{h, f, c, r}
-	case isF && isC:
-		return hjFC{h, f, c}
-	case isF && isR:
-		return hjFR{h, f, r}
-	case isC && isR:
-		return hjCR{h, c, r}
-	case isF:
-		return hjF{h, f}
-	case isC:
-		return hjC{h, c}
-	case isR:
-		return hjR{h, r}
+	if rc.hijack || rc.hijackBelow {
+		h := &hijackFlushVia{hijackVia{ResponseWriter: w, st: st}, flushes}
+		switch {
+		case isC && isR:
+			return hfvCR{h, c, r}
+		case isC:
+			return hfvC{h, c}
+		case isR:
+			return hfvR{h, r}
+		}
+		return h
 	}
-	return h
+	v := &flushVia{ResponseWriter: w, st: st, flushes: flushes}
+	switch {
+	case isC && isR:
+		return fvCR{v, c, r}
+	case isC:
+		return fvC{v, c}
+	case isR:
+		return fvR{v, r}
+	}
+	return v
 }
 
-// The combinations of optional interfaces withHijack keeps.
+// withFlusher returns h with the Flush f of the writer it wraps, and the
+// other optional interfaces withVia keeps.
+func withFlusher(h *hijackVia, f http.Flusher) http.ResponseWriter {
+	//lint:ignore SA1019 a handler may still assert CloseNotifier; the wrapper must keep it
+	c, isC := h.ResponseWriter.(http.CloseNotifier)
+	r, isR := h.ResponseWriter.(io.ReaderFrom)
+	switch {
+	case isC && isR:
+		return hjFCR{h, f, c, r}
+	case isC:
+		return hjFC{h, f, c}
+	case isR:
+		return hjFR{h, f, r}
+	}
+	return hjF{h, f}
+}
+
+// The combinations of optional interfaces withVia keeps.
 type (
+	fvC struct {
+		*flushVia
+		http.CloseNotifier
+	}
+	fvR struct {
+		*flushVia
+		io.ReaderFrom
+	}
+	fvCR struct {
+		*flushVia
+		http.CloseNotifier
+		io.ReaderFrom
+	}
+	hfvC struct {
+		*hijackFlushVia
+		http.CloseNotifier
+	}
+	hfvR struct {
+		*hijackFlushVia
+		io.ReaderFrom
+	}
+	hfvCR struct {
+		*hijackFlushVia
+		http.CloseNotifier
+		io.ReaderFrom
+	}
 	hjF struct {
 		*hijackVia
 		http.Flusher
-	}
-	hjC struct {
-		*hijackVia
-		http.CloseNotifier
-	}
-	hjR struct {
-		*hijackVia
-		io.ReaderFrom
 	}
 	hjFC struct {
 		*hijackVia
@@ -330,11 +447,6 @@ type (
 	hjFR struct {
 		*hijackVia
 		http.Flusher
-		io.ReaderFrom
-	}
-	hjCR struct {
-		*hijackVia
-		http.CloseNotifier
 		io.ReaderFrom
 	}
 	hjFCR struct {

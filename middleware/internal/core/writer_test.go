@@ -333,3 +333,79 @@ func TestWrapWriterHTTP2(t *testing.T) {
 		t.Errorf("wrapping net/http's HTTP/2 writer allocates %v times, want 0", n)
 	}
 }
+
+// Outer writers that forward Unwrap and some optional methods, but no
+// Flush.
+type (
+	unwrapHijack struct{ unwrapper }
+	unwrapPush   struct{ unwrapper }
+)
+
+func (u unwrapHijack) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	return http.NewResponseController(u.ResponseWriter).Hijack()
+}
+func (unwrapPush) Push(string, *http.PushOptions) error { return http.ErrNotSupported }
+
+// recorderOnly is a server's writer that can flush and has no other
+// optional method: an HTTP/2 writer, as far as flushing goes.
+type recorderOnly struct{ rec *httptest.ResponseRecorder }
+
+func (w recorderOnly) Header() http.Header         { return w.rec.Header() }
+func (w recorderOnly) Write(b []byte) (int, error) { return w.rec.Write(b) }
+func (w recorderOnly) WriteHeader(code int)        { w.rec.WriteHeader(code) }
+func (w recorderOnly) Flush()                      { w.rec.Flush() }
+
+// TestWrapWriterFlushBelow: when only a writer down the Unwrap chain can
+// flush, http.ResponseController would flush it past the middleware's
+// hooks; the wrapper gets a FlushError of its own, so that the implicit
+// 200 of that flush is the status (and a WriteHeader(503) after it is
+// not), with or without recordStatus (Echo keeps its own record, which
+// misses such a flush). The wrapper keeps the outer writer's Hijack and
+// sees a hijack through it. An outer writer with Push keeps it and is
+// not seen (documented).
+func TestWrapWriterFlushBelow(t *testing.T) {
+	pipe := func() http.ResponseWriter { return &pipeWriter{ResponseRecorder: httptest.NewRecorder()} }
+	flusher := func() http.ResponseWriter { return recorderOnly{httptest.NewRecorder()} }
+	for _, tc := range []struct {
+		name    string
+		w       func() http.ResponseWriter
+		methods string
+		status  int // after the flush and a WriteHeader(503)
+	}{
+		{"unwrap over HTTP/1", func() http.ResponseWriter { return unwrapper{pipe()} }, "FlushError,Hijack,Unwrap", 200},
+		{"unwrap over a flusher", func() http.ResponseWriter { return unwrapper{flusher()} }, "FlushError,Unwrap", 200},
+		{"unwrap+close over a flusher", func() http.ResponseWriter { return unwrapC{unwrapper{flusher()}} }, "CloseNotify,FlushError,Unwrap", 200},
+		{"unwrap+hijack over HTTP/1", func() http.ResponseWriter { return unwrapHijack{unwrapper{pipe()}} }, "FlushError,Hijack,Unwrap", 200},
+		{"unwrap+push over a flusher", func() http.ResponseWriter { return unwrapPush{unwrapper{flusher()}} }, "Push,Unwrap", 503},
+	} {
+		for _, recordStatus := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/recordStatus=%v", tc.name, recordStatus), func(t *testing.T) {
+				st := admit(t)
+				w := st.WrapWriter(tc.w(), recordStatus)
+				if got := methodSet(w); got != tc.methods {
+					t.Errorf("wrapper has %s, want %s", got, tc.methods)
+				}
+				flushErr := http.NewResponseController(w).Flush()
+				w.WriteHeader(http.StatusServiceUnavailable) // superfluous after the flush
+				want := tc.status
+				if want == 503 && !recordStatus {
+					want = 0
+				}
+				if flushErr != nil || st.Status != want {
+					t.Errorf("status %d after a flush (%v) and a WriteHeader(503), want %d", st.Status, flushErr, want)
+				}
+				if !strings.Contains(tc.methods, "Hijack") {
+					return
+				}
+				conn, _, err := http.NewResponseController(w).Hijack()
+				if err != nil {
+					t.Fatalf("hijack: %v", err)
+				}
+				conn.Close()
+				if st.Permit.Valid() {
+					t.Error("the permit outlived the hijack")
+				}
+			})
+		}
+	}
+}
