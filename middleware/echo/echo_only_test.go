@@ -282,12 +282,6 @@ func TestEncodedSkipPath(t *testing.T) {
 	}
 }
 
-// unwrapOnly is an outer middleware's writer in the Go 1.20 style: it
-// forwards no optional interface, only Unwrap.
-type unwrapOnly struct{ http.ResponseWriter }
-
-func (u unwrapOnly) Unwrap() http.ResponseWriter { return u.ResponseWriter }
-
 // TestHijackThroughUnwrapOnlyWriter: behind an outer middleware whose
 // writer only unwraps, c.Response().Hijack (which goes through
 // http.ResponseController) still releases the permit, as the package
@@ -298,14 +292,14 @@ func TestHijackThroughUnwrapOnlyWriter(t *testing.T) {
 	echoOuter := func(next echov4.HandlerFunc) echov4.HandlerFunc {
 		return func(c echov4.Context) error {
 			w := c.Response().Writer
-			c.Response().Writer = unwrapOnly{w}
+			c.Response().Writer = mwtest.UnwrapOnly(w)
 			defer func() { c.Response().Writer = w }()
 			return next(c)
 		}
 	}
 	httpOuter := echov4.WrapMiddleware(func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			next.ServeHTTP(unwrapOnly{w}, r)
+			next.ServeHTTP(mwtest.UnwrapOnly(w), r)
 		})
 	})
 	for name, outer := range map[string]echov4.MiddlewareFunc{"Echo": echoOuter, "WrapMiddleware": httpOuter} {

@@ -1,8 +1,6 @@
 package echo_test
 
 import (
-	"bufio"
-	"net"
 	"net/http"
 	"testing"
 
@@ -14,14 +12,6 @@ import (
 	"github.com/shedkit/shedkit/middleware/shedhttp"
 	"github.com/shedkit/shedkit/shed"
 )
-
-// unwrapHijacker is an outer writer made for WebSockets that forwards
-// Hijack and Unwrap, and forgot Flush.
-type unwrapHijacker struct{ unwrapOnly }
-
-func (u unwrapHijacker) Hijack() (net.Conn, *bufio.ReadWriter, error) {
-	return http.NewResponseController(u.ResponseWriter).Hijack()
-}
 
 // TestFlushPastOuterWriter: Response.Flush goes through
 // http.ResponseController, which flushes past an outer writer without
@@ -35,8 +25,8 @@ func TestFlushPastOuterWriter(t *testing.T) {
 		wrap      func(http.ResponseWriter) http.ResponseWriter
 		http1Only bool
 	}{
-		{"unwrap-only", func(w http.ResponseWriter) http.ResponseWriter { return unwrapOnly{w} }, false},
-		{"unwrap and hijack", func(w http.ResponseWriter) http.ResponseWriter { return unwrapHijacker{unwrapOnly{w}} }, true},
+		{"unwrap-only", mwtest.UnwrapOnly, false},
+		{"unwrap and hijack", mwtest.UnwrapHijacker, true},
 	}
 	for _, proto := range protocols {
 		for _, outer := range outers {

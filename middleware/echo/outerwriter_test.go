@@ -113,7 +113,7 @@ func TestOuterWriterFlushedThenError(t *testing.T) {
 	unwrapOnlyOuter := func(next echov4.HandlerFunc) echov4.HandlerFunc {
 		return func(c echov4.Context) error {
 			w := c.Response().Writer
-			c.Response().Writer = unwrapOnly{w}
+			c.Response().Writer = mwtest.UnwrapOnly(w)
 			defer func() { c.Response().Writer = w }()
 			return next(c)
 		}

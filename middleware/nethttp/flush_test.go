@@ -1,27 +1,18 @@
 package nethttp_test
 
 import (
-	"bufio"
 	"io"
 	"log"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"testing"
 	"time"
 
+	"github.com/shedkit/shedkit/middleware/internal/mwtest"
 	"github.com/shedkit/shedkit/middleware/nethttp"
 	"github.com/shedkit/shedkit/middleware/shedhttp"
 	"github.com/shedkit/shedkit/shed"
 )
-
-// unwrapHijacker forwards Hijack and Unwrap but not Flush: an outer
-// writer made for WebSockets that forgot streaming.
-type unwrapHijacker struct{ unwrapOnly }
-
-func (u unwrapHijacker) Hijack() (net.Conn, *bufio.ReadWriter, error) {
-	return http.NewResponseController(u.ResponseWriter).Hijack()
-}
 
 // TestFlushPastUnwrapOnlyWriter: a flush through http.ResponseController
 // finds no Flush on a writer in the Go 1.20 style (Unwrap alone) and
@@ -32,7 +23,7 @@ func (u unwrapHijacker) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 // released as the Success the client got, not as a drop that cuts the
 // limit; a panic after it releases the permit as Ignored.
 func TestFlushPastUnwrapOnlyWriter(t *testing.T) {
-	outer := func(w http.ResponseWriter) http.ResponseWriter { return unwrapOnly{w} }
+	outer := mwtest.UnwrapOnly
 	layers := []struct {
 		name         string
 		outer, inner func(http.ResponseWriter) http.ResponseWriter
@@ -41,7 +32,7 @@ func TestFlushPastUnwrapOnlyWriter(t *testing.T) {
 		{"outer", outer, nil, false},
 		{"inner", nil, outer, false},
 		{"outer and inner", outer, outer, false},
-		{"outer with Hijack", func(w http.ResponseWriter) http.ResponseWriter { return unwrapHijacker{unwrapOnly{w}} }, nil, true},
+		{"outer with Hijack", mwtest.UnwrapHijacker, nil, true},
 	}
 	endings := []struct {
 		name      string

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shedkit/shedkit/middleware/internal/mwtest"
 	"github.com/shedkit/shedkit/middleware/nethttp"
 	"github.com/shedkit/shedkit/middleware/shedhttp"
 	"github.com/shedkit/shedkit/shed"
@@ -166,15 +167,10 @@ func TestHijackThroughOtherWriter(t *testing.T) {
 	conn.Close()
 }
 
-// unwrapOnly is an outer middleware's writer in the Go 1.20 style: it
-// forwards no optional interface, only Unwrap, through which
-// http.ResponseController reaches the server's writer.
-type unwrapOnly struct{ http.ResponseWriter }
-
-func (u unwrapOnly) Unwrap() http.ResponseWriter { return u.ResponseWriter }
-
 // unwrapFlusher forwards Flush too, as many such writers do.
-type unwrapFlusher struct{ unwrapOnly }
+type unwrapFlusher struct{ http.ResponseWriter }
+
+func (u unwrapFlusher) Unwrap() http.ResponseWriter { return u.ResponseWriter }
 
 func (u unwrapFlusher) Flush() { u.ResponseWriter.(http.Flusher).Flush() }
 
@@ -191,8 +187,8 @@ func TestHijackThroughUnwrapOnlyWriter(t *testing.T) {
 		outer func(http.ResponseWriter) http.ResponseWriter
 		want  string
 	}{
-		{"UnwrapOnly", func(w http.ResponseWriter) http.ResponseWriter { return unwrapOnly{w} }, "Hijacker,FlushError"},
-		{"UnwrapFlusher", func(w http.ResponseWriter) http.ResponseWriter { return unwrapFlusher{unwrapOnly{w}} }, "Flusher,Hijacker"},
+		{"UnwrapOnly", mwtest.UnwrapOnly, "Hijacker,FlushError"},
+		{"UnwrapFlusher", func(w http.ResponseWriter) http.ResponseWriter { return unwrapFlusher{w} }, "Flusher,Hijacker"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			l := newLimiter(t, 1)
