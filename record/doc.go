@@ -136,8 +136,11 @@
 // was no work. A store line times one call to a shared store (Redis)
 // that a driver made for the shared limits (shedredis with
 // Config.Recorder): t its start, op the call (allow a rate decision,
-// acquire, release or renew concurrency leases), lat how long it took
-// (0 when the breaker skipped it), res how it ended (ok, timeout, error,
+// acquire, release or renew concurrency leases; cleanup, after a
+// renewal, removes the leases released while it was out: a batch off
+// the request path, with the renewal's time budget), lat how long it
+// took (0 when the breaker skipped it; a renewal's is its whole
+// pipeline), res how it ended (ok, timeout, error,
 // breaker_open, canceled: the caller stopped waiting); it has no class
 // (c) and no key, counts in no tick and moves none: the requests' records
 // do. Store calls are sampled as the requests are (every, the same
@@ -192,7 +195,9 @@
 // unknown reason (ErrFormat), rather than read it as another reason.
 // The store lines were added the same way: older readers skip them (a
 // kind they do not know), and readers skip a store line whose operation
-// or result they do not know, as a line of an unknown kind.
+// or result they do not know, as a line of an unknown kind. So the
+// cleanup op, added later, is skipped by the readers before it, which
+// read every other store line as before.
 //
 // [Reader] reads a file, a directory or a stream; malformed lines are
 // errors that name the file, the line and the field (ErrFormat). A

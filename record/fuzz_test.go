@@ -102,6 +102,8 @@ func FuzzReader(f *testing.F) {
 		f.Add([]byte(storeHeader + l + "\n"))
 	}
 	f.Add([]byte(`{"k":"store","t":1,"op":"allow","lat":1,"res":"ok"}` + "\n" + storeHeader))
+	// The cleanup after a renewal (added later in version 1).
+	f.Add([]byte(storeHeader + `{"k":"store","t":7,"op":"cleanup","lat":3,"res":"timeout","n":2}` + "\n" + `{"k":"store","t":8,"op":"cleanup","res":"ok"}` + "\n"))
 	f.Add([]byte("\n\n{}\n[1]\nnot json"))
 	// Cut last lines (a writer killed mid-line): in a record, in the
 	// header of a second file of a stream, after a carriage return.

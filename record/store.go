@@ -13,12 +13,17 @@ const (
 	StoreRelease
 	// StoreRenew renews a replica's leases (off the request path).
 	StoreRenew
+	// StoreCleanup removes, after a renewal, the leases released while
+	// it was out, which it may have written back: off the request path,
+	// within the renewal's time budget, so that it is not a release.
+	// Readers before it skip its lines (an operation they do not know).
+	StoreCleanup
 )
 
-var storeOpNames = [...]string{"", "allow", "acquire", "release", "renew"}
+var storeOpNames = [...]string{"", "allow", "acquire", "release", "renew", "cleanup"}
 
 // String returns the operation's name as written in the file ("allow",
-// "acquire", "release", "renew").
+// "acquire", "release", "renew", "cleanup").
 func (o StoreOp) String() string {
 	if o != 0 && int(o) < len(storeOpNames) {
 		return storeOpNames[o]

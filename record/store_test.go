@@ -31,7 +31,7 @@ func TestStoreRoundTrip(t *testing.T) {
 	for _, bad := range []record.Record{
 		{Kind: record.KindStore, Time: t0, Op: record.StoreAllow, Latency: time.Millisecond},                     // not timed
 		{Kind: record.KindStore, Time: t0, Op: 0, Timed: true},                                                   // no operation
-		{Kind: record.KindStore, Time: t0, Op: record.StoreRenew + 1, Timed: true},                               // unknown operation
+		{Kind: record.KindStore, Time: t0, Op: record.StoreCleanup + 1, Timed: true},                             // unknown operation
 		{Kind: record.KindStore, Time: t0, Op: record.StoreAllow, Result: record.StoreCanceled + 1, Timed: true}, // unknown result
 		{Kind: record.KindStore, Time: t0, Op: record.StoreAllow, Timed: true, Latency: -1},                      // negative
 		{Kind: record.KindStore, Time: t0, Op: record.StoreAllow, Timed: true, Class: 1},                         // a class

@@ -15,8 +15,10 @@ import (
 // durations of the calls Redis answered), the time budget (the median
 // duration of the calls that timed out), and the shares of calls that
 // timed out, failed or were skipped by the open breaker, which it
-// reports. Renewals (a pipeline, with a budget of their own) are counted
-// but not timed into the round trip.
+// reports. Renewals and the cleanups after them (off the request path,
+// with a budget of their own) are fitted apart, and give lease_ttl (see
+// RenewalFit); the calls the open breaker skipped give breaker_failures
+// and breaker_open when every call was recorded (see BreakerFit).
 
 // FitMinStoreCalls is the fewest answered calls from which a fit writes
 // service.store.
@@ -37,8 +39,9 @@ type StoreFit struct {
 	Calls   int
 	Results [5]int
 	// Allows and Acquires count the calls of rate decisions and of lease
-	// acquisitions: which shared limits the service has.
-	Allows, Acquires int
+	// acquisitions: which shared limits the service has; Releases those
+	// of the leases' releases.
+	Allows, Acquires, Releases int
 	// Latency is fitted to the durations of the calls answered (ok):
 	// rate decisions, acquisitions and releases (its N counts them all;
 	// its Median and P99 are those of a sample of at most 50,000). Its
@@ -51,9 +54,13 @@ type StoreFit struct {
 	// Timeout is the median duration of the calls that timed out: the
 	// client's time budget; 0 when none did.
 	Timeout time.Duration
-	// TimedOut counts the calls that timed out, renewals aside (they have
-	// a budget of their own).
+	// TimedOut counts the calls that timed out, renewals and cleanups
+	// aside (they have a budget of their own).
 	TimedOut int
+	// Renewal is what the renewals and the cleanups after them tell.
+	Renewal RenewalFit
+	// Breaker is what the calls the open breaker skipped tell.
+	Breaker BreakerFit
 	// fitted: Median and P99 tell the round trip (fewer than half the
 	// calls that reached the store timed out).
 	fitted bool
@@ -76,6 +83,8 @@ type fitStoreCalls struct {
 	fit      StoreFit
 	answered reservoir
 	timeouts []float64
+	renewals fitRenewals
+	breakers fitBreakers
 }
 
 // storeRecord notes r, a record of a store call.
@@ -86,12 +95,16 @@ func (f *Fitter) storeRecord(r *record.Record) {
 	}
 	s.fit.Calls++
 	s.fit.Results[r.Result]++
+	s.breakers.add(r)
 	switch r.Op {
 	case record.StoreAllow:
 		s.fit.Allows++
 	case record.StoreAcquire:
 		s.fit.Acquires++
-	case record.StoreRenew:
+	case record.StoreRelease:
+		s.fit.Releases++
+	case record.StoreRenew, record.StoreCleanup:
+		s.renewals.add(r)
 		return
 	}
 	switch r.Result {
@@ -115,6 +128,8 @@ func (f *Fitter) fitStore(fit *Fit) {
 	if s.Calls == 0 {
 		return
 	}
+	s.Renewal = f.store.renewals.result()
+	s.Breaker = f.store.breakers.result()
 	xs := f.store.answered.values(func(int) bool { return true })
 	s.Latency = fitDist(xs, []DistKind{Constant, Exponential, LogNormal})
 	// The counts, not the samples: past fitStoreSamples they are fewer
@@ -144,11 +159,17 @@ func (f *Fitter) fitStore(fit *Fit) {
 		fit.Notes = append(fit.Notes, "store: calls recorded, but the fit inferred no rate limit (for its allow calls) or key concurrency (for its acquire calls) for the store to keep: the scenario has no service.store")
 	default:
 		s.Model = &StoreModel{Latency: s.Latency.Dist, Timeout: s.Timeout}
-		if s.Timeout > 0 {
-			s.Model.LeaseTTL = max(DefaultStoreLeaseTTL, 4*s.Timeout)
+		timeout := s.Timeout
+		if timeout == 0 {
+			timeout = DefaultStoreTimeout
 		}
-		fit.Notes = append(fit.Notes, fmt.Sprintf("store: service.store from %d answered calls; its timeout %s; breaker_failures, breaker_open and lease_ttl are shedredis's defaults, which the recording does not show; %s",
-			s.Latency.N, storeTimeoutSource(s.Timeout, s.TimedOut), s.sharedString()))
+		ttl, ttlSource, shown := s.Renewal.leaseTTL(timeout)
+		if shown || s.Timeout > 0 {
+			s.Model.LeaseTTL = ttl // else the default, left implicit
+		}
+		breakerSource := s.Breaker.apply(s.Model, f.every > 1 || f.lost > 0)
+		fit.Notes = append(fit.Notes, fmt.Sprintf("store: service.store from %d answered calls; its timeout %s; %s; %s; %s",
+			s.Latency.N, storeTimeoutSource(s.Timeout, s.TimedOut), ttlSource, breakerSource, s.sharedString()))
 	}
 	fit.Store = *s
 }
@@ -209,8 +230,8 @@ func storeString(s *StoreFit) string {
 	}
 	pct := func(r record.StoreResult) string { return fmt.Sprintf("%.1f%%", 100*s.Share(r)) }
 	l := s.Latency
-	line := fmt.Sprintf("store: %d calls recorded (%d rate decisions, %d lease acquisitions), %s timed out, %s failed, %s skipped by the open breaker",
-		s.Calls, s.Allows, s.Acquires, pct(record.StoreTimeout), pct(record.StoreError), pct(record.StoreBreakerOpen))
+	line := fmt.Sprintf("store: %d calls recorded (%d rate decisions, %d lease acquisitions, %d releases), %s timed out, %s failed, %s skipped by the open breaker",
+		s.Calls, s.Allows, s.Acquires, s.Releases, pct(record.StoreTimeout), pct(record.StoreError), pct(record.StoreBreakerOpen))
 	if s.fitted {
 		p99 := "beyond the timeout"
 		if !math.IsInf(s.P99, 1) {
@@ -219,6 +240,7 @@ func storeString(s *StoreFit) string {
 		line += fmt.Sprintf("; round trip (%d answered calls, and the timed-out ones counted as slower): median %v, p99 %s, %s; the answered calls fit its shape %s (KS distance %.3f)",
 			l.N, fitDur(s.Median), p99, distString(l.Dist, true), l.Quality(), l.KS)
 	}
+	line += renewalString(&s.Renewal)
 	if s.Model == nil {
 		return line + "; not written into the scenario (see the notes)"
 	}

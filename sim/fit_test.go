@@ -278,6 +278,20 @@ func FuzzFit(f *testing.F) {
 	b.WriteString(`{"k":"refuse","t":9000000000000000000,"c":0,"r":"key_concurrency","st":429,"n":2147483647}` + "\n" +
 		`{"k":"tick","t":6000000000,"arr":[440],"shed":[30],"done":[400],"ref":[16]}` + "\n")
 	f.Add([]byte(b.String()))
+	// Store calls: the requests' (acquires, releases), renewals every
+	// 100 ms and cleanups after them, some timed out, some far apart.
+	for i := range 120 {
+		b.WriteString(`{"k":"store","t":` + strconv.Itoa(5_100_000_000+i*1_000_000) + `,"op":"` + [2]string{"acquire", "release"}[i%2] +
+			`","lat":` + strconv.Itoa(500_000+i*1000) + `,"res":"ok"}` + "\n")
+	}
+	for i := range 12 {
+		t := strconv.Itoa(5_000_000_000 + i*100_000_000)
+		b.WriteString(`{"k":"store","t":` + t + `,"op":"renew","lat":1200000,"res":"` + [3]string{"ok", "timeout", "breaker_open"}[i%3] + `"}` + "\n" +
+			`{"k":"store","t":` + t + `,"op":"cleanup","lat":60000000,"res":"timeout"}` + "\n")
+	}
+	b.WriteString(`{"k":"store","t":9000000000000000000,"op":"renew","lat":9223372036854775807,"res":"timeout"}` + "\n" +
+		`{"k":"store","t":-9000000000000000000,"op":"renew","lat":0,"res":"ok"}` + "\n" + tick(7e9, 450))
+	f.Add([]byte(b.String()))
 	addFitSkewSeeds(f, head, tick)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		fit, err := FitRecording(record.NewReader(bytes.NewReader(data)), FitOptions{})

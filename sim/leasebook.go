@@ -1,5 +1,7 @@
 package sim
 
+import "github.com/shedkit/shedkit/record"
+
 // leaseBook keeps the leases of Shared key concurrency limits as the store
 // holds them when its calls are modelled (Service.Store), following
 // shedredis.Concurrency: a lease taken through the store counts for the
@@ -239,6 +241,7 @@ func (e *engine) leaseReleased(i int32) int64 {
 	l := &e.book.recs[i]
 	l.held = false
 	c := e.store.call(e.now, int(l.replica), storeLease, scriptRelease, never)
+	e.recordStoreCall(int(l.replica), record.StoreRelease, c)
 	switch {
 	case !c.called:
 		e.releaseEnded(i, false)
@@ -326,6 +329,7 @@ func (e *engine) startRenewal(r int) {
 		trips = 2
 	}
 	c := e.store.callWithin(e.now, r, storeLease, b.renewTO, trips, noScript, never)
+	e.recordStoreCall(r, record.StoreRenew, c)
 	if !c.called {
 		return
 	}
@@ -445,6 +449,7 @@ func (e *engine) renewalLanded(r int) {
 func (e *engine) cleanup(r int) {
 	b := e.book
 	c := e.store.callWithin(e.now, r, storeLease, b.renewTO, 1, noScript, never)
+	e.recordStoreCall(r, record.StoreCleanup, c)
 	if !c.called {
 		e.cleaned(r, false, false)
 		return

@@ -32,12 +32,14 @@ import (
 // rec with SetKeySource): a scenario fitted to a recording records as its
 // service did, and classes that disagree make the source unknown.
 //
-// With Service.Store, the replica's store calls for its decisions (rate
-// decisions and lease acquisitions of shared limits) are recorded too, as
+// With Service.Store, the replica's store calls are recorded too, as
 // shedredis records them with Config.Recorder (record.KindStore): the
-// call's start, how long the replica waited for it, and ok, timeout (a
-// round trip over the budget, or an outage), breaker_open or canceled
-// (its caller left). Releases and renewals are not.
+// rate decisions and lease acquisitions of shared limits, the leases'
+// releases, its renewals (timed as their whole pipeline) and the cleanup
+// after a renewal that removes the leases released while it was out;
+// each with the call's start, how long the replica waited for it, and
+// ok, timeout (a round trip over the budget, or an outage), breaker_open
+// (no time) or canceled (its caller left).
 func RecordPolicy(p Policy, rec *record.Recorder, replica int) Policy {
 	return recordPolicy{p: p, rec: rec, replica: replica, keys: &recordKeys{rec: rec}}
 }
@@ -154,16 +156,13 @@ func (o *recordingObserver) flushPending(key uint64) {
 	o.keys.pending = o.keys.pending[:0]
 }
 
-// storeCall records a decision's call c of kind to the store, made at
-// now (virtual time), as shedredis records its calls.
-func (k *recordKeys) storeCall(now time.Time, kind uint8, c storeCall) {
+// storeCall records call c of operation op to the store, made at now
+// (virtual time), as shedredis records its calls.
+func (k *recordKeys) storeCall(now time.Time, op record.StoreOp, c storeCall) {
 	if !k.rec.StoreCall() {
 		return
 	}
-	op, res := record.StoreAllow, record.StoreOK
-	if kind == storeLease {
-		op = record.StoreAcquire
-	}
+	res := record.StoreOK
 	switch {
 	case !c.called:
 		res = record.StoreBreakerOpen

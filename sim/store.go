@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/shedkit/shedkit/middleware/shedhttp"
+	"github.com/shedkit/shedkit/record"
 )
 
 // Which of a replica's shedredis clients makes a store call (task.storeKind):
@@ -262,9 +263,11 @@ func (e *engine) askStore(t *task, kind uint8) (fallback, wait bool) {
 		script = scriptAcquire
 	}
 	c := e.store.call(e.now, int(t.replica), kind, script, cut)
-	if k := e.replicas[t.replica].keys; k != nil {
-		k.storeCall(e.nowT, kind, c)
+	op := record.StoreAllow
+	if kind == storeLease {
+		op = record.StoreAcquire
 	}
+	e.recordStoreCall(int(t.replica), op, c)
 	switch {
 	case !c.called:
 		return true, false
@@ -290,6 +293,14 @@ func (e *engine) askStore(t *task, kind uint8) (fallback, wait bool) {
 	t.storeKind, t.storeGen, t.storeOK, t.storeCut = kind, c.gen, c.ok, c.cut
 	e.schedule(e.now+c.wait, evStore, t, 0)
 	return false, true
+}
+
+// recordStoreCall records replica r's call c of operation op, made now,
+// when r is the recorded replica.
+func (e *engine) recordStoreCall(r int, op record.StoreOp, c storeCall) {
+	if k := e.replicas[r].keys; k != nil {
+		k.storeCall(e.nowT, op, c)
+	}
 }
 
 // callsStore reports whether t's class keeps its limit of kind in the

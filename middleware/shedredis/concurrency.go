@@ -409,7 +409,7 @@ func (c *Concurrency) renew() {
 		}
 	}
 	if cause == "" && len(back) > 0 {
-		cause = c.g.doWithin(context.Background(), OpRelease, c.renewTO, func(ctx context.Context) error {
+		cause = c.g.doWithin(context.Background(), opCleanup, c.renewTO, func(ctx context.Context) error {
 			_, err := c.cfg.Client.Pipelined(ctx, func(p redis.Pipeliner) error {
 				for _, o := range back {
 					p.ZRem(ctx, o.rkey, o.member)

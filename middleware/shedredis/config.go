@@ -81,10 +81,12 @@ type Config struct {
 	MeterProvider metric.MeterProvider
 	// Recorder, when set, records the Redis calls (record.KindStore):
 	// each call's start, how long it took, its operation (allow, acquire,
-	// release, renew) and how it ended (ok, timeout, error, breaker_open,
-	// canceled), sampled as the recorder samples requests (and counted
-	// toward its MaxRecordsPerSecond), so that
-	// shedsim fit can infer the scenario's service.store. Pass the
+	// release, renew, and cleanup: after a renewal, the removal of the
+	// leases released while it was out, under the renewal's budget) and
+	// how it ended (ok, timeout, error, breaker_open, canceled), sampled
+	// as the recorder samples requests (and counted toward its
+	// MaxRecordsPerSecond), so that shedsim fit can infer the scenario's
+	// service.store. Pass the
 	// Recorder of the service's shedkit middleware: the calls need its
 	// requests' ticks. Nil records nothing, and costs nothing.
 	Recorder *record.Recorder
@@ -186,6 +188,12 @@ const (
 	OpRenew   = "renew"
 )
 
+// opCleanup is the call, after a renewal, that removes the leases
+// released while it was out. It is recorded apart (record.StoreCleanup):
+// it is no request's release, and has the renewal's time budget. Its
+// metrics are the releases', as they always were.
+const opCleanup = "cleanup"
+
 // Fallback causes, the values of AttrCause.
 const (
 	CauseTimeout     = "timeout"
@@ -241,21 +249,9 @@ func newGuard(cfg *Config) (*guard, error) {
 		return nil, err
 	}
 	recOps := map[string]record.StoreOp{OpAllow: record.StoreAllow, OpAcquire: record.StoreAcquire, OpRelease: record.StoreRelease,
-		OpRenew: record.StoreRenew}
-	for _, op := range []string{OpAllow, OpAcquire, OpRelease, OpRenew} {
-		o := &opOptions{
-			recOp:    recOps[op],
-			op:       []metric.RecordOption{metric.WithAttributeSet(attribute.NewSet(g.store, AttrOperation.String(op)))},
-			fallback: map[string][]metric.AddOption{},
-			errs:     map[string][]metric.AddOption{},
-		}
-		for _, c := range []string{CauseTimeout, CauseError, CauseBreakerOpen} {
-			o.fallback[c] = []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(g.store, AttrOperation.String(op), AttrCause.String(c)))}
-		}
-		for _, c := range []string{CauseTimeout, CauseError} {
-			o.errs[c] = []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(g.store, AttrOperation.String(op), AttrErrorType.String(c)))}
-		}
-		g.opts[op] = o
+		OpRenew: record.StoreRenew, opCleanup: record.StoreCleanup}
+	for _, op := range []string{OpAllow, OpAcquire, OpRelease, OpRenew, opCleanup} {
+		g.opts[op] = g.newOpOptions(metricOp(op), recOps[op])
 	}
 	failures := uint32(cfg.BreakerFailures)
 	g.breaker = gobreaker.NewTwoStepCircuitBreaker[struct{}](gobreaker.Settings{
@@ -267,6 +263,32 @@ func newGuard(cfg *Config) (*guard, error) {
 		IsExcluded: func(err error) bool { return errors.Is(err, context.Canceled) },
 	})
 	return g, nil
+}
+
+// metricOp is the AttrOperation value of op's metrics.
+func metricOp(op string) string {
+	if op == opCleanup {
+		return OpRelease
+	}
+	return op
+}
+
+// newOpOptions precomputes the attribute options of the operation whose
+// metrics say op and whose records say recOp.
+func (g *guard) newOpOptions(op string, recOp record.StoreOp) *opOptions {
+	o := &opOptions{
+		recOp:    recOp,
+		op:       []metric.RecordOption{metric.WithAttributeSet(attribute.NewSet(g.store, AttrOperation.String(op)))},
+		fallback: map[string][]metric.AddOption{},
+		errs:     map[string][]metric.AddOption{},
+	}
+	for _, c := range []string{CauseTimeout, CauseError, CauseBreakerOpen} {
+		o.fallback[c] = []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(g.store, AttrOperation.String(op), AttrCause.String(c)))}
+	}
+	for _, c := range []string{CauseTimeout, CauseError} {
+		o.errs[c] = []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(g.store, AttrOperation.String(op), AttrErrorType.String(c)))}
+	}
+	return o
 }
 
 // do runs call within the time budget. It returns "" when call succeeded,
