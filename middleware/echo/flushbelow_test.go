@@ -27,6 +27,7 @@ func TestFlushPastOuterWriter(t *testing.T) {
 	}{
 		{"unwrap-only", mwtest.UnwrapOnly, false},
 		{"unwrap and hijack", mwtest.UnwrapHijacker, true},
+		{"unwrap, hijack and push", mwtest.UnwrapHijackPusher, true},
 	}
 	for _, proto := range protocols {
 		for _, outer := range outers {

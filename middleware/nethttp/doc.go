@@ -41,8 +41,10 @@
 // 1.20 style, with Unwrap alone), the handler's writer gets a FlushError
 // (and a Hijack) of its own: the 200 such a flush sends is the status,
 // and a WriteHeader(503) after it does not release the permit as
-// Dropped. Not seen: such a flush past an outer writer that has Push,
-// over HTTP/2, which the wrapper keeps.
+// Dropped. That FlushError returns the error of the writer's own, if it
+// has one; over HTTP/1, where Push can only fail, the wrapper drops the
+// writer's Push. Not seen: such a flush past an outer writer that has
+// Push, over HTTP/2, which the wrapper keeps.
 //
 // # Long-lived requests
 //

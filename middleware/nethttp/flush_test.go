@@ -33,6 +33,7 @@ func TestFlushPastUnwrapOnlyWriter(t *testing.T) {
 		{"inner", nil, outer, false},
 		{"outer and inner", outer, outer, false},
 		{"outer with Hijack", mwtest.UnwrapHijacker, nil, true},
+		{"outer with Hijack and Push", mwtest.UnwrapHijackPusher, nil, true},
 	}
 	endings := []struct {
 		name      string

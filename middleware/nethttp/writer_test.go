@@ -179,8 +179,8 @@ func (u unwrapFlusher) Flush() { u.ResponseWriter.(http.Flusher).Flush() }
 // and coder/websocket do it) releases the permit: held, idle WebSockets
 // would fill the limit and every other request would get a 503. The
 // handler's writer keeps the outer writer's interfaces, and can hijack
-// (and flush, when the outer writer has no Flush: see
-// TestFlushPastUnwrapOnlyWriter).
+// and flush (FlushError: see TestFlushPastUnwrapOnlyWriter, and
+// TestOuterFlushErrorKept for an outer writer with its own).
 func TestHijackThroughUnwrapOnlyWriter(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
@@ -188,7 +188,7 @@ func TestHijackThroughUnwrapOnlyWriter(t *testing.T) {
 		want  string
 	}{
 		{"UnwrapOnly", mwtest.UnwrapOnly, "Hijacker,FlushError"},
-		{"UnwrapFlusher", func(w http.ResponseWriter) http.ResponseWriter { return unwrapFlusher{w} }, "Flusher,Hijacker"},
+		{"UnwrapFlusher", func(w http.ResponseWriter) http.ResponseWriter { return unwrapFlusher{w} }, "Flusher,Hijacker,FlushError"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			l := newLimiter(t, 1)

@@ -220,9 +220,9 @@ func (st *State) WrapWriter(w http.ResponseWriter, recordStatus bool) http.Respo
 	// writer under it, past ours, unless ours has a Hijack and a
 	// FlushError of its own. A writer with Push keeps it, and a flush
 	// that finds only a writer below it goes unseen, unless a writer
-	// below can also be hijacked (HTTP/1, which cannot push): the wrapper
-	// with those methods would lose Push.
-	via := rc.hijackBelow || rc.flushBelow && !pusher
+	// below can be hijacked: the connection is HTTP/1's, where Push can
+	// only fail, and the wrapper with those methods drops it.
+	via := rc.hijackBelow && !rc.hijack || rc.flushBelow && (!pusher || rc.hijackBelow)
 	record := recordStatus || rc.flush || via && rc.flushBelow
 	if !record && !rc.hijack && !via {
 		return w
@@ -251,8 +251,10 @@ func (st *State) WrapWriter(w http.ResponseWriter, recordStatus bool) http.Respo
 const maxUnwrap = 32
 
 // reach is what http.ResponseController finds on a writer: a Hijack and
-// a flush (Flush or FlushError), on the writer itself or only down its
-// Unwrap chain.
+// a flush (Flush or FlushError), on the writer itself (hijack, flush) or
+// down its Unwrap chain: hijackBelow, a Hijack below it, whether it has
+// one or not, down to the first writer that can flush; flushBelow, a
+// flush only below it.
 type reach struct {
 	hijack, flush           bool
 	hijackBelow, flushBelow bool
@@ -275,7 +277,7 @@ func reachOf(w http.ResponseWriter) reach {
 		if w = u.Unwrap(); w == nil {
 			break
 		}
-		if _, ok := w.(http.Hijacker); ok && !rc.hijack {
+		if _, ok := w.(http.Hijacker); ok {
 			rc.hijackBelow = true
 		}
 		if !rc.flush && canFlush(w) {
@@ -306,26 +308,23 @@ type flushVia struct {
 	flushes bool
 }
 
-func (f *flushVia) FlushError() error { return f.st.flushThrough(f.ResponseWriter, f.flushes) }
+// FlushError flushes through http.ResponseController: that sends the
+// header, with an implicit 200 if none was written (see noteImplicitOK),
+// and returns the error of the FlushError it finds, if any.
+func (f *flushVia) FlushError() error {
+	if f.flushes {
+		f.st.noteImplicitOK()
+	}
+	return http.NewResponseController(f.ResponseWriter).Flush()
+}
 
 func (f *flushVia) Unwrap() http.ResponseWriter { return f.ResponseWriter }
 
-// flushThrough flushes w, whose flush the middleware would not see,
-// through http.ResponseController: that sends the header, with an
-// implicit 200 if none was written (see noteImplicitOK).
-func (st *State) flushThrough(w http.ResponseWriter, flushes bool) error {
-	if flushes {
-		st.noteImplicitOK()
-	}
-	return http.NewResponseController(w).Flush()
-}
-
-// hijackVia gives a writer a Hijack that the middleware sees, when w or
-// a writer down its Unwrap chain can be hijacked.
-type hijackVia struct {
-	http.ResponseWriter
-	st *State
-}
+// hijackVia is flushVia with a Hijack that the middleware sees, when w or
+// a writer down its Unwrap chain can be hijacked. Its FlushError also
+// serves a writer with Flush: it keeps the error of the writer's own
+// FlushError, which a Flush alone would lose.
+type hijackVia struct{ flushVia }
 
 func (h *hijackVia) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	c, rw, err := http.NewResponseController(h.ResponseWriter).Hijack()
@@ -335,50 +334,32 @@ func (h *hijackVia) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	return c, rw, err
 }
 
-func (h *hijackVia) Unwrap() http.ResponseWriter { return h.ResponseWriter }
-
-// hijackFlushVia is hijackVia with flushVia's FlushError, for a writer
-// without Flush.
-type hijackFlushVia struct {
-	hijackVia
-	flushes bool
-}
-
-func (h *hijackFlushVia) FlushError() error { return h.st.flushThrough(h.ResponseWriter, h.flushes) }
-
 // withVia returns w with Unwrap and the methods http.ResponseController
 // would otherwise find past the middleware: Hijack when w or a writer
-// below it can be hijacked (hijackVia), FlushError when w has no Flush
-// (flushVia). It keeps the optional interfaces of w that a handler
-// reaches only by a type assertion: Flusher, CloseNotifier and
-// io.ReaderFrom. The others are http.ResponseController methods
-// (FlushError when w has Flush, the deadlines, EnableFullDuplex), which
-// it reaches through Unwrap, a fast path that io.WriteString does without
-// (io.StringWriter), or Pusher: WrapWriter calls withVia for a Pusher
-// only when a writer below it can be hijacked, an HTTP/1 one, which
-// cannot push.
+// below it can be hijacked (hijackVia), FlushError (flushVia). It keeps
+// the optional interfaces of w that a handler reaches only by a type
+// assertion: Flusher, CloseNotifier and io.ReaderFrom. The others are
+// http.ResponseController methods (the deadlines, EnableFullDuplex),
+// which it reaches through Unwrap, a fast path that io.WriteString does
+// without (io.StringWriter), or Pusher: WrapWriter calls withVia for a
+// Pusher only when a writer below it can be hijacked, an HTTP/1 one,
+// which cannot push.
 func (st *State) withVia(w http.ResponseWriter, rc reach) http.ResponseWriter {
-	if f, ok := w.(http.Flusher); ok {
-		// Only a hijack goes past w.
-		return withFlusher(&hijackVia{ResponseWriter: w, st: st}, f)
-	}
 	flushes := rc.flush || rc.flushBelow
-	//lint:ignore SA1019 a handler may still assert CloseNotifier; the wrapper must keep it
-	c, isC := w.(http.CloseNotifier)
-	r, isR := w.(io.ReaderFrom)
 	if rc.hijack || rc.hijackBelow {
-		h := &hijackFlushVia{hijackVia{ResponseWriter: w, st: st}, flushes}
-		switch {
-		case isC && isR:
-			return hfvCR{h, c, r}
-		case isC:
-			return hfvC{h, c}
-		case isR:
-			return hfvR{h, r}
-		}
-		return h
+		return withHijack(&hijackVia{flushVia{ResponseWriter: w, st: st, flushes: flushes}})
 	}
-	v := &flushVia{ResponseWriter: w, st: st, flushes: flushes}
+	// WrapWriter calls withVia without a Hijack only for a flush below,
+	// so w has no Flush.
+	return withFlush(&flushVia{ResponseWriter: w, st: st, flushes: flushes})
+}
+
+// withFlush returns v with the CloseNotifier and io.ReaderFrom of the
+// writer it wraps.
+func withFlush(v *flushVia) http.ResponseWriter {
+	//lint:ignore SA1019 a handler may still assert CloseNotifier; the wrapper must keep it
+	c, isC := v.ResponseWriter.(http.CloseNotifier)
+	r, isR := v.ResponseWriter.(io.ReaderFrom)
 	switch {
 	case isC && isR:
 		return fvCR{v, c, r}
@@ -390,21 +371,32 @@ func (st *State) withVia(w http.ResponseWriter, rc reach) http.ResponseWriter {
 	return v
 }
 
-// withFlusher returns h with the Flush f of the writer it wraps, and the
-// other optional interfaces withVia keeps.
-func withFlusher(h *hijackVia, f http.Flusher) http.ResponseWriter {
+// withHijack returns h with the Flusher, CloseNotifier and io.ReaderFrom
+// of the writer it wraps.
+func withHijack(h *hijackVia) http.ResponseWriter {
 	//lint:ignore SA1019 a handler may still assert CloseNotifier; the wrapper must keep it
 	c, isC := h.ResponseWriter.(http.CloseNotifier)
 	r, isR := h.ResponseWriter.(io.ReaderFrom)
+	if f, ok := h.ResponseWriter.(http.Flusher); ok {
+		switch {
+		case isC && isR:
+			return hjFCR{h, f, c, r}
+		case isC:
+			return hjFC{h, f, c}
+		case isR:
+			return hjFR{h, f, r}
+		}
+		return hjF{h, f}
+	}
 	switch {
 	case isC && isR:
-		return hjFCR{h, f, c, r}
+		return hjCR{h, c, r}
 	case isC:
-		return hjFC{h, f, c}
+		return hjC{h, c}
 	case isR:
-		return hjFR{h, f, r}
+		return hjR{h, r}
 	}
-	return hjF{h, f}
+	return h
 }
 
 // The combinations of optional interfaces withVia keeps.
@@ -422,16 +414,16 @@ type (
 		http.CloseNotifier
 		io.ReaderFrom
 	}
-	hfvC struct {
-		*hijackFlushVia
+	hjC struct {
+		*hijackVia
 		http.CloseNotifier
 	}
-	hfvR struct {
-		*hijackFlushVia
+	hjR struct {
+		*hijackVia
 		io.ReaderFrom
 	}
-	hfvCR struct {
-		*hijackFlushVia
+	hjCR struct {
+		*hijackVia
 		http.CloseNotifier
 		io.ReaderFrom
 	}

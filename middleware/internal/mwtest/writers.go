@@ -16,6 +16,13 @@ func UnwrapOnly(w http.ResponseWriter) http.ResponseWriter { return unwrapOnly{w
 // streaming.
 func UnwrapHijacker(w http.ResponseWriter) http.ResponseWriter { return unwrapHijacker{unwrapOnly{w}} }
 
+// UnwrapHijackPusher returns w behind a writer that forwards Hijack, Push
+// and Unwrap but not Flush, whatever the protocol: over HTTP/1 its Push
+// can only fail.
+func UnwrapHijackPusher(w http.ResponseWriter) http.ResponseWriter {
+	return unwrapHijackPusher{unwrapHijacker{unwrapOnly{w}}}
+}
+
 type unwrapOnly struct{ http.ResponseWriter }
 
 func (u unwrapOnly) Unwrap() http.ResponseWriter { return u.ResponseWriter }
@@ -24,4 +31,13 @@ type unwrapHijacker struct{ unwrapOnly }
 
 func (u unwrapHijacker) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	return http.NewResponseController(u.ResponseWriter).Hijack()
+}
+
+type unwrapHijackPusher struct{ unwrapHijacker }
+
+func (u unwrapHijackPusher) Push(target string, opts *http.PushOptions) error {
+	if p, ok := u.ResponseWriter.(http.Pusher); ok {
+		return p.Push(target, opts)
+	}
+	return http.ErrNotSupported
 }
