@@ -282,6 +282,7 @@ func (f *Fitter) Source(file string, h record.Header) {
 	// The records collected so far are the previous source's: their keys
 	// count under its hashing.
 	f.endProbe()
+	f.store.source() // another replica's store calls, maybe
 	f.hashings.source(file, h.KeyHashing, h.KeySource)
 	f.sourceClasses(file, h)
 }

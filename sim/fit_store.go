@@ -121,6 +121,12 @@ func (f *Fitter) storeRecord(r *record.Record) {
 	}
 }
 
+// source notes that the records added next come from another file.
+func (s *fitStoreCalls) source() {
+	s.renewals.source()
+	s.breakers.source()
+}
+
 // fitStore infers the store's model, after the rate limits and key
 // concurrency: the limits it is written for are theirs.
 func (f *Fitter) fitStore(fit *Fit) {
@@ -163,7 +169,7 @@ func (f *Fitter) fitStore(fit *Fit) {
 		if timeout == 0 {
 			timeout = DefaultStoreTimeout
 		}
-		ttl, ttlSource, shown := s.Renewal.leaseTTL(timeout)
+		ttl, ttlSource, shown := s.Renewal.leaseTTL(timeout, s.Timeout > 0)
 		if shown || s.Timeout > 0 {
 			s.Model.LeaseTTL = ttl // else the default, left implicit
 		}

@@ -21,6 +21,11 @@ type breakerTrack struct {
 	open   bool    // within a spell of calls the open breaker skipped
 	known  bool    // opened is known: a failure ended before the spell
 	opened int64   // the last end of a failure before the spell: when it opened, at the latest
+	// failEnd is the latest end of a failed call; clean an answered call
+	// started after it, which closed the breaker at cleanEnd: a single
+	// breaker skips a call made after that only once calls fail again.
+	failEnd, cleanEnd int64
+	clean             bool
 }
 
 // maxRunEnds bounds the ends of a run of failures a breakerTrack keeps.
@@ -37,9 +42,27 @@ func (t *breakerTrack) failed(start int64, lat time.Duration) {
 		t.last = start
 	}
 	t.run++
+	end := start + min(int64(lat), math.MaxInt64-max(start, 0))
 	if len(t.ends) < maxRunEnds {
-		t.ends = append(t.ends, start+min(int64(lat), math.MaxInt64-max(start, 0)))
+		t.ends = append(t.ends, end)
 	}
+	t.failEnd, t.clean = max(t.failEnd, end), false
+}
+
+// answered notes an answered call of start and duration lat.
+func (t *breakerTrack) answered(start int64, lat time.Duration) {
+	t.closed = true
+	t.reset()
+	if start > t.failEnd {
+		t.clean, t.cleanEnd = true, start+min(int64(lat), math.MaxInt64-max(start, 0))
+	}
+}
+
+// twoBreakers reports whether a call skipped at start, with no failure
+// since the last one answered, shows a breaker other than the one that
+// answered it.
+func (t *breakerTrack) twoBreakers(start int64) bool {
+	return t.run == 0 && t.clean && start > t.cleanEnd
 }
 
 // opening starts a spell of skipped calls at start, and returns the
@@ -68,6 +91,12 @@ type fitBreakers struct {
 	tracks [2]breakerTrack
 	lo, hi []int     // the bounds of the failures that opened a closed breaker
 	opens  []float64 // from an opening to the probe after it, ns
+	// skippedFor is the longest time from an opening to a call it
+	// skipped, ns: breaker_open is longer.
+	skippedFor int64
+	// conflicts counts the calls skipped that no single breaker would
+	// have skipped (see breakerTrack.twoBreakers).
+	conflicts int
 }
 
 // BreakerFit is what the calls the open breaker skipped tell, when every
@@ -87,6 +116,20 @@ type BreakerFit struct {
 	// Open is the median time from an opening to the probe after it:
 	// breaker_open, and the wait for the next call; 0 when none showed.
 	Open time.Duration
+	// OpenAtLeast is the longest time from an opening to a call it
+	// skipped: breaker_open is longer, probed or not.
+	OpenAtLeast time.Duration
+	// Conflicts counts the calls skipped after one answered with no
+	// failure between: more than one breaker recorded together (several
+	// replicas or Concurrencies in one file), whose runs and spells the
+	// fit cannot tell apart.
+	Conflicts int
+}
+
+// source notes that the records added next come from another file: a
+// replica's, maybe, whose breakers are not those of the records so far.
+func (b *fitBreakers) source() {
+	b.tracks = [2]breakerTrack{}
 }
 
 // add notes r, a record of a store call.
@@ -97,8 +140,15 @@ func (b *fitBreakers) add(r *record.Record) {
 	}
 	switch r.Result {
 	case record.StoreBreakerOpen:
+		start := r.Time.UnixNano()
+		if !t.open && t.twoBreakers(start) {
+			b.conflicts++
+		}
+		if t.open && t.known && start > t.opened {
+			b.skippedFor = max(b.skippedFor, int64(min(float64(start)-float64(t.opened), math.MaxInt64/2)))
+		}
 		if !t.open {
-			if lo, hi := t.opening(r.Time.UnixNano()); t.closed && hi > 0 && len(b.hi) < fitStoreSamples {
+			if lo, hi := t.opening(start); t.closed && hi > 0 && len(b.hi) < fitStoreSamples {
 				b.lo, b.hi = append(b.lo, lo), append(b.hi, hi)
 			}
 		}
@@ -118,8 +168,7 @@ func (b *fitBreakers) add(r *record.Record) {
 		}
 	}
 	if r.Result == record.StoreOK {
-		t.closed = true
-		t.reset()
+		t.answered(start, r.Latency)
 		return
 	}
 	t.failed(start, r.Latency)
@@ -127,7 +176,8 @@ func (b *fitBreakers) add(r *record.Record) {
 
 // result returns what the openings show.
 func (b *fitBreakers) result() BreakerFit {
-	out := BreakerFit{FromClosed: len(b.hi), Probes: len(b.opens)}
+	out := BreakerFit{FromClosed: len(b.hi), Probes: len(b.opens), Conflicts: b.conflicts,
+		OpenAtLeast: time.Duration(b.skippedFor).Truncate(time.Millisecond)}
 	if len(b.hi) > 0 {
 		out.FailuresMax = slices.Min(b.hi)
 		out.Failures = min(slices.Max(b.lo), out.FailuresMax)
@@ -146,15 +196,22 @@ func (bf *BreakerFit) apply(m *StoreModel, sampled bool) string {
 	if sampled {
 		return "breaker_failures and breaker_open are shedredis's defaults: the recording is a sample, and its runs of failed calls are not whole"
 	}
+	if bf.Conflicts > 0 {
+		return fmt.Sprintf("breaker_failures and breaker_open are shedredis's defaults: the calls show more than one breaker (%d skipped after one answered with no failure between: several replicas or Concurrencies recording into one file), whose openings cannot be told apart", bf.Conflicts)
+	}
 	var notes []string
 	if bf.Failures > 0 && bf.Failures <= math.MaxInt32 {
 		m.BreakerFailures = bf.Failures
 		notes = append(notes, fmt.Sprintf("breaker_failures (%d) is the most failed calls in a row that had surely ended when the breaker opened, over %d openings (at most %d: the fewest that had ended when it first skipped a call)",
 			bf.Failures, bf.FromClosed, bf.FailuresMax))
 	}
-	if bf.Open > 0 {
+	switch {
+	case bf.Open > 0:
 		m.BreakerOpen = bf.Open
 		notes = append(notes, fmt.Sprintf("breaker_open (%v) is the median time from an opening to the probe after it, over %d openings", bf.Open, bf.Probes))
+	case bf.OpenAtLeast > DefaultStoreBreakerOpen:
+		m.BreakerOpen = bf.OpenAtLeast
+		notes = append(notes, fmt.Sprintf("breaker_open (%v) is at least the longest time the open breaker skipped calls, with no probe recorded after it: over shedredis's default (%v)", bf.OpenAtLeast, DefaultStoreBreakerOpen))
 	}
 	switch len(notes) {
 	case 0:

@@ -42,19 +42,35 @@ type RenewalFit struct {
 	TimedOut int
 	// Period is the renewer's period (lease_ttl/3), from the spacing of
 	// the recorded renewals; 0 when it does not show one (see
-	// renewalPeriod).
+	// renewalPeriod), or when Behind shows the renewer behind its ticks.
 	Period time.Duration
+	// Behind counts the renewals that started as a renewal or cleanup
+	// before them ended (within the gap tolerance): the renewer running
+	// back to back, its gaps its calls' durations, not its period.
+	Behind int
 }
 
 // fitRenewals collects the records of renewals and cleanups.
 type fitRenewals struct {
 	fit                RenewalFit
 	answered, timeouts []float64
-	starts             []int64
+	starts, ends       []int64
+	bounds             []int // where in starts each file after the first begins
+}
+
+// source notes that the records added next come from another file: a
+// replica's, maybe, whose renewer keeps a grid of its own.
+func (f *fitRenewals) source() {
+	if n := len(f.starts); n > 0 && (len(f.bounds) == 0 || f.bounds[len(f.bounds)-1] < n) {
+		f.bounds = append(f.bounds, n)
+	}
 }
 
 // add notes r, a record of a renewal or a cleanup.
 func (f *fitRenewals) add(r *record.Record) {
+	if len(f.ends) < fitStoreSamples {
+		f.ends = append(f.ends, r.Time.UnixNano()+int64(min(max(r.Latency, 0), maxFitStoreTimeout)))
+	}
 	if r.Op == record.StoreCleanup {
 		f.fit.Cleanups++
 	} else {
@@ -88,8 +104,31 @@ func (f *fitRenewals) result() RenewalFit {
 	if len(f.timeouts) > 0 {
 		out.Timeout = median(f.timeouts)
 	}
-	out.Period = renewalPeriod(f.starts)
+	out.Period = renewalPeriod(f.starts, f.bounds...)
+	if out.Period > 0 {
+		out.Behind = behindTicks(f.starts, f.ends, out.Period)
+		if out.Behind*10 > len(f.starts) {
+			out.Period = 0
+		}
+	}
 	return out
+}
+
+// behindTicks counts the starts that came just after a call of ends
+// ended, within the gap tolerance of period p: a renewal made as soon as
+// the renewer was free, not on its tick. (A call of no duration ends as
+// it starts, and is no call before it.)
+func behindTicks(starts, ends []int64, p time.Duration) int {
+	ends = slices.Clone(ends)
+	slices.Sort(ends)
+	window := int64(renewalGapTolerance * float64(p))
+	n := 0
+	for _, s := range starts {
+		if i, _ := slices.BinarySearch(ends, s-window); i < len(ends) && ends[i] < s {
+			n++
+		}
+	}
+	return n
 }
 
 // renewalPeriod returns the renewer's period from the starts of its
@@ -100,15 +139,17 @@ func (f *fitRenewals) result() RenewalFit {
 // minRenewalGaps gaps of one, or more than a tenth of the gaps off its
 // multiples (two Concurrencies recording to one Recorder, files of
 // several replicas read together, or a renewer slower than its ticks).
-func renewalPeriod(starts []int64) time.Duration {
-	starts = slices.Clone(starts)
-	slices.Sort(starts) // records are roughly in time order, not strictly
+// bounds split starts by file: each file's renewals keep their own grid
+// (the files of several replicas read together), and the gaps are taken
+// within each.
+func renewalPeriod(starts []int64, bounds ...int) time.Duration {
 	var gaps []float64
-	for i := 1; i < len(starts); i++ {
-		if g := float64(starts[i]) - float64(starts[i-1]); g > 0 {
-			gaps = append(gaps, g)
-		}
+	from := 0
+	for _, to := range bounds {
+		gaps = appendGaps(gaps, starts[from:to])
+		from = to
 	}
+	gaps = appendGaps(gaps, starts[from:])
 	if len(gaps) < minRenewalGaps {
 		return 0
 	}
@@ -133,16 +174,33 @@ func renewalPeriod(starts []int64) time.Duration {
 	return time.Duration(p)
 }
 
+// appendGaps appends to gaps those between starts, in time order.
+func appendGaps(gaps []float64, starts []int64) []float64 {
+	starts = slices.Clone(starts)
+	slices.Sort(starts) // records are roughly in time order, not strictly
+	for i := 1; i < len(starts); i++ {
+		if g := float64(starts[i]) - float64(starts[i-1]); g > 0 {
+			gaps = append(gaps, g)
+		}
+	}
+	return gaps
+}
+
 // leaseTTL returns the lease_ttl the renewals show for a store whose
 // requests' calls have the budget timeout, and where it comes from:
 // three renewal periods, else ten times their budget when it is over the
 // requests' (max(timeout, lease_ttl/10)), else (not shown) shedredis's
 // default. A value shedredis would refuse (under 4 x timeout) is not
-// taken.
-func (r *RenewalFit) leaseTTL(timeout time.Duration) (ttl time.Duration, source string, shown bool) {
+// taken. The budget tells nothing when timeout is not known (no request's
+// call timed out): it may be the timeout itself.
+func (r *RenewalFit) leaseTTL(timeout time.Duration, timeoutKnown bool) (ttl time.Duration, source string, shown bool) {
 	valid := func(d time.Duration) bool { return d >= time.Millisecond && d >= 4*timeout }
 	if ttl = (3 * r.Period).Round(time.Millisecond); r.Period > 0 && valid(ttl) {
 		return ttl, fmt.Sprintf("lease_ttl (%v) is 3 times the renewals' period (%v)", ttl, r.Period.Round(time.Microsecond)), true
+	}
+	if !timeoutKnown && r.TimedOut > 0 {
+		ttl = max(DefaultStoreLeaseTTL, 4*timeout)
+		return ttl, fmt.Sprintf("lease_ttl (%v) is shedredis's default: the renewals' budget (%v) may be the requests' timeout, unknown (none of their calls timed out), rather than lease_ttl/10", ttl, r.Timeout), false
 	}
 	if r.Timeout > timeout+timeout/10 && r.Timeout <= maxFitStoreTimeout/10 {
 		if ttl = (10 * r.Timeout).Round(10 * time.Millisecond); valid(ttl) {
@@ -168,6 +226,9 @@ func renewalString(r *RenewalFit) string {
 	}
 	if r.Period > 0 {
 		line += fmt.Sprintf(", every %v", r.Period.Round(time.Microsecond))
+	}
+	if r.Behind > 0 {
+		line += fmt.Sprintf(", %d started as the call before them ended (the renewer behind its ticks)", r.Behind)
 	}
 	return line
 }

@@ -148,7 +148,7 @@ func TestFitStoreLeaseTTLFromRenewalBudget(t *testing.T) {
 	} {
 		t.Run(tc.budget.String(), func(t *testing.T) {
 			r := RenewalFit{Renewals: 3, Timeout: tc.budget, TimedOut: 3}
-			ttl, note, shown := r.leaseTTL(2 * time.Millisecond)
+			ttl, note, shown := r.leaseTTL(2*time.Millisecond, true)
 			if (tc.want != 0) != shown || (shown && ttl != tc.want) || !strings.Contains(note, tc.note) {
 				t.Errorf("lease_ttl %v (shown %v): %q; want %v: %q", ttl, shown, note, tc.want, tc.note)
 			}
