@@ -85,8 +85,13 @@ type Config struct {
 	// DemandHold is how long a class counts as having unmet demand after
 	// it was last rejected for lack of capacity. While it does, its unused
 	// protected share is not lent to other classes. Default DefaultDemandHold.
-	// The end of a hold is seen by the next admission: until one comes, a
-	// release does not lend the share to a waiting lower class.
+	// The end of a hold is seen by the next admission, which frees the
+	// share for whoever comes first; a release lends it to a waiting lower
+	// class only once no request has come for a whole DemandHold. Lending
+	// sooner on release would only reorder who gets a slot in the moment
+	// before the next request, not use more capacity. If lower classes wait
+	// too long after a burst of rejections, shorten DemandHold: it is the
+	// time a protected class needs to come back before its share is lent.
 	DemandHold time.Duration
 
 	// MaxQueue bounds the total number of waiters over all classes. Zero

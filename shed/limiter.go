@@ -135,6 +135,9 @@ type Limiter struct {
 	queues      [MaxClasses]waitQueue
 	demandUntil [MaxClasses]time.Time
 	demandAny   bool
+	// lastAttempt is when an admission last took the lock (see
+	// expireQuietDemandLocked).
+	lastAttempt time.Time
 	draining    bool
 	drained     chan struct{}
 
@@ -445,6 +448,7 @@ func (l *Limiter) acquireSlow(now time.Time, hasNow bool, req Request, cost int6
 	l.mu.Lock()
 	l.freezeLocked()
 	l.expireDemandLocked(now)
+	l.lastAttempt = now
 	reason := ReasonDraining
 	hint := l.rej.max
 	if !l.draining {
@@ -596,26 +600,47 @@ func (l *Limiter) markDemandLocked(now time.Time, c Class) {
 	}
 }
 
-func (l *Limiter) expireDemandLocked(now time.Time) {
+func (l *Limiter) expireDemandLocked(now time.Time) { l.ageDemandLocked(now, true) }
+
+// expireQuietDemandLocked is expireDemandLocked for the paths that free
+// capacity (releases, cancellations, ExpireAt): it drops demand that has
+// run out only once no admission has come for a whole DemandHold. While
+// requests keep coming, the next one sees the hold's end within an
+// interarrival time, and lending the share on release first would only
+// change which request gets a freed slot in that gap, not how much
+// capacity is used. Once requests stop, no admission comes to see it, and
+// a lower-class waiter would sit until its MaxWait with the share idle.
+func (l *Limiter) expireQuietDemandLocked(now time.Time) {
+	if !l.demandAny {
+		return
+	}
+	if now.Before(l.lastAttempt) {
+		l.lastAttempt = now // the clock went back: no time passed
+	}
+	l.ageDemandLocked(now, now.Sub(l.lastAttempt) >= l.demandHold)
+}
+
+// ageDemandLocked drops the demand whose hold has run out if drop is set.
+// Either way, a mark further ahead than DemandHold was made later than
+// now: the clock went back. That counts as no time passed, so that a step
+// back holds no demand longer than DemandHold.
+func (l *Limiter) ageDemandLocked(now time.Time, drop bool) {
 	if !l.demandAny {
 		return
 	}
 	any := false
 	for i := range l.cfg {
-		if t := l.demandUntil[i]; !t.IsZero() {
-			if now.Before(t) {
-				// Further ahead than DemandHold, the mark was made later
-				// than now: the clock went back. That counts as no time
-				// passed, so that a step back holds no demand longer
-				// than DemandHold.
-				if t.Sub(now) > l.demandHold {
-					l.demandUntil[i] = now.Add(l.demandHold)
-				}
-				any = true
-			} else {
-				l.demandUntil[i] = time.Time{}
-			}
+		t := l.demandUntil[i]
+		switch {
+		case t.IsZero():
+			continue
+		case t.Sub(now) > l.demandHold:
+			l.demandUntil[i] = now.Add(l.demandHold)
+		case drop && !now.Before(t):
+			l.demandUntil[i] = time.Time{}
+			continue
 		}
+		any = true
 	}
 	l.demandAny = any
 }

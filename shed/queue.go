@@ -177,10 +177,9 @@ func (l *Limiter) timeoutLocked(now time.Time, w *Waiter, reason Reason, limit u
 // is rejected instead of admitted. The state must be frozen. limit is read
 // before taking the lock, like every call into the LimitSource: a source
 // that panics must not leave the mutex locked. Demand that has run out is
-// dropped by the next admission, not here: granting queued lower classes
-// a protected share as soon as a release finds its demand expired cost
-// the simulator's priority scenarios goodput (mixed, llm's batch class).
+// dropped here only once admissions have stopped (expireQuietDemandLocked).
 func (l *Limiter) grantLocked(now time.Time, limit uint64, done *waiterList) {
+	l.expireQuietDemandLocked(now)
 	if l.queued == 0 {
 		return
 	}
