@@ -1,7 +1,6 @@
 package shedredis
 
 import (
-	"bytes"
 	"io"
 	"testing"
 	"time"
@@ -17,11 +16,7 @@ import (
 // renewal's budget, max(Timeout, LeaseTTL/10)) for the requests'.
 func TestRenewalRecordsCleanupApart(t *testing.T) {
 	p := startRedis(t)
-	var buf bytes.Buffer
-	rec, err := record.New(record.Config{Writer: &buf, MaxRecordsPerSecond: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
+	rec, buf := unsampledRecorder(t)
 	c, err := NewConcurrency(Config{Client: p.client(t), Replicas: 1, Timeout: 50 * time.Millisecond, Recorder: rec, Prefix: "renewrec:"})
 	if err != nil {
 		t.Fatal(err)
@@ -49,7 +44,7 @@ func TestRenewalRecordsCleanupApart(t *testing.T) {
 		t.Fatal(err)
 	}
 	var ops []string
-	for rd := record.NewReader(&buf); ; {
+	for rd := record.NewReader(buf); ; {
 		r, err := rd.Next()
 		if err == io.EOF {
 			break

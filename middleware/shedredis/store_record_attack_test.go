@@ -1,7 +1,6 @@
 package shedredis
 
 import (
-	"bytes"
 	"context"
 	"io"
 	"testing"
@@ -17,11 +16,7 @@ import (
 // Store configured with it.
 func TestStoreRecordsCanceledAndOwnRecorder(t *testing.T) {
 	p := startRedis(t)
-	var buf bytes.Buffer
-	rec, err := record.New(record.Config{Writer: &buf, MaxRecordsPerSecond: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
+	rec, buf := unsampledRecorder(t)
 	cfg := Config{Client: p.client(t), Replicas: 1, Timeout: 50 * time.Millisecond, Prefix: "storerec2:"}
 	c, err := NewConcurrency(cfg) // no Recorder
 	if err != nil {
@@ -47,7 +42,7 @@ func TestStoreRecordsCanceledAndOwnRecorder(t *testing.T) {
 		t.Fatal(err)
 	}
 	var got []record.Record
-	for rd := record.NewReader(&buf); ; {
+	for rd := record.NewReader(buf); ; {
 		r, err := rd.Next()
 		if err == io.EOF {
 			break

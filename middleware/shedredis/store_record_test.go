@@ -27,11 +27,7 @@ func (c *fakeClock) now() time.Time { c.t = c.t.Add(c.step); return c.t }
 // so shedsim fit could not infer the store.
 func TestStoreRecordsCalls(t *testing.T) {
 	p := startRedis(t)
-	var buf bytes.Buffer
-	rec, err := record.New(record.Config{Writer: &buf, MaxRecordsPerSecond: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
+	rec, buf := unsampledRecorder(t)
 	cfg := Config{Client: p.client(t), Replicas: 1, Timeout: 50 * time.Millisecond, BreakerFailures: 2, BreakerOpen: time.Hour,
 		Recorder: rec, Prefix: "storerec:"}
 	s, err := NewStore(cfg)
@@ -79,7 +75,7 @@ func TestStoreRecordsCalls(t *testing.T) {
 		{record.StoreAllow, results[failed.Cause], clk.step}, {record.StoreAllow, record.StoreBreakerOpen, 0},
 	}
 	var got []record.Record
-	for rd := record.NewReader(&buf); ; {
+	for rd := record.NewReader(buf); ; {
 		r, err := rd.Next()
 		if err == io.EOF {
 			break
@@ -100,4 +96,16 @@ func TestStoreRecordsCalls(t *testing.T) {
 			t.Errorf("call %d: %v %v in %v at %v, want %v %v in %v", i, g.Op, g.Result, g.Latency, g.Time, w.op, w.res, w.lat)
 		}
 	}
+}
+
+// unsampledRecorder returns a recorder that keeps every record (no
+// per-second cap), writing to the buffer it returns.
+func unsampledRecorder(t *testing.T) (*record.Recorder, *bytes.Buffer) {
+	t.Helper()
+	buf := new(bytes.Buffer)
+	rec, err := record.New(record.Config{Writer: buf, MaxRecordsPerSecond: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rec, buf
 }
