@@ -103,13 +103,19 @@ func enqueueProbe(l *shed.Limiter, now time.Time, req shed.Request) func() (shed
 
 // acquireProbe runs Acquire for req until it is queued (or decided).
 func acquireProbe(l *shed.Limiter, _ time.Time, req shed.Request) func() (shed.Permit, error) {
+	return acquireUntilQueued(context.Background(), l, req)
+}
+
+// acquireUntilQueued runs Acquire(ctx, req) until it is queued (or
+// decided) and returns its outcome's getter.
+func acquireUntilQueued(ctx context.Context, l *shed.Limiter, req shed.Request) func() (shed.Permit, error) {
 	type result struct {
 		p   shed.Permit
 		err error
 	}
 	res := make(chan result, 1)
 	go func() {
-		p, err := l.Acquire(context.Background(), req)
+		p, err := l.Acquire(ctx, req)
 		res <- result{p, err}
 	}()
 	for {
@@ -126,28 +132,12 @@ func acquireProbe(l *shed.Limiter, _ time.Time, req shed.Request) func() (shed.P
 }
 
 func testQueuedProbe(t *testing.T, enqueue func(*shed.Limiter, time.Time, shed.Request) func() (shed.Permit, error)) {
-	const limit = 10
+	// A slowdown (a service time of probeSvc) has ended; every request
+	// with half of it left is refused, which earns a probe, and the class
+	// is full, so the probe queues.
 	clk := newFakeClock()
-	l := mustNew(t, shed.Config{
-		Limit: limit, DeadlineMargin: 1, Clock: clk.Now,
-		Classes: []shed.ClassConfig{{Name: "q", QueueDepth: 4, MaxWait: time.Hour}},
-	})
-	// A slowdown: a service time of 10 s.
-	p := mustAcquire(t, l, clk.Now(), shed.Request{Deadline: clk.Now().Add(time.Hour)})
-	clk.Advance(10 * time.Second)
-	p.ReleaseAt(clk.Now(), shed.Success)
-	// It has ended; every request with 5 s left is refused, which earns a
-	// probe once the estimate's own time has passed.
-	clk.Advance(time.Minute)
-	short := func() shed.Request { return shed.Request{Deadline: clk.Now().Add(5 * time.Second)} }
-	for range 3 {
-		_, err := l.TryAcquireAt(clk.Now(), short())
-		wantReason(t, err, shed.ReasonDeadline)
-	}
-	var held []shed.Permit
-	for range limit {
-		held = append(held, mustAcquire(t, l, clk.Now(), shed.Request{}))
-	}
+	l, held := shutOutClass(t, clk, time.Hour, 1)
+	short := func() shed.Request { return shortRequest(clk) }
 	result := enqueue(l, clk.Now(), short())
 	if l.Snapshot().Queued != 1 {
 		p, err := result()

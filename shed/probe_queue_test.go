@@ -3,7 +3,6 @@ package shed_test
 import (
 	"context"
 	"errors"
-	"runtime"
 	"testing"
 	"time"
 
@@ -96,26 +95,13 @@ func enqueueShort(t *testing.T, l *shed.Limiter, clk *fakeClock, blocking bool) 
 		}
 		return queuedProbe{w: w, result: func() (shed.Permit, error) { return (<-done).Result() }}
 	}
-	type outcome struct {
-		p   shed.Permit
-		err error
-	}
 	ctx, cancel := context.WithCancel(context.Background())
-	res := make(chan outcome, 1)
-	req := shortRequest(clk)
-	go func() {
-		p, err := l.Acquire(ctx, req)
-		res <- outcome{p, err}
-	}()
-	for l.Snapshot().Queued == 0 {
-		select {
-		case r := <-res:
-			t.Fatalf("the probe was not queued: permit %v, error %v", r.p.Valid(), r.err)
-		default:
-			runtime.Gosched()
-		}
+	result := acquireUntilQueued(ctx, l, shortRequest(clk))
+	if l.Snapshot().Queued == 0 {
+		p, err := result()
+		t.Fatalf("the probe was not queued: permit %v, error %v", p.Valid(), err)
 	}
-	return queuedProbe{cancel: cancel, result: func() (shed.Permit, error) { r := <-res; return r.p, r.err }}
+	return queuedProbe{cancel: cancel, result: result}
 }
 
 // TestQueuedProbeThatLeavesIsGivenBack: a probe that queued and left the

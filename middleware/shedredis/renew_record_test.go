@@ -1,10 +1,10 @@
 package shedredis
 
 import (
-	"io"
 	"testing"
 	"time"
 
+	"github.com/shedkit/shedkit/middleware/internal/rectest"
 	"github.com/shedkit/shedkit/record"
 )
 
@@ -44,14 +44,8 @@ func TestRenewalRecordsCleanupApart(t *testing.T) {
 		t.Fatal(err)
 	}
 	var ops []string
-	for rd := record.NewReader(buf); ; {
-		r, err := rd.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
+	_, recs, _ := rectest.ReadRecording(t, buf.Bytes())
+	for _, r := range recs {
 		if r.Kind != record.KindStore {
 			continue
 		}

@@ -2,10 +2,10 @@ package shedredis
 
 import (
 	"context"
-	"io"
 	"testing"
 	"time"
 
+	"github.com/shedkit/shedkit/middleware/internal/rectest"
 	"github.com/shedkit/shedkit/middleware/shedhttp"
 	"github.com/shedkit/shedkit/record"
 )
@@ -41,17 +41,7 @@ func TestStoreRecordsCanceledAndOwnRecorder(t *testing.T) {
 	if err := rec.Stop(); err != nil {
 		t.Fatal(err)
 	}
-	var got []record.Record
-	for rd := record.NewReader(buf); ; {
-		r, err := rd.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		got = append(got, r)
-	}
+	_, got, _ := rectest.ReadRecording(t, buf.Bytes())
 	if len(got) != 1 || got[0].Op != record.StoreAllow || got[0].Result != record.StoreCanceled {
 		t.Errorf("recorded %+v, want one canceled allow", got)
 	}

@@ -2,10 +2,10 @@ package shedredis
 
 import (
 	"bytes"
-	"io"
 	"testing"
 	"time"
 
+	"github.com/shedkit/shedkit/middleware/internal/rectest"
 	"github.com/shedkit/shedkit/middleware/shedhttp"
 	"github.com/shedkit/shedkit/record"
 )
@@ -75,14 +75,8 @@ func TestStoreRecordsCalls(t *testing.T) {
 		{record.StoreAllow, results[failed.Cause], clk.step}, {record.StoreAllow, record.StoreBreakerOpen, 0},
 	}
 	var got []record.Record
-	for rd := record.NewReader(buf); ; {
-		r, err := rd.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
+	_, recs, _ := rectest.ReadRecording(t, buf.Bytes())
+	for _, r := range recs {
 		if r.Kind == record.KindStore {
 			got = append(got, r)
 		}
