@@ -146,7 +146,8 @@
 //
 // [NoRetryHeader] ("Shedkit-No-Retry: overloaded") is set by shedding
 // servers (package middleware) on the 429 and 503 they answer when they
-// reject work; the Transport never retries such a response.
+// reject work (not while they drain: another replica can take the
+// request); the Transport never retries such a response.
 //
 // [AttemptHeader] ("Shedkit-Attempt") is set by the Transport on every
 // attempt, 1-based. A server wraps its handler with [Propagate] (or calls

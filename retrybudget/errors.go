@@ -130,6 +130,16 @@ func (e *RetryError) Error() string {
 	return s
 }
 
+// Timeout reports whether the last attempt timed out (AttemptTimeout,
+// the caller's deadline, the base transport's own timeouts). http.Client
+// wraps a RoundTripper's error in a *url.Error, whose Timeout looks at
+// the error it holds and not further down: without this method a timed-out
+// call would not read as a timeout there.
+func (e *RetryError) Timeout() bool {
+	var te interface{ Timeout() bool }
+	return e.Err != nil && errors.As(e.Err, &te) && te.Timeout()
+}
+
 // Unwrap returns the reason's sentinel and the last attempt's error.
 func (e *RetryError) Unwrap() []error {
 	errs := make([]error, 0, 2)

@@ -367,7 +367,9 @@ func (t *Transport) BreakerState(host string) (gobreaker.State, bool) {
 var errNilResponse = errors.New("retrybudget: base RoundTripper returned neither a response nor an error")
 
 // ErrAttemptTimeout is matched (errors.Is) by the error of an attempt
-// that exceeded TransportConfig.AttemptTimeout.
+// that exceeded TransportConfig.AttemptTimeout. That error also matches
+// context.DeadlineExceeded and is a timeout (net.Error's Timeout, also
+// through the *url.Error of http.Client), never context.Canceled.
 var ErrAttemptTimeout = errors.New("retrybudget: attempt timed out")
 
 type attemptTimeoutError struct{ err error }
@@ -788,8 +790,12 @@ func (rt *roundTrip) attempt(n int, body io.ReadCloser) (*http.Response, error) 
 				resp.Body.Close()
 				resp = nil
 			}
-			if err == nil {
-				err = context.Canceled
+			if err == nil || errors.Is(err, context.Canceled) {
+				// The cancellation is the timer's: the attempt ran out
+				// of time, and a handler that reads Canceled as "my
+				// client went away" would hide the timeout from its
+				// limit (a 499, a permit released Ignored).
+				err = context.DeadlineExceeded
 			}
 			err = &attemptTimeoutError{err: err}
 			cancel()

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -819,5 +820,33 @@ func TestTransportReportsGetBodyFailure(t *testing.T) {
 	if err != nil || status != 503 || rep.Denied != ReasonBodyNotReplayable || up.hits.Load() != 1 {
 		t.Fatalf("status %d err %v report %+v hits %d; want the 503, denied body_not_replayable",
 			status, err, rep, up.hits.Load())
+	}
+}
+
+// TestAttemptTimeoutReadsAsATimeout: an attempt that AttemptTimeout ended
+// is a timeout for the usual checks a handler makes to answer 504 and
+// release its permit as Dropped (errors.Is context.DeadlineExceeded, the
+// url.Error's Timeout), never a cancellation, which handlers read as
+// "the client went away" (a 499, a permit released Ignored) and which
+// would hide the dependency's slowness from the adaptive limit.
+func TestAttemptTimeoutReadsAsATimeout(t *testing.T) {
+	hang := roundTripperFunc(func(r *http.Request) (*http.Response, error) {
+		<-r.Context().Done() // as net/http's transport: the context's cause
+		return nil, context.Cause(r.Context())
+	})
+	for _, attempts := range []int{1, 2} {
+		tr, _ := testTransport(t, TransportConfig{Base: hang, AttemptTimeout: time.Millisecond, MaxAttempts: attempts})
+		_, err := (&http.Client{Transport: tr}).Get("http://upstream.invalid/")
+		var ue *url.Error
+		if !errors.As(err, &ue) {
+			t.Fatalf("attempts %d: err %v, want a *url.Error", attempts, err)
+		}
+		if !errors.Is(err, ErrAttemptTimeout) || !errors.Is(err, context.DeadlineExceeded) || !ue.Timeout() {
+			t.Errorf("attempts %d: err %q: Is(ErrAttemptTimeout) %v, Is(context.DeadlineExceeded) %v, Timeout() %v; want all true",
+				attempts, err, errors.Is(err, ErrAttemptTimeout), errors.Is(err, context.DeadlineExceeded), ue.Timeout())
+		}
+		if errors.Is(err, context.Canceled) || strings.Contains(err.Error(), "canceled") {
+			t.Errorf("attempts %d: err %q reads as a cancellation", attempts, err)
+		}
 	}
 }

@@ -12,6 +12,10 @@ import (
 // therefore rejects at the door (ReasonDeadline) a request whose deadline
 // has passed, and one whose remaining time is at most its expected queue
 // wait plus Config.DeadlineMargin times its class's expected service time.
+// A queued request stops waiting once too little time is left for that
+// service time: by the estimate when it was queued (its waiter deadline),
+// and again by the current one when its turn comes, since samples that
+// came during its wait may have raised it.
 //
 // The expected service time of a class tracks the median of its recent
 // service times (the time timed permits were held, successes and drops):
@@ -206,6 +210,21 @@ func (l *Limiter) tooLateToQueue(now time.Time, req Request, cost int64, wait ti
 		return true
 	}
 	return v != probing && l.margin > 0 && float64(left) <= float64(wait)+l.margin*l.expectedService(req.Class, cost)
+}
+
+// lateToStart reports whether queued w, whose turn came at now, can no
+// longer finish before its deadline by its class's current expected
+// service time (times the margin). Its waiter deadline holds the estimate
+// from when it was queued, and samples that came during its wait may have
+// raised it: a slot granted to w then would be wasted, as it would have
+// been at the door. A probe is exempt: it waits until the deadline itself
+// (see waiterDeadline).
+func (l *Limiter) lateToStart(now time.Time, w *Waiter) bool {
+	if l.margin == 0 || w.probe || w.req.Deadline.IsZero() {
+		return false
+	}
+	left := w.req.Deadline.Sub(now)
+	return float64(left) <= l.margin*l.expectedService(w.req.Class, w.cost)
 }
 
 // waiterDeadline returns when a waiter for req, enqueued at now with

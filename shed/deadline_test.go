@@ -238,3 +238,38 @@ func TestWaiterLeavesWhenItCanNoLongerFinish(t *testing.T) {
 		t.Fatalf("granted a slot it could not use: %v", err)
 	}
 }
+
+// TestQueuedRequestCheckedAgainAtItsTurn: a queued request whose class's
+// expected service time rose while it waited is not granted a slot it can
+// no longer use. Its waiter deadline was set from the estimate when it was
+// queued (none yet, here); at its turn the estimate says 800 ms and only
+// 200 ms are left, so it leaves the queue (ReasonQueueTimeout) and the
+// request behind it, with time enough, gets the slot.
+func TestQueuedRequestCheckedAgainAtItsTurn(t *testing.T) {
+	l := mustNew(t, shed.Config{Limit: 2, DeadlineMargin: 1, Classes: []shed.ClassConfig{{Name: "q", QueueDepth: 5, MaxWait: time.Minute}}})
+	p := mustAcquire(t, l, at(0), shed.Request{})
+	held := mustAcquire(t, l, at(0), shed.Request{})
+	defer held.ReleaseAt(at(900), shed.Ignored)
+	short, long := shed.NewWaiter(func(*shed.Waiter) {}), shed.NewWaiter(func(*shed.Waiter) {})
+	for _, q := range []struct {
+		w        *shed.Waiter
+		deadline time.Time
+	}{{short, at(1000)}, {long, at(5000)}} {
+		if _, queued, err := l.EnqueueAt(at(0), shed.Request{Deadline: q.deadline}, q.w); !queued {
+			t.Fatalf("not queued: %v", err)
+		}
+	}
+	p.ReleaseAt(at(800), shed.Success) // the first sample: 800 ms
+	if got := l.Snapshot().Classes[0].ServiceTime; got != 800*time.Millisecond {
+		t.Fatalf("service time %v, want 800ms", got)
+	}
+	if pr, err := short.Result(); shed.ReasonOf(err) != shed.ReasonQueueTimeout {
+		pr.ReleaseAt(at(800), shed.Ignored)
+		t.Fatalf("200 ms before its deadline, with 800 ms of work expected: got %v, want a queue timeout", err)
+	}
+	pr, err := long.Result()
+	if err != nil || !pr.Valid() {
+		t.Fatalf("the request with 4.2 s left: %v, want admitted", err)
+	}
+	pr.ReleaseAt(at(900), shed.Ignored)
+}

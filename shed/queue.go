@@ -64,6 +64,8 @@ func (w *Waiter) Request() Request { return w.req }
 // can still finish before its deadline: the deadline less
 // Config.DeadlineMargin times the expected service time of its class, as
 // estimated when it was queued. A simulation calls ExpireAt at that time.
+// If the estimate rises while w waits, w may be rejected earlier, when its
+// turn comes (ReasonQueueTimeout): see lateToStart.
 // If the limiter sees its clock go back while w waits, the time before the
 // step counts as no time passed: the deadline moves back by as much as the
 // clock went back before the enqueue time.
@@ -173,10 +175,11 @@ func (l *Limiter) timeoutLocked(now time.Time, w *Waiter, reason Reason, limit u
 }
 
 // grantLocked admits waiters while capacity allows: classes in priority
-// order, FIFO (or LIFO) within a class. A waiter whose deadline has passed
-// is rejected instead of admitted. The state must be frozen. limit is read
-// before taking the lock, like every call into the LimitSource: a source
-// that panics must not leave the mutex locked. Demand that has run out is
+// order, FIFO (or LIFO) within a class. A waiter whose deadline has
+// passed, or that can no longer finish by its class's current estimate
+// (lateToStart), is rejected instead of admitted. The state must be
+// frozen. limit is read before taking the lock, like every call into the
+// LimitSource: a source that panics must not leave the mutex locked. Demand that has run out is
 // dropped here only once admissions have stopped (expireQuietDemandLocked).
 func (l *Limiter) grantLocked(now time.Time, limit uint64, done *waiterList) {
 	l.expireQuietDemandLocked(now)
@@ -191,7 +194,7 @@ func (l *Limiter) grantLocked(now time.Time, limit uint64, done *waiterList) {
 				w = q.tail
 			}
 			w.rebaseLocked(now)
-			if !now.Before(w.deadline) {
+			if !now.Before(w.deadline) || l.lateToStart(now, w) {
 				l.timeoutLocked(now, w, ReasonQueueTimeout, limit, done)
 				continue
 			}

@@ -89,6 +89,11 @@
 // "overloaded, do not retry" header of package retrybudget
 // (Shedkit-No-Retry: overloaded), so that shedkit clients do not retry
 // them and their adaptive throttle counts them as the server shedding load.
+// A replica that drains (shed.Limiter.Drain) is going away, not overloaded,
+// and another replica can serve the request at once: its 503 carries
+// Retry-After: 1 and no no-retry header, so that a shedkit client retries
+// it (elsewhere, once the server closed the connection at shutdown) rather
+// than fail it during a rolling restart.
 // The middleware sets those headers before it calls the rejection handler,
 // which may replace the body.
 //

@@ -160,7 +160,7 @@ type Options struct {
 	Outcome func(r *http.Request, status int) shed.Outcome
 	// DisableNoRetryHeader stops the middleware from setting the
 	// retrybudget no-retry header (Shedkit-No-Retry: overloaded) on its
-	// 429 and 503 responses.
+	// 429 and 503 responses (a draining replica's 503 never has it).
 	DisableNoRetryHeader bool
 
 	// Observer, when set, is told about the rejections the middleware

@@ -53,7 +53,8 @@ type Rejection struct {
 
 // RejectFunc answers a rejected request. The middleware has already set
 // the protocol headers (Retry-After, and the retrybudget no-retry header on
-// 429 and 503) on w; the function writes the status and a body.
+// 429 and 503 but a draining replica's) on w; the function writes the
+// status and a body.
 type RejectFunc func(w http.ResponseWriter, r *http.Request, rej Rejection)
 
 // ProblemContentType is the media type of the default rejection body.

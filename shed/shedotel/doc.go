@@ -12,6 +12,12 @@
 //	reg, err := m.Register(lim)
 //	defer reg.Unregister()
 //
+// Nothing checks that both steps were taken: a limiter registered without
+// the Metrics as its Observer reports every counter and gauge, and no
+// histogram. The middleware's 429s are counted only when the Metrics is
+// also shedhttp.Options.Observer, and an adaptive limit's decisions only
+// after RegisterLimit.
+//
 // Without a MeterProvider in the Config the global one is used; when no
 // SDK is installed it is a no-op.
 //
@@ -30,6 +36,13 @@
 //	shedkit.admission.releases          counter        {request}  shedkit.class, shedkit.outcome (success, dropped, ignored, leaked)
 //	shedkit.admission.queue.wait        histogram      s          time in the queue; shedkit.class, shedkit.decision (admitted, rejected, cancelled)
 //	shedkit.admission.latency           histogram      s          how long timed permits were held; shedkit.class, shedkit.outcome
+//
+// A request that waits is counted twice in shedkit.admission.decisions:
+// under queued when it joins the queue, then under admitted, rejected or
+// cancelled when its wait ends. Outside dry run, the requests a class
+// received are admitted + rejected + cancelled; summing every decision,
+// queued included, counts the waits twice and understates a rejection
+// ratio.
 //
 // The middleware's own rate-limit rejections (429) count under
 // shedkit.reason=rate_limited when the Metrics is also the middleware's

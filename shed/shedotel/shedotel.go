@@ -258,7 +258,7 @@ func (m *Metrics) newLimiterInstruments() (*limiterInstruments, error) {
 	in.tenants, errs[5] = m.meter.Int64ObservableUpDownCounter("shedkit.admission.tenants", metric.WithUnit("{tenant}"),
 		metric.WithDescription("Tenants with work in flight or queued, each held to its share of a contended class."))
 	in.decisions, errs[6] = m.meter.Int64ObservableCounter("shedkit.admission.decisions", metric.WithUnit("{request}"),
-		metric.WithDescription("Admission decisions by class, decision and reason."))
+		metric.WithDescription("Admission decisions by class, decision and reason; a queued request is counted again when admitted, rejected or cancelled."))
 	in.releases, errs[7] = m.meter.Int64ObservableCounter("shedkit.admission.releases", metric.WithUnit("{request}"),
 		metric.WithDescription("Released permits by class and outcome."))
 	return &in, errors.Join(errs[:]...)

@@ -608,6 +608,13 @@ func (e *Engine) rejection(ctx context.Context, in inbound, cl shedhttp.Classifi
 		// It can never be admitted: Retry-After would be a lie.
 		return shedhttp.Rejection{Status: http.StatusRequestEntityTooLarge, Reason: rj.Reason, Class: cl.Class, Err: rj}
 	}
+	if rj.Reason == shed.ReasonDraining {
+		// This replica is going away, and another can take the request
+		// now: not RetryAfterMax, which a client would wait out (or not
+		// retry at all, past its MaxRetryAfter), and no no-retry header
+		// (SetRejectHeaders), as the gRPC server sends no pushback.
+		return shedhttp.Rejection{Status: http.StatusServiceUnavailable, Reason: rj.Reason, RetryAfter: time.Second, Class: cl.Class, Err: rj}
+	}
 	return shedhttp.Rejection{
 		Status:     http.StatusServiceUnavailable,
 		Reason:     rj.Reason,
@@ -628,12 +635,13 @@ func asRejection(err error) *shed.Rejection {
 }
 
 // SetRejectHeaders sets the protocol headers of rej on h: Retry-After, and
-// the no-retry header on 429 and 503.
+// the no-retry header on 429 and 503, but for a draining replica's 503,
+// which a client should retry on another replica.
 func (e *Engine) SetRejectHeaders(h http.Header, rej shedhttp.Rejection) {
 	if rej.RetryAfter > 0 {
 		h["Retry-After"] = shedhttp.RetryAfterValue(rej.RetryAfter)
 	}
-	if e.noRetry && (rej.Status == http.StatusTooManyRequests || rej.Status == http.StatusServiceUnavailable) {
+	if e.noRetry && rej.Reason != shed.ReasonDraining && (rej.Status == http.StatusTooManyRequests || rej.Status == http.StatusServiceUnavailable) {
 		h[NoRetryHeader] = noRetryValues
 	}
 }

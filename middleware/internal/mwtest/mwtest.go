@@ -1472,12 +1472,26 @@ func testCostTooLarge(t *testing.T, a Adapter) {
 	checkProblem(t, resp, body, 413, false)
 }
 
+// testDraining: a replica that drains is going away, not overloaded:
+// another replica can serve the request now. Its 503 carries no no-retry
+// header, which would stop a shedkit client from retrying it elsewhere
+// during a rolling restart, and a Retry-After of a second, not the
+// limiter's RetryAfterMax (30 s by default), which a client would wait
+// or, past its MaxRetryAfter, not retry at all. A Retry-After stays: it
+// keeps the 503 an overload signal, which retrybudget's breaker does not
+// count as the host failing.
 func testDraining(t *testing.T, a Adapter) {
 	l := twoClasses(t, 4)
 	s := a.start(t, Options{Options: shedhttp.Options{Limiter: l}}, a.classApp(l))
 	l.DrainAt(time.Now())
 	resp, body := s.get("/", nil)
 	checkProblem(t, resp, body, 503, true, "drain")
+	if v := resp.Header.Get(noRetryHeader); v != "" {
+		t.Errorf("draining 503 carries %s: %q; a shedkit client would not retry it on another replica", noRetryHeader, v)
+	}
+	if ra := resp.Header.Get("Retry-After"); ra != "1" {
+		t.Errorf("draining 503 Retry-After %q, want 1", ra)
+	}
 }
 
 // testSpans: the decision is recorded on the request's span.
