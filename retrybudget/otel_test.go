@@ -288,3 +288,37 @@ func TestMetrics(t *testing.T) {
 		}
 	}
 }
+
+// TestCountersStartAtZero: a Transport exports its denial reasons and
+// breaker transitions from zero, before any count. A series that appears
+// with its first count hides that count from rate() and increase(): an
+// alert on the first time a breaker opens would not fire.
+func TestCountersStartAtZero(t *testing.T) {
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	defer mp.Shutdown(context.Background())
+	testTransport(t, TransportConfig{Name: "api", MeterProvider: mp})
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	points := map[string]int{}
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if sum, ok := m.Data.(metricdata.Sum[int64]); ok {
+				for _, p := range sum.DataPoints {
+					if p.Value != 0 {
+						t.Errorf("%s %v = %d before any request", m.Name, p.Attributes.ToSlice(), p.Value)
+					}
+					points[m.Name]++
+				}
+			}
+		}
+	}
+	if got, want := points["shedkit.retry.denied"], int(ReasonBodyNotReplayable); got != want {
+		t.Errorf("shedkit.retry.denied has %d series before any denial, want one per reason (%d)", got, want)
+	}
+	if got := points["shedkit.retry.breaker.transitions"]; got != 3 {
+		t.Errorf("shedkit.retry.breaker.transitions has %d series before any transition, want 3", got)
+	}
+}

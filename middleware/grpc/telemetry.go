@@ -107,6 +107,15 @@ func newInstruments(m metric.Meter, client string) (*instruments, error) {
 	for _, s := range []gobreaker.State{gobreaker.StateClosed, gobreaker.StateHalfOpen, gobreaker.StateOpen} {
 		in.toStateOpts[s] = opts(attrBreaker.String(s.String()))
 	}
+	// Every series from zero: one that appears with its first count hides
+	// that count from rate() and increase(), and an alert on the first
+	// breaker opening would not fire.
+	for r := 1; r < len(in.reasonOpts); r++ {
+		in.denied.Add(context.Background(), 0, in.reasonOpts[r]...)
+	}
+	for _, o := range in.toStateOpts {
+		in.transitions.Add(context.Background(), 0, o...)
+	}
 	return in, nil
 }
 

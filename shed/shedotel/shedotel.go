@@ -297,9 +297,11 @@ func newClassSets(lim attribute.KeyValue, names []string) []classSets {
 	return sets
 }
 
-// observe reports snap. Rejections and leaks are reported once counted
-// only: most classes never see most reasons, and a series of zeros for
-// each would only add cardinality.
+// observe reports snap. Every rejection reason and the leaks are
+// reported from zero, not from their first count: rate() and increase()
+// need a sample before the first count to see it, so a series that
+// appears with its first rejection or leak hides that one from an alert.
+// The reasons are a fixed set, so the series are bounded by the classes.
 func (in *limiterInstruments) observe(o metric.Observer, snap shed.Snapshot, limSet attribute.Set, sets []classSets) {
 	o.ObserveInt64(in.limit, int64(snap.Limit), metric.WithAttributeSet(limSet))
 	if snap.MaxCost > 0 {
@@ -315,16 +317,14 @@ func (in *limiterInstruments) observe(o metric.Observer, snap shed.Snapshot, lim
 		o.ObserveInt64(in.decisions, int64(c.Enqueued), metric.WithAttributeSet(s.queued))
 		o.ObserveInt64(in.decisions, int64(c.Cancelled), metric.WithAttributeSet(s.cancelled))
 		for r, n := range c.Rejected {
-			if n > 0 {
+			if shed.Reason(r) != shed.ReasonNone {
 				o.ObserveInt64(in.decisions, int64(n), metric.WithAttributeSet(s.rejected[r]))
 			}
 		}
 		for r, n := range c.Released {
 			o.ObserveInt64(in.releases, int64(n), metric.WithAttributeSet(s.released[r]))
 		}
-		if c.Leaked > 0 {
-			o.ObserveInt64(in.releases, int64(c.Leaked), metric.WithAttributeSet(s.leaked))
-		}
+		o.ObserveInt64(in.releases, int64(c.Leaked), metric.WithAttributeSet(s.leaked))
 	}
 }
 
@@ -366,7 +366,7 @@ func (m *Metrics) registerLimit(src LimitDecisions) (metric.Registration, error)
 	})
 	return m.meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
 		src.Decisions(func(reason string, n uint64) {
-			if s, ok := sets[reason]; ok && n > 0 {
+			if s, ok := sets[reason]; ok {
 				o.ObserveInt64(decisions, int64(n), metric.WithAttributeSet(s))
 			}
 		})

@@ -215,3 +215,48 @@ func TestRegisterLimit(t *testing.T) {
 		t.Fatal("RegisterLimit(nil) accepted")
 	}
 }
+
+// TestCountersStartAtZero: every rejection reason, the leaks and every
+// decision reason of an adaptive limit are exported before their first
+// count. A series that appears with its first count hides that count from
+// rate() and increase(): an alert on the first leak, or on a single cut,
+// would never fire.
+func TestCountersStartAtZero(t *testing.T) {
+	_, reader := setup(t, shed.Config{Limit: 2, Classes: []shed.ClassConfig{{Name: "interactive"}, {Name: "batch"}}})
+	got := collect(t, reader)
+	for _, class := range []string{"interactive", "batch"} {
+		cl := shedotel.AttrClass.String(class)
+		for r := shed.Reason(1); r < shed.NumReasons; r++ {
+			kv := []attribute.KeyValue{cl, shedotel.AttrDecision.String("rejected"), shedotel.AttrReason.String(r.String())}
+			if v := value(t, got["shedkit.admission.decisions"], kv...); v != 0 {
+				t.Errorf("%s rejected %s = %d, want 0", class, r, v)
+			}
+		}
+		if v := value(t, got["shedkit.admission.releases"], cl, shedotel.AttrOutcome.String("leaked")); v != 0 {
+			t.Errorf("%s leaked = %d, want 0", class, v)
+		}
+	}
+
+	reader2 := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader2))
+	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
+	m, err := shedotel.New(shedotel.Config{MeterProvider: mp, Name: "gw"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := limits.NewGradient(limits.GradientConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, err := m.RegisterLimit(g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reg.Unregister()
+	decisions := collect(t, reader2)["shedkit.admission.limit.decisions"]
+	for _, reason := range []string{"cut-drops", "cut-latency", "relearn", "hold"} {
+		if v := value(t, decisions, shedotel.AttrLimitReason.String(reason)); v != 0 {
+			t.Errorf("limit reason %s = %d, want 0", reason, v)
+		}
+	}
+}
