@@ -75,14 +75,19 @@
 //
 // The replica admits the request through its limiter (built by the
 // [Policy]), calls the upstream (retrying per its own policy) and releases
-// the permit when the upstream answers, even after the deadline: the
-// upstream would not stop the work, and the permit must bound it. The upstream is Capacity servers
+// the permit when the upstream answers, even after the deadline, by
+// default: its call ignores the request's context, so the permit bounds
+// the upstream's work. With service.cancel_at_deadline the replica stops
+// waiting at the deadline it sees and releases the permit then, as a
+// handler that passes the request's context to its call does; with
+// upstream.abandon the upstream then stops the work too (shedsim -family
+// -deadline-model applies either to a family). The upstream is Capacity servers
 // with a FIFO queue: service times drawn from a distribution (log-normal,
 // exponential, constant, uniform), scaled by the request's actual cost
 // when CostScaling is set, by slowdown events, and by Degradation when
 // jobs wait (congestion collapse); error bursts fail jobs. A job whose
-// caller gave up is finished anyway: that is wasted work, as in real
-// systems. With Degradation 0 and no events the upstream is an M/G/c
+// caller gave up is finished anyway, unless upstream.abandon: that is
+// wasted work, as in real systems. With Degradation 0 and no events the upstream is an M/G/c
 // queue; the tests check M/M/1 and M/M/c against theory and Little's law.
 // With discipline ps the upstream is a processor-sharing server instead
 // (every job present is served, each at min(1, capacity/n) of full speed

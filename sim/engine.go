@@ -107,6 +107,13 @@ type task struct {
 	// leaseRec is the record of the request's lease in the leaseBook
 	// + 1, 0 for none.
 	leaseRec int32
+	// job is the upstream job of a service request's attempt out, which
+	// an Upstream.Abandon upstream stops when the attempt times out; it is
+	// that job while the slot has that generation.
+	job ref
+	// gone: an upstream job abandoned while it waited in the FIFO queue,
+	// left there until it reaches the head (see upstream.abandon).
+	gone bool
 }
 
 // ref names a task slot at a generation.
@@ -125,6 +132,9 @@ type caller struct {
 	throttle       *retrybudget.Throttle
 	rng            *rand.Rand
 	timers         int16 // lane of attempt timeouts
+	// cancel: a replica stops waiting for its call at the request's
+	// deadline (Service.CancelAtDeadline); only replicas set it.
+	cancel bool
 }
 
 // replica is one service replica.
@@ -344,6 +354,7 @@ func (e *engine) initReplicas(p Policy, shedClasses []shed.ClassConfig, seed uin
 		if r.call, err = e.newCaller(sc.Service.Retry, sc.Service.Timeout, fmt.Sprintf("service/%d", i), seed); err != nil {
 			return err
 		}
+		r.call.cancel = sc.Service.CancelAtDeadline
 		r.up = e.ups[0]
 		if !sc.Upstream.Shared {
 			r.up = e.ups[i]
@@ -435,11 +446,7 @@ func (e *engine) dispatch(ev *event) {
 	case evAttempt:
 		e.send(t)
 	case evTimeout:
-		e.gens[t.slot]++
-		if c := e.callerOf(t); c.throttle != nil {
-			c.throttle.RejectAt(e.nowT) // no answer in time: not accepted
-		}
-		e.retryOrFinish(t, resTimeout, 0)
+		e.timedOut(t)
 	case evGranted:
 		if t.state == stQueued {
 			p, err := t.waiter.Result()
@@ -624,6 +631,7 @@ func (e *engine) send(t *task) {
 		e.serviceArrive(child)
 	case layerJob:
 		child.replica = t.replica
+		t.job = ref{child.slot, e.gens[child.slot]}
 		e.replicas[t.replica].up.arrive(e, child)
 	}
 }
@@ -635,13 +643,16 @@ func attemptDeadline(t *task, c *caller) int64 {
 	if c.attemptTimeout > 0 {
 		deadline = t.sent + c.attemptTimeout
 	}
-	if t.kind != layerService && t.deadline > 0 && (deadline == 0 || t.deadline < deadline) {
+	if (t.kind != layerService || c.cancel) && t.deadline > 0 && (deadline == 0 || t.deadline < deadline) {
 		// Clients and the gateway stop waiting at the request's deadline.
-		// A replica waits for the upstream unless its own timeout fires,
-		// even past a deadline it knows: the upstream would not stop work
-		// it was given, and the permit must bound that work (a permit
-		// released while the work goes on bounds nothing).
-		deadline = t.deadline
+		// By default a replica waits for the upstream unless its own
+		// timeout fires, even past a deadline it knows: its handler's
+		// call ignores the request's context, and the permit bounds the
+		// upstream's work. With Service.CancelAtDeadline the call ends
+		// with the context, and the permit with it. A replica can be
+		// granted a permit at or after the deadline: its wait then ends
+		// at once, not in the past.
+		deadline = max(t.deadline, t.sent)
 	}
 	return deadline
 }
@@ -1019,6 +1030,29 @@ func (e *engine) jobDone(j *task) {
 	u.done(e, j)
 	e.endJob(j)
 	u.fill(e)
+}
+
+// timedOut ends t's attempt, whose caller stopped waiting for it.
+func (e *engine) timedOut(t *task) {
+	if t.kind == layerService && e.sc.Upstream.Abandon {
+		e.abandonJob(t) // before the attempt ends: its job is still known
+	}
+	e.gens[t.slot]++
+	if c := e.callerOf(t); c.throttle != nil {
+		c.throttle.RejectAt(e.nowT) // no answer in time: not accepted
+	}
+	e.retryOrFinish(t, resTimeout, 0)
+}
+
+// abandonJob stops the upstream job of service request t's attempt, which
+// times out (Upstream.Abandon), unless it is done or was refused.
+func (e *engine) abandonJob(t *task) {
+	if e.gens[t.job.slot] != t.job.gen {
+		return
+	}
+	if j := e.tasks[t.job.slot]; j.kind == layerJob && !j.refused {
+		e.replicas[j.replica].up.abandon(e, j)
+	}
 }
 
 // endJob answers job j's caller once its work is done.

@@ -23,6 +23,9 @@ type FamilyRun struct {
 	// "initial={warm},max={max}" to compare it converged and with the
 	// room the instance needs.
 	Policies []string
+	// DeadlineModel is applied to every instance once drawn. Default:
+	// DeadlineWait, the instances as drawn.
+	DeadlineModel DeadlineModel
 	// Workers runs instances in parallel (0: GOMAXPROCS).
 	Workers  int
 	Context  context.Context
@@ -32,11 +35,12 @@ type FamilyRun struct {
 // FamilyResult holds the summaries of a family run: Summaries[i][p] is
 // instance i under policy p.
 type FamilyResult struct {
-	Family    string
-	Seed      uint64
-	Instances []*Instance
-	Policies  []string
-	Summaries [][]Summary
+	Family        string
+	Seed          uint64
+	DeadlineModel DeadlineModel
+	Instances     []*Instance
+	Policies      []string
+	Summaries     [][]Summary
 }
 
 // defaultFamilyPolicies returns the policies a family run compares when
@@ -69,12 +73,16 @@ func RunFamily(run FamilyRun) (*FamilyResult, error) {
 			idx = append(idx, i)
 		}
 	}
-	res := &FamilyResult{Family: f.Name, Seed: run.Seed, Policies: run.Policies}
+	if err := run.DeadlineModel.validate(); err != nil {
+		return nil, err
+	}
+	res := &FamilyResult{Family: f.Name, Seed: run.Seed, DeadlineModel: run.DeadlineModel, Policies: run.Policies}
 	for _, i := range idx {
 		in, err := f.Draw(run.Seed, i)
 		if err != nil {
 			return nil, err
 		}
+		run.DeadlineModel.Apply(in.Scenario)
 		for _, spec := range run.Policies {
 			if _, err := InstancePolicy(spec, in.Traits); err != nil {
 				return nil, err

@@ -196,3 +196,42 @@ func TestFamilyReportLowTail(t *testing.T) {
 		t.Fatalf("report:\n%q\nwant\n%q", got, "\n"+want)
 	}
 }
+
+// TestFamilyDeadlineModel: a deadline model is applied to the instances
+// once drawn: they are those of the default run but for its two fields.
+func TestFamilyDeadlineModel(t *testing.T) {
+	run := FamilyRun{Family: "incident", Seed: 3, Only: []int{1}, Policies: []string{"static"}, Workers: 1}
+	base, err := RunFamily(run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range []DeadlineModel{DeadlineCancel, DeadlineAbandon} {
+		run.DeadlineModel = m
+		res, err := RunFamily(run)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, want := *res.Instances[0], *base.Instances[0]
+		sc, wsc := *got.Scenario, *want.Scenario
+		if !sc.Service.CancelAtDeadline || sc.Upstream.Abandon != (m == DeadlineAbandon) || res.DeadlineModel != m {
+			t.Errorf("%v: cancel_at_deadline %v, abandon %v, result's model %v", m, sc.Service.CancelAtDeadline, sc.Upstream.Abandon, res.DeadlineModel)
+		}
+		sc.Service.CancelAtDeadline, sc.Upstream.Abandon = false, false
+		got.Scenario, want.Scenario = nil, nil
+		if !reflect.DeepEqual(got, want) || !reflect.DeepEqual(sc, wsc) {
+			t.Errorf("%v: the instance's draw changed", m)
+		}
+	}
+	for in, want := range map[string]DeadlineModel{"": DeadlineWait, "wait": DeadlineWait, "cancel": DeadlineCancel, "abandon": DeadlineAbandon} {
+		if m, err := ParseDeadlineModel(in); err != nil || m != want || (in != "" && m.String() != in) {
+			t.Errorf("ParseDeadlineModel(%q) = %v, %v", in, m, err)
+		}
+	}
+	if _, err := ParseDeadlineModel("nope"); err == nil {
+		t.Error("unknown model accepted")
+	}
+	run.DeadlineModel = 9
+	if _, err := RunFamily(run); err == nil {
+		t.Error("invalid model run")
+	}
+}

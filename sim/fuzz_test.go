@@ -92,6 +92,20 @@ classes:
 service: {replicas: 2, store_outages: [{at: 1s, for: 1s}]}
 upstream: {capacity: 2, service_time: {dist: constant, value: 10ms}}
 `))
+	f.Add([]byte(`name: models
+duration: 3s
+classes:
+  - {name: a, rate: 80, timeout: 50ms, retry: {max_attempts: 2}}
+  - {name: b, users: 4, timeout: 300ms}
+service: {replicas: 2, timeout: 40ms, cancel_at_deadline: true, retry: {max_attempts: 3}}
+upstream: {capacity: 2, max_in_flight: 6, abandon: true, service_time: {dist: exponential, mean: 30ms}, events: [{at: 1s, for: 1s, capacity: 0.5}]}
+`))
+	f.Add([]byte(`name: models-ps
+duration: 3s
+classes: [{name: a, rate: 80, timeout: 50ms}]
+service: {cancel_at_deadline: true}
+upstream: {capacity: 2, discipline: ps, abandon: true, service_time: {dist: exponential, mean: 30ms}}
+`))
 	f.Add([]byte("name: ovf\nduration: 10s\nclasses: [{name: a, rate: 1}]\nupstream: {capacity: 1, service_time: {dist: constant, value: 1ms}, events: [{at: 1h, for: 2562047h}]}\n"))
 }
 

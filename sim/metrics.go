@@ -299,6 +299,16 @@ func (r *recorder) job(e *engine, j *task, wasted bool) {
 	}
 }
 
+// abandoned records the work (ns) an abandoned job received
+// (Upstream.Abandon): busy and wasted, but no completed job.
+func (r *recorder) abandoned(work int64) {
+	w := float64(work)
+	for _, a := range r.act {
+		a.busy += w
+		a.wastedBusy += w
+	}
+}
+
 // tick closes the current interval.
 func (r *recorder) tick(e *engine) {
 	a := r.cur
@@ -419,7 +429,9 @@ type Summary struct {
 	Amplification         float64
 	UpstreamAmplification float64
 	// Wasted is the share of the upstream's busy time spent on jobs whose
-	// caller had given up (timed out, or answered by another attempt).
+	// caller had given up (timed out, or answered by another attempt),
+	// including the work of jobs abandoned before their end
+	// (Upstream.Abandon), which Jobs does not count.
 	Wasted float64
 	// RejectedShare is Rejected / Attempts.
 	RejectedShare float64

@@ -459,7 +459,7 @@ func (d Discipline) String() string {
 // the policy. A replica admits a request, calls the upstream (retrying per
 // Retry) and releases the permit when the upstream answers: Success when
 // it answered in time, Dropped for an error, a timeout, or an answer after
-// the request's deadline.
+// the request's deadline; or at that deadline with CancelAtDeadline.
 type Service struct {
 	// Replicas is the number of replicas. Default 1.
 	Replicas int
@@ -477,7 +477,8 @@ type Service struct {
 	MaxQueue   int
 	DemandHold time.Duration
 	// Timeout bounds each upstream call. When it fires, the replica
-	// stops waiting (and may retry) while the upstream keeps working.
+	// stops waiting (and may retry) while the upstream keeps working
+	// (unless Upstream.Abandon).
 	// Default: none, so a permit lives as long as the upstream work.
 	Timeout time.Duration
 	// Retry is the replica's retry policy for upstream calls.
@@ -489,6 +490,16 @@ type Service struct {
 	// caller's deadline as the middleware reads it from retrybudget's
 	// Transport, and stops waiting there.
 	NoDeadlinePropagation bool
+	// CancelAtDeadline: each replica stops waiting for its upstream call
+	// at the deadline it sees for the request, as a handler that passes
+	// the request's context to the call does, and releases its permit
+	// then (Dropped); it starts no retry past it. Its upstream keeps
+	// working on the call unless Upstream.Abandon. Default false: a
+	// replica waits for the upstream however late (only Timeout stops
+	// it), as a handler whose call ignores the request's context does;
+	// the permit then bounds the upstream work. No effect without a
+	// deadline (NoDeadlinePropagation, or callers that set none).
+	CancelAtDeadline bool
 	// DeadlineMargin is each limiter's shed.Config.DeadlineMargin under
 	// every policy but "none": also reject a request whose remaining time
 	// is at most this many times its class's expected service time. Zero:
@@ -634,7 +645,7 @@ func orDefault[T int | time.Duration](field string, v *T, def, most T) error {
 // MaxDegradation times), as thrashing servers do. Under PS (processor
 // sharing) nothing waits: every job present is served at once, and past
 // capacity they all slow down together (see Discipline). Work whose
-// caller gave up is finished anyway: it is wasted.
+// caller gave up is finished anyway, and wasted, unless Abandon.
 type Upstream struct {
 	// Capacity is the number of jobs served at once at full speed, the
 	// concurrency at which latency starts to grow. Required.
@@ -663,6 +674,17 @@ type Upstream struct {
 	// Shared makes all replicas share one upstream of Capacity (a shared
 	// database) instead of each replica having its own.
 	Shared bool
+	// Abandon: the upstream stops a job whose caller stopped waiting (a
+	// replica's call that timed out, by Service.Timeout or
+	// Service.CancelAtDeadline), as a server that honours its request's
+	// cancellation does (a context-aware Go server, a database query
+	// with a context): a job still waiting is dropped without service,
+	// one in service frees its server at once (under PS, leaves the
+	// shared server). Its partial work counts as wasted; it is not a
+	// completed job. Default false: work whose caller left is finished
+	// anyway. Without one of those two timeouts a replica never stops
+	// waiting, and Abandon changes nothing.
+	Abandon bool
 	// Events are slowdowns, error bursts and capacity changes.
 	Events []UpstreamEvent
 }

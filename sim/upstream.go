@@ -21,8 +21,11 @@ type upstream struct {
 	errs    float64         // current error probability
 	busy    int
 	queue   ring
-	svcRng  *rand.Rand
-	errRng  *rand.Rand
+	// gone counts the jobs in queue that were abandoned (Upstream.Abandon):
+	// they stay there until they reach its head, which spares a search.
+	gone   int
+	svcRng *rand.Rand
+	errRng *rand.Rand
 }
 
 func newUpstream(cfg *Upstream, idx int, seed uint64) *upstream {
@@ -85,7 +88,12 @@ func (u *upstream) refresh(now int64) {
 
 // present returns the jobs at the upstream, in service or waiting.
 func (u *upstream) present() int {
-	return u.busy + u.queue.n + u.ps.jobs.len()
+	return u.busy + u.waiting() + u.ps.jobs.len()
+}
+
+// waiting returns the jobs waiting for a server, abandoned ones aside.
+func (u *upstream) waiting() int {
+	return u.queue.n - u.gone
 }
 
 func (u *upstream) arrive(e *engine, j *task) {
@@ -104,12 +112,14 @@ func (u *upstream) arrive(e *engine, j *task) {
 		u.start(e, j)
 		return
 	}
+	j.state = stQueued // until it starts: see abandon
 	u.queue.push(j)
 }
 
 func (u *upstream) start(e *engine, j *task) {
 	u.busy++
-	u.take(e, j, u.queue.n)
+	j.state, j.sent = stActive, e.now // sent: when its work started
+	u.take(e, j, u.waiting())
 	e.schedule(e.now+j.work, evJobDone, j, 0)
 }
 
@@ -140,8 +150,36 @@ func (u *upstream) done(e *engine, j *task) {
 // fill starts waiting jobs while servers are free.
 func (u *upstream) fill(e *engine) {
 	for u.busy < u.servers && u.queue.n > 0 {
-		u.start(e, u.queue.pop())
+		j := u.queue.pop()
+		if j.gone {
+			u.gone--
+			e.freeTask(j)
+			continue
+		}
+		u.start(e, j)
 	}
+}
+
+// abandon stops job j, whose caller stopped waiting (Upstream.Abandon):
+// one waiting is marked gone, to be dropped without service when it
+// reaches the queue's head; one in service frees its server now, and its
+// completion event becomes stale when its slot is freed. The work it
+// received is wasted.
+func (u *upstream) abandon(e *engine, j *task) {
+	e.rec.upPresent--
+	if u.cfg.Discipline == PS {
+		u.psAbandon(e, j)
+		return
+	}
+	if j.state == stQueued {
+		j.gone = true
+		u.gone++
+		return
+	}
+	u.busy--
+	e.rec.abandoned(e.now - j.sent)
+	e.freeTask(j)
+	u.fill(e)
 }
 
 // ring is a growable FIFO of tasks.

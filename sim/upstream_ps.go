@@ -108,6 +108,25 @@ func (u *upstream) psDone(e *engine, gen uint32) {
 	u.psReschedule(e)
 }
 
+// psAbandon removes job j from the shared server (upstream.abandon): the
+// others share it from now on. The search is linear, paid only by
+// abandoned jobs; keeping each job's heap index would cost every heap
+// move of every run.
+func (u *upstream) psAbandon(e *engine, j *task) {
+	q := &u.ps
+	q.advance(e.now, u.servers)
+	for i := range q.jobs.a {
+		if q.jobs.a[i].t == j {
+			left := max(q.jobs.a[i].finish-q.v, 0)
+			q.jobs.remove(i)
+			e.rec.abandoned(max(j.work-int64(left), 0))
+			break
+		}
+	}
+	e.freeTask(j)
+	u.psReschedule(e)
+}
+
 // psJob is a job present at a PS upstream and its finish virtual time.
 type psJob struct {
 	finish float64
@@ -133,6 +152,44 @@ func (h *psHeap) up(i int) {
 		}
 		a[i] = a[p]
 		i = p
+	}
+	a[i] = j
+}
+
+// remove takes out the job at index i.
+func (h *psHeap) remove(i int) {
+	n := len(h.a) - 1
+	last := h.a[n]
+	h.a[n] = psJob{}
+	h.a = h.a[:n]
+	if i == n {
+		return
+	}
+	h.a[i] = last
+	h.up(i)
+	if h.a[i].t == last.t {
+		h.down(i) // it did not move up: it may have to go down
+	}
+}
+
+// down moves the job at index i down to its place.
+func (h *psHeap) down(i int) {
+	a := h.a
+	j := a[i]
+	n := len(a)
+	for {
+		c := 2*i + 1
+		if c >= n {
+			break
+		}
+		if c+1 < n && a[c+1].finish < a[c].finish {
+			c++
+		}
+		if j.finish <= a[c].finish {
+			break
+		}
+		a[i] = a[c]
+		i = c
 	}
 	a[i] = j
 }

@@ -586,6 +586,7 @@ func (d *decoder) service(s *Service) fieldFunc {
 			"retry":        d.retry(&s.Retry),
 
 			"no_deadline_propagation": d.boolean(&s.NoDeadlinePropagation),
+			"cancel_at_deadline":      d.boolean(&s.CancelAtDeadline),
 			"deadline_margin":         d.float(&s.DeadlineMargin),
 			"store_outages": func(n *yaml.Node, p string) error {
 				return d.sequence(n, p, func(n *yaml.Node, p string) error {
@@ -622,6 +623,7 @@ func (d *decoder) upstream(u *Upstream) fieldFunc {
 			"cost_scaling":    d.float(&u.CostScaling),
 			"cost_ref":        d.float(&u.CostRef),
 			"shared":          d.boolean(&u.Shared),
+			"abandon":         d.boolean(&u.Abandon),
 			"events": func(n *yaml.Node, p string) error {
 				return d.sequence(n, p, func(n *yaml.Node, p string) error {
 					var ev UpstreamEvent

@@ -116,7 +116,7 @@ classes:
     users: 50
     think: {dist: exponential, mean: 200ms}
 gateway: {timeout: 500ms, retry: {max_attempts: 2}}
-service: {replicas: 3, balancer: least_in_flight, max_cost: 1000, static_limit: 40, strict: true, max_queue: 7, demand_hold: 2s, timeout: 300ms, retry: {max_attempts: 2}}
+service: {replicas: 3, balancer: least_in_flight, max_cost: 1000, static_limit: 40, strict: true, max_queue: 7, demand_hold: 2s, timeout: 300ms, retry: {max_attempts: 2}, cancel_at_deadline: true}
 upstream:
   capacity: 20
   service_time: {dist: lognormal, mean: 50ms, sigma: 1, clamp_max: 2s}
@@ -125,6 +125,7 @@ upstream:
   cost_scaling: 0.5
   cost_ref: 5
   shared: true
+  abandon: true
   events:
     - {at: 40s, for: 20s, slowdown: 2, errors: 0.1, capacity: 0.5}
 policies: [none, "static:limit=30"]
@@ -157,6 +158,8 @@ func TestParseScenarioFields(t *testing.T) {
 		{"gateway", sc.Gateway.Timeout, 500 * time.Millisecond},
 		{"balancer", sc.Service.Balancer, LeastInFlight},
 		{"service", sc.Service.MaxQueue, 7},
+		{"cancel at deadline", sc.Service.CancelAtDeadline, true},
+		{"abandon", sc.Upstream.Abandon, true},
 		{"lognormal by mean", math32(sc.Upstream.ServiceTime.MeanValue()), math32(float64(50 * time.Millisecond))},
 		{"clamp", sc.Upstream.ServiceTime.ClampMax, float64(2 * time.Second)},
 		{"event", sc.Upstream.Events[0], UpstreamEvent{At: 40 * time.Second, For: 20 * time.Second, Slowdown: 2, Errors: 0.1, Capacity: 0.5}},

@@ -257,6 +257,7 @@ func serviceNode(s *Service) *yaml.Node {
 	m.dur("timeout", s.Timeout)
 	m.node("retry", retryNode(&s.Retry))
 	m.boolean("no_deadline_propagation", s.NoDeadlinePropagation)
+	m.boolean("cancel_at_deadline", s.CancelAtDeadline)
 	m.num("deadline_margin", s.DeadlineMargin)
 	if len(s.StoreOutages) > 0 {
 		os := &yaml.Node{Kind: yaml.SequenceNode}
@@ -294,6 +295,7 @@ func upstreamNode(u *Upstream) *yaml.Node {
 	m.num("cost_scaling", u.CostScaling)
 	m.num("cost_ref", u.CostRef)
 	m.boolean("shared", u.Shared)
+	m.boolean("abandon", u.Abandon)
 	if len(u.Events) > 0 {
 		evs := &yaml.Node{Kind: yaml.SequenceNode}
 		for _, e := range u.Events {

@@ -80,9 +80,9 @@ func TestMarshalScenarioYAMLEveryField(t *testing.T) {
 		Gateway: &Gateway{},
 		Service: Service{Replicas: 3, Balancer: PowerOfTwo, MaxCost: 10000, StaticLimit: 40, Strict: true, MaxQueue: 30,
 			DemandHold: time.Second, Timeout: 300 * time.Millisecond, Retry: Retry{MaxAttempts: 2},
-			NoDeadlinePropagation: true, DeadlineMargin: 1.5, StoreOutages: []Span{{At: 30 * time.Second, For: 5 * time.Second}, {At: 50 * time.Second, For: time.Second}}},
+			NoDeadlinePropagation: true, CancelAtDeadline: true, DeadlineMargin: 1.5, StoreOutages: []Span{{At: 30 * time.Second, For: 5 * time.Second}, {At: 50 * time.Second, For: time.Second}}},
 		Upstream: Upstream{Capacity: 100, Discipline: PS, MaxInFlight: 2500, ServiceTime: Dist{Kind: Constant, Value: 5e7, ClampMin: 1}, Degradation: 0.5, MaxDegradation: 4,
-			CostScaling: 1, CostRef: 1000, Events: []UpstreamEvent{{At: 0, For: 10 * time.Second, Slowdown: 10, Errors: 0.5, Capacity: 0.25, Replicas: 2}}},
+			CostScaling: 1, CostRef: 1000, Abandon: true, Events: []UpstreamEvent{{At: 0, For: 10 * time.Second, Slowdown: 10, Errors: 0.5, Capacity: 0.25, Replicas: 2}}},
 		Policies: []string{"none", "static:limit=80"},
 		Expect:   []Expect{{Policy: "none", Metric: "goodput", Min: 0, Max: math.Inf(1)}, {Policy: "static", Metric: "recovery", Min: math.Inf(-1), Max: 1.5}},
 	}

@@ -91,7 +91,7 @@ The same -seed, scenario and policies give byte-identical CSV, JSON and tables.
 
 type options struct {
 	scenario, policies, out, sweep, objective, print string
-	family, instances, record, trace                 string
+	family, instances, record, trace, deadlineModel  string
 	n                                                int
 	suite, quiet, list, check, charts                bool
 	seed                                             uint64
@@ -121,6 +121,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&o.list, "list", false, "list the built-in scenarios and the policies")
 	fs.StringVar(&o.family, "family", "", "run a family of random scenarios ("+strings.Join(sim.FamilyNames(), ", ")+"): -n instances, or the -instance list")
 	fs.IntVar(&o.n, "n", 50, "instances of the -family to run")
+	fs.StringVar(&o.deadlineModel, "deadline-model", "wait", deadlineModelUsage)
 	fs.StringVar(&o.instances, "instance", "", "with -family: run these instances (e.g. 3,17) as scenarios, with series and charts")
 	fs.StringVar(&o.print, "print", "", "print the YAML of a built-in scenario")
 	fs.StringVar(&o.record, "record", "", "record the decisions of replica 0's limiter to this file (package record's format, for shedsim fit); one scenario and one policy")
@@ -195,7 +196,18 @@ func runSubcommand(ctx context.Context, args []string, stdout, stderr io.Writer)
 	return 0, false
 }
 
+// deadlineModelUsage is the help of -deadline-model.
+const deadlineModelUsage = "with -family: what each instance's replicas and upstream do at a request's deadline: " +
+	"wait (the replica waits for the upstream however late), cancel (it stops waiting: service.cancel_at_deadline) or " +
+	"abandon (and the upstream stops the work: upstream.abandon)"
+
 func loadScenarios(o options) ([]*sim.Scenario, error) {
+	if m := o.deadlineModel; m != "" && m != "wait" {
+		// Scenarios set their own (service.cancel_at_deadline,
+		// upstream.abandon): a flag that silently did nothing would mislead.
+		// (shedsim tune leaves it empty.)
+		return nil, errors.New("-deadline-model needs -family; scenarios set service.cancel_at_deadline and upstream.abandon")
+	}
 	if o.suite == (o.scenario != "") {
 		return nil, errors.New("give either -suite or -scenario (see -h)")
 	}

@@ -205,8 +205,18 @@ func TestFamily(t *testing.T) {
 	if code != ExitOK || !strings.Contains(out, "incident-3: ") {
 		t.Errorf("-instance: exit %d, stdout %q, stderr %q", code, out, errOut)
 	}
+	code, out, errOut = run(t, "-family", "healthy", "-n", "1", "-deadline-model", "abandon", "-policies", "static", "-out", "", "-quiet")
+	if first, _, _ := strings.Cut(out, "\n"); code != ExitOK || first != "shedsim -family healthy -n 1 -seed 1 -deadline-model abandon -policies 'static'" {
+		t.Errorf("-deadline-model: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	code, out, errOut = run(t, "-family", "healthy", "-n", "1", "-deadline-model", "wait", "-policies", "static", "-out", "", "-quiet")
+	if first, _, _ := strings.Cut(out, "\n"); code != ExitOK || first != "shedsim -family healthy -n 1 -seed 1 -policies 'static'" {
+		t.Errorf("-deadline-model wait: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
 	for _, args := range [][]string{
 		{"-family", "nope"},
+		{"-family", "healthy", "-n", "1", "-deadline-model", "nope"},
+		{"-scenario", "steady", "-deadline-model", "cancel"},
 		{"-family", "healthy", "-n", "0"},
 		{"-family", "healthy", "-instance", "x"},
 		{"-family", "healthy", "-n", "1", "-policies", "nope"},

@@ -23,12 +23,17 @@ func runFamily(ctx context.Context, o options, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "shedsim:", err)
 		return ExitUsage
 	}
+	model, err := sim.ParseDeadlineModel(o.deadlineModel)
+	if err != nil {
+		fmt.Fprintln(stderr, "shedsim: -deadline-model:", err)
+		return ExitUsage
+	}
 	policies := sim.DefaultFamilyPolicies()
 	if o.policies != "" {
 		policies = splitPolicies(o.policies)
 	}
 	if o.instances != "" {
-		return runInstances(ctx, o, fam, policies, stdout, stderr)
+		return runInstances(ctx, o, fam, model, policies, stdout, stderr)
 	}
 	if o.trace != "" {
 		fmt.Fprintln(stderr, "shedsim: -trace needs one -instance of the family")
@@ -41,14 +46,18 @@ func runFamily(ctx context.Context, o options, stdout, stderr io.Writer) int {
 	start := time.Now()
 	bar := newProgress(stderr, o.quiet, o.n*len(policies))
 	res, err := sim.RunFamily(sim.FamilyRun{Family: fam.Name, Seed: o.seed, N: o.n, Policies: policies,
-		Workers: o.workers, Context: ctx, Progress: bar.update})
+		DeadlineModel: model, Workers: o.workers, Context: ctx, Progress: bar.update})
 	bar.done()
 	if err != nil {
 		fmt.Fprintln(stderr, "shedsim:", err)
 		return ExitFail
 	}
 	var report bytes.Buffer
-	fmt.Fprintf(&report, "shedsim -family %s -n %d -seed %d -policies '%s'\n", fam.Name, o.n, o.seed, strings.Join(policies, ";"))
+	fmt.Fprintf(&report, "shedsim -family %s -n %d -seed %d", fam.Name, o.n, o.seed)
+	if model != sim.DeadlineWait {
+		fmt.Fprintf(&report, " -deadline-model %s", model)
+	}
+	fmt.Fprintf(&report, " -policies '%s'\n", strings.Join(policies, ";"))
 	sim.WriteFamilyReport(&report, res)
 	stdout.Write(report.Bytes())
 	if o.out != "" {
@@ -65,7 +74,7 @@ func runFamily(ctx context.Context, o options, stdout, stderr io.Writer) int {
 
 // runInstances runs chosen instances of a family as scenarios, with the
 // usual table, series and charts.
-func runInstances(ctx context.Context, o options, fam *sim.Family, policies []string, stdout, stderr io.Writer) int {
+func runInstances(ctx context.Context, o options, fam *sim.Family, model sim.DeadlineModel, policies []string, stdout, stderr io.Writer) int {
 	var jobs []sim.Job
 	for _, f := range strings.Split(o.instances, ",") {
 		i, err := strconv.Atoi(strings.TrimSpace(f))
@@ -78,6 +87,7 @@ func runInstances(ctx context.Context, o options, fam *sim.Family, policies []st
 			fmt.Fprintln(stderr, "shedsim:", err)
 			return ExitFail
 		}
+		model.Apply(in.Scenario) // after the draw, as RunFamily does
 		fmt.Fprintf(stdout, "%s: %s\n", in.Scenario.Name, in.Traits)
 		for _, spec := range policies {
 			p, err := sim.InstancePolicy(spec, in.Traits)
