@@ -182,7 +182,10 @@ func TestRegisterNil(t *testing.T) {
 
 // RegisterLimit exports an adaptive limit's windows by the reason of its
 // decisions.
-func TestRegisterLimit(t *testing.T) {
+// registeredGradient returns a default Gradient registered with
+// RegisterLimit on Metrics m, and the reader that collects it.
+func registeredGradient(t *testing.T) (*limits.Gradient, *shedotel.Metrics, *sdkmetric.ManualReader) {
+	t.Helper()
 	reader := sdkmetric.NewManualReader()
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
 	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
@@ -198,7 +201,12 @@ func TestRegisterLimit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer reg.Unregister()
+	t.Cleanup(func() { _ = reg.Unregister() })
+	return g, m, reader
+}
+
+func TestRegisterLimit(t *testing.T) {
+	g, m, reader := registeredGradient(t)
 	now := t0
 	g.Observe(shed.Sample{Now: now})
 	for range 3 { // three windows of slow start
@@ -237,22 +245,7 @@ func TestCountersStartAtZero(t *testing.T) {
 		}
 	}
 
-	reader2 := sdkmetric.NewManualReader()
-	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader2))
-	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
-	m, err := shedotel.New(shedotel.Config{MeterProvider: mp, Name: "gw"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	g, err := limits.NewGradient(limits.GradientConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg, err := m.RegisterLimit(g)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer reg.Unregister()
+	_, _, reader2 := registeredGradient(t)
 	decisions := collect(t, reader2)["shedkit.admission.limit.decisions"]
 	for _, reason := range []string{"cut-drops", "cut-latency", "relearn", "hold"} {
 		if v := value(t, decisions, shedotel.AttrLimitReason.String(reason)); v != 0 {
