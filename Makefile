@@ -22,7 +22,7 @@ STATICCHECK_VERSION ?= v0.8.2
 JAEGER_VERSION ?= v1.75.0
 JAEGER_BIN     := .cache/bin/jaeger-$(JAEGER_VERSION)
 
-.PHONY: help test test-modules modules-check consumer-check fmtcheck vet bench cover lint demo calibrate-demo tune-demo jaeger jaeger-build demo-traces e2e dashboards-check sim sim-check bench-peers sim-peers sim-family sim-family-seeds sim-cases test-bench test-grpc soak fuzz release-check
+.PHONY: help test test-modules modules-check consumer-check fmtcheck vet bench cover lint demo calibrate-demo tune-demo jaeger jaeger-build demo-traces e2e dashboards-check sim sim-check bench-peers sim-peers sim-family sim-family-models sim-family-seeds sim-cases test-bench test-grpc soak fuzz release-check
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -95,6 +95,14 @@ sim-family-seeds: ## the healthy family on seeds 3, 4 and 5 (SEEDS_N=100 instanc
 	for s in 3 4 5; do \
 	  (cd bench && $(SOLO) $(GO) run ./cmd/shedsim -family healthy -seed $$s -n $(SEEDS_N) -policies 'none;static;shedkit-gradient;shedkit-aimd' -out ../out/sim-family-seeds/s$$s -quiet -charts=false) || exit 1; \
 	  cp out/sim-family-seeds/s$$s/family-healthy.txt bench/results/family-healthy-s$$s.txt; \
+	done
+
+sim-family-models: ## the families again with replicas that stop waiting for the upstream at the request's deadline, as handlers that pass r.Context() to their call: -deadline-model cancel (the upstream keeps the work) and abandon (it stops it); incident with every peer, healthy for shedkit's limits; reports in bench/results/family-{incident,healthy}-{cancel,abandon}.txt (about 30 minutes on 2 cores)
+	for m in cancel abandon; do \
+	  (cd bench && $(SOLO) $(GO) run ./cmd/shedsim -family incident -deadline-model $$m -n $(FAMILY_N) -policies '$(FAMILY_POLICIES)' -out ../out/sim-family-models/$$m -quiet -charts=false) || exit 1; \
+	  (cd bench && $(SOLO) $(GO) run ./cmd/shedsim -family healthy -deadline-model $$m -n $(FAMILY_N) -policies 'none;static;shedkit-gradient;shedkit-aimd' -out ../out/sim-family-models/$$m -quiet -charts=false) || exit 1; \
+	  cp out/sim-family-models/$$m/family-incident.txt bench/results/family-incident-$$m.txt; \
+	  cp out/sim-family-models/$$m/family-healthy.txt bench/results/family-healthy-$$m.txt; \
 	done
 
 sim-cases: ## scenarios the families do not draw (bench/scenarios/cases): replicas sharing one dependency through four minutes of 1.3x and 2x its capacity, and a dependency 1.6x slower with room to spare under rising demand; shedkit's limits against a static limit at each replica's share and the peers at their defaults; table in bench/results/cases.txt (about a minute)
