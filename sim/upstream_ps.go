@@ -195,31 +195,13 @@ func (h *psHeap) down(i int) {
 }
 
 func (h *psHeap) pop() psJob {
-	a := h.a
-	top := a[0]
-	n := len(a) - 1
-	last := a[n]
-	a[n] = psJob{}
-	h.a = a[:n]
-	a = h.a
-	if n == 0 {
-		return top
+	top := h.a[0]
+	n := len(h.a) - 1
+	h.a[0] = h.a[n]
+	h.a[n] = psJob{}
+	h.a = h.a[:n]
+	if n > 0 {
+		h.down(0)
 	}
-	i := 0
-	for {
-		c := 2*i + 1
-		if c >= n {
-			break
-		}
-		if c+1 < n && a[c+1].finish < a[c].finish {
-			c++
-		}
-		if last.finish <= a[c].finish {
-			break
-		}
-		a[i] = a[c]
-		i = c
-	}
-	a[i] = last
 	return top
 }
