@@ -43,15 +43,27 @@ func FuzzScenarioRuns(f *testing.F) {
 }
 
 // addScenarioRunsSeeds seeds FuzzScenarioRuns with the valid and builtin
-// scenarios and small ones that reach retries, budgets, throttles,
-// schedules, rate limits and an event whose end overflows.
+// scenarios, small ones that reach retries, budgets, throttles,
+// schedules, rate limits and the deadline models, and an event whose end
+// overflows.
 func addScenarioRunsSeeds(f *testing.F) {
 	f.Add([]byte(validYAML))
 	for _, n := range SuiteNames() {
 		src, _ := BuiltinSource(n)
 		f.Add(src)
 	}
-	f.Add([]byte(`name: small
+	for _, src := range scenarioRunsSeeds {
+		f.Add([]byte(src))
+	}
+	// Rejected by validation: an event whose end overflows.
+	f.Add([]byte("name: ovf\nduration: 10s\nclasses: [{name: a, rate: 1}]\nupstream: {capacity: 1, service_time: {dist: constant, value: 1ms}, events: [{at: 1h, for: 2562047h}]}\n"))
+}
+
+// scenarioRunsSeeds are the small scenarios of addScenarioRunsSeeds. Each
+// must parse (TestScenarioRunsSeedsParse): the fuzz target skips what
+// does not, so a seed with a typo would seed nothing.
+var scenarioRunsSeeds = []string{
+	`name: small
 duration: 4s
 interval: 500ms
 warmup: 1s
@@ -61,52 +73,51 @@ classes:
     queue: 4
     max_wait: 20ms
     retry: {max_attempts: 3, budget: {ratio: 0.1}}
-  - {name: b, users: 5, think: {dist: exp, mean: 100ms}}
+  - {name: b, users: 5, think: {dist: exponential, mean: 100ms}}
 service: {replicas: 2, max_cost: 20, retry: {max_attempts: 2, throttle: {k: 2}}}
 upstream:
   capacity: 5
   service_time: {dist: uniform, min: 5ms, max: 30ms}
   events: [{at: 2s, for: 1s, slowdown: 5, errors: 0.1}]
-`))
-	f.Add([]byte(`name: sched
+`,
+	`name: sched
 duration: 3s
 classes:
   - name: a
     rate: 20
     schedule: [{at: 1s, factor: 3, for: 500ms}, {at: 2s, rate: 0, ramp: 500ms}]
 upstream: {capacity: 2, service_time: {dist: constant, value: 10ms}}
-`))
-	f.Add([]byte(`name: limited
+`,
+	`name: limited
 duration: 3s
 classes:
   - {name: a, rate: 80, rate_limit: {rps: 40, burst: 5}, retry: {max_attempts: 2, honor_retry_after: true}}
   - {name: b, users: 3, rate_limit: {rps: 0.5}}
 service: {replicas: 2}
 upstream: {capacity: 2, service_time: {dist: constant, value: 10ms}}
-`))
-	f.Add([]byte(`name: leases
+`,
+	`name: leases
 duration: 3s
 classes:
   - {name: a, rate: 80, keys: {count: 3, zipf: 1}, key_concurrency: {limit: 2, shared: true}, retry: {max_attempts: 2, honor_retry_after: true}}
   - {name: b, users: 3, key_concurrency: {limit: 1}, queue: 2, max_wait: 20ms}
 service: {replicas: 2, store_outages: [{at: 1s, for: 1s}]}
 upstream: {capacity: 2, service_time: {dist: constant, value: 10ms}}
-`))
-	f.Add([]byte(`name: models
+`,
+	`name: models
 duration: 3s
 classes:
   - {name: a, rate: 80, timeout: 50ms, retry: {max_attempts: 2}}
   - {name: b, users: 4, timeout: 300ms}
 service: {replicas: 2, timeout: 40ms, cancel_at_deadline: true, retry: {max_attempts: 3}}
 upstream: {capacity: 2, max_in_flight: 6, abandon: true, service_time: {dist: exponential, mean: 30ms}, events: [{at: 1s, for: 1s, capacity: 0.5}]}
-`))
-	f.Add([]byte(`name: models-ps
+`,
+	`name: models-ps
 duration: 3s
 classes: [{name: a, rate: 80, timeout: 50ms}]
 service: {cancel_at_deadline: true}
 upstream: {capacity: 2, discipline: ps, abandon: true, service_time: {dist: exponential, mean: 30ms}}
-`))
-	f.Add([]byte("name: ovf\nduration: 10s\nclasses: [{name: a, rate: 1}]\nupstream: {capacity: 1, service_time: {dist: constant, value: 1ms}, events: [{at: 1h, for: 2562047h}]}\n"))
+`,
 }
 
 // parseFuzzScenario parses data twice and normalizes it. It reports
@@ -317,6 +328,16 @@ func TestScenarioDurationOverflow(t *testing.T) {
 	} {
 		if _, err := ParseScenario("fit.yaml", []byte(y)); err != nil {
 			t.Errorf("rejected: %v\n%s", err, y)
+		}
+	}
+}
+
+// TestScenarioRunsSeedsParse: every small seed of FuzzScenarioRuns is a
+// scenario ParseScenario accepts.
+func TestScenarioRunsSeedsParse(t *testing.T) {
+	for i, src := range scenarioRunsSeeds {
+		if _, err := ParseScenario("seed.yaml", []byte(src)); err != nil {
+			t.Errorf("seed %d does not parse: %v", i, err)
 		}
 	}
 }
