@@ -64,7 +64,7 @@ func vocabulary(instance string) map[string][]string {
 		"shedkit_limiter":             {"gateway"},
 		"shedkit_class":               {"interactive", "batch"},
 		"shedkit_decision":            {"admitted", "queued", "rejected", "cancelled"},
-		"shedkit_reason":              {"limit_exceeded", "queue_full", "queue_timeout", "deadline_too_short", "cost_too_large", "draining", "rate_limited", "tenant_share"},
+		"shedkit_reason":              {"limit_exceeded", "queue_full", "queue_timeout", "deadline_too_short", "cost_too_large", "draining", "rate_limited", "tenant_share", "key_concurrency"},
 		"shedkit_outcome":             {"success", "dropped", "ignored", "leaked"},
 		"shedkit_retry_client":        {"gateway-upstream"},
 		"shedkit_retry_budget":        {"gateway-upstream"},
