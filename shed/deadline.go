@@ -223,8 +223,7 @@ func (l *Limiter) lateToStart(now time.Time, w *Waiter) bool {
 	if l.margin == 0 || w.probe || w.req.Deadline.IsZero() {
 		return false
 	}
-	left := w.req.Deadline.Sub(now)
-	return float64(left) <= l.margin*l.expectedService(w.req.Class, w.cost)
+	return l.tooLateToQueue(now, w.req, w.cost, 0, inTime) // no wait left
 }
 
 // waiterDeadline returns when a waiter for req, enqueued at now with

@@ -91,7 +91,14 @@ func flushServe(t *testing.T, l *shed.Limiter, app http.Handler, outer func(http
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := mw(app)
+	return serveOnce(t, mw(app), outer, h2)
+}
+
+// serveOnce serves h (wrapped in outer's writer, if not nil) on
+// 127.0.0.1, over HTTP/2 with TLS when h2 is set, GETs it once and
+// returns the response, its body and the error that ended the body.
+func serveOnce(t *testing.T, h http.Handler, outer func(http.ResponseWriter) http.ResponseWriter, h2 bool) (*http.Response, []byte, error) {
+	t.Helper()
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if outer != nil {
 			w = outer(w)

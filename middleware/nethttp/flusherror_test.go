@@ -3,10 +3,7 @@ package nethttp_test
 import (
 	"errors"
 	"fmt"
-	"io"
-	"log"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -50,26 +47,9 @@ func TestOuterFlushErrorKept(t *testing.T) {
 				w.WriteHeader(http.StatusServiceUnavailable) // superfluous after the flush
 			})
 			var without, with string
+			outer := func(w http.ResponseWriter) http.ResponseWriter { return flushErrorWriter{w} }
 			for _, h := range []http.Handler{app, mw(app)} {
-				srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-					h.ServeHTTP(flushErrorWriter{w}, r)
-				}))
-				srv.Config.ErrorLog = log.New(io.Discard, "", 0) // "superfluous WriteHeader"
-				srv.EnableHTTP2 = h2
-				if h2 {
-					srv.StartTLS()
-				} else {
-					srv.Start()
-				}
-				client := srv.Client()
-				resp, err := client.Get(srv.URL)
-				if err != nil {
-					t.Fatal(err)
-				}
-				io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
-				client.CloseIdleConnections()
-				srv.Close()
+				resp, _, _ := serveOnce(t, h, outer, h2)
 				if resp.StatusCode != http.StatusOK {
 					t.Errorf("client got %d, want the flushed 200", resp.StatusCode)
 				}
