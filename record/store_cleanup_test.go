@@ -2,7 +2,6 @@ package record_test
 
 import (
 	"bytes"
-	"io"
 	"strings"
 	"testing"
 	"time"
@@ -25,16 +24,8 @@ func TestStoreCleanupLines(t *testing.T) {
 		`{"k":"store","t":5,"op":"scan","lat":9,"res":"ok"}`,
 		`{"k":"store","t":6,"op":"cleanup","lat":10,"res":"timeout","batch":3}`,
 	}
-	rd := record.NewReader(strings.NewReader(head + strings.Join(lines, "\n") + "\n"))
 	var got []string
-	for {
-		r, err := rd.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
+	for _, r := range readAll(t, []byte(head+strings.Join(lines, "\n")+"\n")) {
 		got = append(got, r.Op.String()+" "+r.Result.String()+" "+r.Latency.String())
 	}
 	want := []string{"allow ok 5ns", "acquire timeout 6ns", "release error 7ns", "renew ok 8ns", "cleanup timeout 10ns"}
