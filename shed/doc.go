@@ -21,7 +21,9 @@
 // The limit comes from a [LimitSource] (a static Config.Limit, the adaptive
 // limits of package limits, or an adapter for another library). It may change
 // at any time; shrinking it never revokes admitted work, it only stops new
-// admissions until the work in flight drains below it.
+// admissions until the work in flight drains below it. A source that is a
+// [Prober] may close the limiter (a limit of 0): only the probes it grants
+// are admitted until it reopens.
 //
 // # Classes, cost and queues
 //

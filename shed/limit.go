@@ -74,7 +74,8 @@ type Sample struct {
 //     still gives back its capacity (to waiters too); only its
 //     EventReleased is lost.
 type LimitSource interface {
-	// Limit returns the current limit on in-flight work, at least 1.
+	// Limit returns the current limit on in-flight work, at least 1
+	// (0 only for a [Prober]; the limiter reads less as 1).
 	// The limiter reads it on every admission, so it should cost no more
 	// than an atomic load. The limit may change at any time; shrinking it
 	// never revokes admitted work.
@@ -82,4 +83,20 @@ type LimitSource interface {
 	// Observe records one finished unit of work: every drop, and every
 	// success that was timed. Ignored outcomes are not reported.
 	Observe(s Sample)
+}
+
+// Prober is a [LimitSource] that may close: while its Limit is 0, the
+// limiter admits nothing but the requests Probe lets through, each one
+// beyond the work still in flight. A limit at its floor that still admits
+// work back to back cannot let a dependency drain work that its callers
+// stopped waiting for (see package limits); a closed limit admits a
+// probe now and then until one succeeds. limits.Gradient and limits.AIMD
+// implement it.
+type Prober interface {
+	LimitSource
+	// Probe reports whether a request arriving at now, while Limit
+	// returns 0, may be admitted, and if so claims the probe: it must
+	// report true to one caller at a time. It is called concurrently, off
+	// the hot path (only while the limit is 0), and must not block.
+	Probe(now time.Time) bool
 }

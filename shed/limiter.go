@@ -79,6 +79,7 @@ type Limiter struct {
 	hot0  hotCounters
 
 	source     LimitSource
+	prober     Prober // source, if it may close
 	static     uint64
 	maxCost    int64
 	costBudget bool
@@ -168,6 +169,7 @@ func New(cfg Config) (*Limiter, error) {
 		trackLeaks: cfg.TrackLeaks,
 		maxSamples: cfg.MaxSamplesPerSecond,
 		cfg:        cfg.Classes,
+		prober:     asProber(cfg.Source),
 		counts:     make([]classCounters, len(cfg.Classes)),
 	}
 	l.epoch = l.clock()
@@ -190,13 +192,17 @@ func New(cfg Config) (*Limiter, error) {
 	return l, nil
 }
 
-// limit returns the current limit, clamped to [1, MaxLimit].
+// limit returns the current limit, clamped to [1, MaxLimit], or 0 when
+// a Prober's limit is closed (see probed).
 func (l *Limiter) limit() uint64 {
 	if l.source == nil {
 		return l.static
 	}
 	n := l.source.Limit()
 	if n < 1 {
+		if l.prober != nil {
+			return 0
+		}
 		return 1
 	}
 	if n > MaxLimit {
@@ -205,8 +211,26 @@ func (l *Limiter) limit() uint64 {
 	return uint64(n)
 }
 
-// Limit returns the concurrency limit in force now.
+// Limit returns the concurrency limit in force now: 0 while a
+// [Prober]'s limit is closed.
 func (l *Limiter) Limit() int { return int(l.limit()) }
+
+// asProber returns src as a Prober, if it is one.
+func asProber(src LimitSource) Prober {
+	p, _ := src.(Prober)
+	return p
+}
+
+// probed returns the limit for a request of cost arriving at now while
+// the source's limit is closed: one more than the work in flight if the
+// source lets it through as its probe, else 0. A request over the cost
+// budget does not ask: it would spend the probe and be rejected anyway.
+func (l *Limiter) probed(now time.Time, cost int64) uint64 {
+	if costOf(l.state.Load())+cost <= l.maxCost && l.prober.Probe(now) {
+		return uint64(inFlightOf(l.state.Load())) + 1
+	}
+	return 0
+}
 
 // InFlight returns the number of admitted units of work not yet released.
 func (l *Limiter) InFlight() int { return int(inFlightOf(l.state.Load())) }
@@ -314,8 +338,23 @@ func (l *Limiter) acquire(now time.Time, hasNow bool, req Request, w *Waiter, ma
 		}
 	}
 	limit := l.limit()
+	closed := limit == 0
+	if closed {
+		if !hasNow {
+			now, hasNow = l.clock(), true
+		}
+		limit = l.probed(now, cost)
+	}
 	if req.Tenant != "" {
-		p, err := l.acquireTenant(now, hasNow, req, cost, w, mayQueue, limit, v)
+		var p Permit
+		var err error
+		if closed {
+			// A probe's tenant is counted under the lock, not judged:
+			// see probeFits.
+			p, err = l.acquireShort(now, hasNow, req, cost, w, mayQueue, limit, v)
+		} else {
+			p, err = l.acquireTenant(now, hasNow, req, cost, w, mayQueue, limit, v)
+		}
 		if v == probing {
 			l.probeOutcome(req.Class, err)
 		}
@@ -425,7 +464,7 @@ func (l *Limiter) acquireShort(now time.Time, hasNow bool, req Request, cost int
 		}
 		return Permit{}, l.reject(now, req.Class, cost, ReasonLimit, l.hint(0, limit), false)
 	}
-	return l.acquireSlow(now, hasNow, req, cost, w, mayQueue, v)
+	return l.acquireSlow(now, hasNow, req, cost, w, mayQueue, limit, v)
 }
 
 // acquireSlow decides under the lock: admit, queue or reject. A request
@@ -435,12 +474,16 @@ func (l *Limiter) acquireShort(now time.Time, hasNow bool, req Request, cost int
 // ahead of the others, and it could not be admitted at its turn anyway.
 // The tenant's weight is resolved before the lock, as the limit is: no
 // user code but the Observer's runs under it, after it is released.
-func (l *Limiter) acquireSlow(now time.Time, hasNow bool, req Request, cost int64, w *Waiter, mayQueue bool, v verdict) (Permit, error) {
+func (l *Limiter) acquireSlow(now time.Time, hasNow bool, req Request, cost int64, w *Waiter, mayQueue bool, probe uint64, v verdict) (Permit, error) {
 	if !hasNow {
 		now, hasNow = l.clock(), true
 	}
 	c := req.Class
 	limit := l.limit() // before the lock: see grantLocked
+	closedProbe := limit == 0 && probe > 0
+	if limit == 0 {
+		limit = probe // closed: what the probe, if any, allowed
+	}
 	var wt uint64
 	if req.Tenant != "" {
 		wt = l.tenants.weightFor(c, req.Tenant)
@@ -454,10 +497,10 @@ func (l *Limiter) acquireSlow(now time.Time, hasNow bool, req Request, cost int6
 	if !l.draining {
 		s := l.state.Load()
 		fair := true
-		if l.fitsLocked(s, c, cost, limit) {
+		if l.fitsLocked(s, c, cost, limit) || closedProbe && l.probeFits(s, cost, limit) {
 			var h tenantHold
 			if req.Tenant != "" {
-				h, fair = l.tenantDo(c, req.Tenant, wt, cost, l.roomLocked(now, s, c, limit), tenantAdmit, false)
+				h, fair = l.tenantDo(c, req.Tenant, wt, cost, l.roomLocked(now, s, c, limit), tenantAdmit, closedProbe)
 			}
 			if fair {
 				l.state.Add(delta(cost))
@@ -700,6 +743,15 @@ func (l *Limiter) fitsLocked(s uint64, c Class, cost int64, limit uint64) bool {
 	return free >= 0 && freeCost >= 0
 }
 
+// probeFits is fitsLocked for a probe of a closed limit: only the limit
+// the probe allowed and the cost budget apply, and its tenant's share
+// does not. While the limit is closed nothing else is admitted, so a
+// probe refused for another class's share or priority, or for its
+// tenant's share, would spend the probe interval on nobody.
+func (l *Limiter) probeFits(s uint64, cost int64, limit uint64) bool {
+	return uint64(inFlightOf(s)) < limit && costOf(s)+cost <= l.maxCost
+}
+
 // meanLatency returns the EWMA of timed successful work, or 0 if unknown.
 func (l *Limiter) meanLatency() float64 { return math.Float64frombits(l.latency.Load()) }
 
@@ -717,7 +769,7 @@ func (l *Limiter) recordLatency(d time.Duration) {
 // hint estimates when a slot frees for a request with ahead others before
 // it: by Little's law a slot frees every latency/limit on average.
 func (l *Limiter) hint(ahead int, limit uint64) time.Duration {
-	return time.Duration(l.meanLatency() * float64(ahead+1) / float64(limit))
+	return time.Duration(l.meanLatency() * float64(ahead+1) / float64(max(limit, 1)))
 }
 
 // expectedWaitLocked estimates the queue wait of a new request of class c:

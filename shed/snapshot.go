@@ -10,7 +10,7 @@ const NumReasons = numReasons
 // without stopping admissions, so they may be mutually off by the
 // operations in progress.
 type Snapshot struct {
-	Limit        int
+	Limit        int // 0 while a Prober's limit is closed
 	InFlight     int
 	InFlightCost int64
 	// MaxCost is the cost budget, 0 when there is none.
