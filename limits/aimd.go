@@ -3,7 +3,6 @@ package limits
 import (
 	"math"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/shedkit/shedkit/shed"
@@ -129,9 +128,9 @@ type AIMDConfig struct {
 // 0 and never adapts; shed.New refuses it as a Source
 // (shed.ErrInvalidConfig).
 type AIMD struct {
-	limit atomic.Int64
-	win   *Window
-	cfg   AIMDConfig
+	closable // the limit enforced, 0 while closed
+	win      *Window
+	cfg      AIMDConfig
 
 	mu        sync.Mutex
 	cur       float64
@@ -213,14 +212,25 @@ func (cfg AIMDConfig) withDefaults() (AIMDConfig, error) {
 	return cfg, err
 }
 
-// Limit returns the current limit. It is an atomic load.
+// Limit returns the current limit, 0 while the limit is closed (see
+// Probe). It is an atomic load.
 func (a *AIMD) Limit() int { return int(a.limit.Load()) }
 
+// Probe implements shed.Prober, as Gradient's does.
+func (a *AIMD) Probe(now time.Time) bool {
+	return a.win != nil && a.probe(now, a.cfg.Window.MinDuration)
+}
+
 // Observe records a finished unit of work. The sample that closes a window
-// updates the limit. A zero AIMD (not made by NewAIMD) ignores samples and
-// reports a limit of 0.
+// updates the limit; while the limit is closed, a success reopens it. A
+// zero AIMD (not made by NewAIMD) ignores samples and reports a limit of 0,
+// which shed.New refuses.
 func (a *AIMD) Observe(s shed.Sample) {
 	if a.win == nil {
+		return
+	}
+	if a.limit.Load() == 0 {
+		a.observeClosed(s)
 		return
 	}
 	if !s.Timed && !s.Dropped && s.Now.IsZero() {
@@ -235,7 +245,9 @@ func (a *AIMD) Observe(s shed.Sample) {
 
 // AIMDState is a snapshot of an AIMD's internals.
 type AIMDState struct {
-	Limit float64 // the limit before rounding down
+	Limit float64 // the limit before rounding down (the floor while closed)
+	// Closed reports a closed limit, as GradientState.Closed.
+	Closed bool
 	// Baseline is the learned latency without congestion (zero until
 	// learned, or with LatencyThreshold set); Background the learned share
 	// of work dropped without congestion.
@@ -249,7 +261,8 @@ type AIMDState struct {
 func (a *AIMD) State() AIMDState {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	st := AIMDState{Limit: a.cur, Background: a.det.bg.rate(), Reason: a.reason, SlowStart: a.slowStart}
+	st := AIMDState{Limit: a.cur, Background: a.det.bg.rate(), Reason: a.reason, SlowStart: a.slowStart,
+		Closed: a.limit.Load() == 0}
 	if a.det.latency && a.det.base.learned() {
 		st.Baseline = time.Duration(a.det.base.value())
 	}
@@ -274,12 +287,30 @@ func (a *AIMD) update(w *WindowSummary) {
 		a.det.learn(&s)
 	}
 	a.cur = min(max(d.limit, float64(a.cfg.MinLimit)), float64(a.cfg.MaxLimit))
-	a.limit.Store(int64(a.cur))
+	a.enforce(a.cur, d.reason, w.End, a.cfg.Window.MinDuration)
 	a.win.setCrowd(a.cur)
 	if a.cfg.Trace != nil {
 		t.Next = a.cur
+		if d.reason == ReasonClose {
+			t.Next = 0
+		}
 		a.cfg.Trace(t)
 	}
+}
+
+// observeClosed is Gradient's, for AIMD.
+func (a *AIMD) observeClosed(s shed.Sample) {
+	if !a.reopens(s, a.cfg.Window.MinDuration) {
+		return
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.limit.Load() != 0 {
+		return
+	}
+	a.cur, a.reason = float64(a.cfg.MinLimit), ReasonReopen
+	a.decisions[ReasonReopen]++
+	a.limit.Store(int64(a.cur))
 }
 
 // decide is AIMD's policy: from a window's signals, the next limit and
@@ -296,6 +327,14 @@ func (a *AIMD) decide(s *signals) decision {
 	}
 	if a.det.draining(s, lim) {
 		return decision{limit: lim, reason: ReasonDrain, ep: ep}
+	}
+	if s.dead {
+		d := deadDecision(s, &a.det, lim, float64(c.MinLimit), c.Backoff)
+		if !a.congested {
+			a.restore = d.limit
+		}
+		a.congested, a.slowStart = true, false
+		return d
 	}
 	prev := ep
 	atFloor := lim <= float64(c.MinLimit)

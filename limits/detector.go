@@ -82,6 +82,11 @@ type signals struct {
 	// crowdCong: the drops are congestion only because they crowd at
 	// the top of the limit (see crowded); dropCong is set with it.
 	crowdCong bool
+	// dead: the window closed on its samples and every one was a drop:
+	// the dependency served nothing in time, so admitting less loses
+	// nothing, whatever the work in flight used of the limit (released
+	// at their deadlines, the drops may be work it still holds).
+	dead bool
 }
 
 func (s *signals) congested() bool { return s.latCong || s.dropCong || s.ceilCong }
@@ -165,6 +170,8 @@ func (d *detector) read(w *WindowSummary, limit float64) signals {
 	s.crowdCong = !s.dropCong && crowded(w)
 	s.dropCong = s.dropCong || s.crowdCong
 	s.ceilCong = s.hasLat && d.ceiling > 0 && s.lat > float64(d.ceiling)
+	s.dead = w.Samples == 0 && w.Drops >= max(d.minSamples, 1)
+	s.dropCong = s.dropCong || s.dead
 	return s
 }
 

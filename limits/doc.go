@@ -110,6 +110,27 @@
 // successes close in its own window and its timeouts a deadline later,
 // in the next one.
 //
+// # Nothing served: cut below the work in flight, then close
+//
+// A window that closed on its samples (MinSamples) without a single
+// success served nothing in time, so admitting less loses nothing. Both
+// limits then cut as for drops, but from the largest work in flight
+// rather than from the limit (unless the work in flight is still above
+// the limit: those are drops of earlier work, see drain): a handler that stops waiting at its
+// deadline releases its permit while the dependency may go on with the
+// work, so the work in flight undercounts what the dependency holds, and
+// a limit it did not use must still come down. At the floor, such a
+// window closes the limit (close): Limit reports 0, and shed admits no
+// work but one probe per Window.MinDuration (the next one a whole
+// interval after a probe that was dropped), until a success reopens the
+// limit at its floor (reopen). A floor of one admits work back to back,
+// each timeout freeing its slot for the next; if a thrashing dependency
+// completes work more slowly than that, its backlog of work nobody waits
+// for never drains, and only a pause lets it. The price is the interval:
+// a dependency that recovers is seen at the next probe, and a caller
+// that waits for its work (the permit held until the dependency answers,
+// however late) never needed the pause.
+//
 // # Gradient
 //
 // Each closed window leads to one decision, with a [Reason] that

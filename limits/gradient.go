@@ -3,7 +3,6 @@ package limits
 import (
 	"math"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/shedkit/shedkit/shed"
@@ -165,7 +164,10 @@ type GradientConfig struct {
 // GradientState is a snapshot of a Gradient's internals, for metrics,
 // simulation plots and tests.
 type GradientState struct {
-	Limit float64 // the limit before rounding down
+	Limit float64 // the limit before rounding down (the floor while closed)
+	// Closed reports a closed limit: Limit() is 0 and shed admits only
+	// probes (see Probe).
+	Closed bool
 	// Baseline is the learned latency without congestion (the windows'
 	// median, or the configured quantile); zero until the first window
 	// with enough timed successes. Spread is its window-to-window
@@ -211,8 +213,8 @@ func DefaultQueueAllowance(limit float64) float64 {
 // a limit of 0 and never adapts; shed.New refuses it as a Source
 // (shed.ErrInvalidConfig).
 type Gradient struct {
-	limit atomic.Int64
-	win   *Window
+	closable // the limit enforced, 0 while closed
+	win      *Window
 
 	cfg GradientConfig
 
@@ -281,14 +283,27 @@ func (cfg GradientConfig) withDefaults() (GradientConfig, error) {
 	return cfg, err
 }
 
-// Limit returns the current limit. It is an atomic load.
+// Limit returns the current limit, 0 while the limit is closed (see
+// Probe). It is an atomic load.
 func (g *Gradient) Limit() int { return int(g.limit.Load()) }
 
+// Probe implements shed.Prober: while the limit is closed, it admits one
+// request per Window.MinDuration, counted from now or from the end of
+// the last probe that was dropped, whichever is later.
+func (g *Gradient) Probe(now time.Time) bool {
+	return g.win != nil && g.probe(now, g.cfg.Window.MinDuration)
+}
+
 // Observe records a finished unit of work. The sample that closes a window
-// updates the limit. A zero Gradient (not made by NewGradient) ignores
-// samples and reports a limit of 0.
+// updates the limit; while the limit is closed, a success reopens it. A
+// zero Gradient (not made by NewGradient) ignores samples and reports a
+// limit of 0, which shed.New refuses.
 func (g *Gradient) Observe(s shed.Sample) {
 	if g.win == nil {
+		return
+	}
+	if g.limit.Load() == 0 {
+		g.observeClosed(s)
 		return
 	}
 	if !s.Timed && !s.Dropped && s.Now.IsZero() {
@@ -309,6 +324,7 @@ func (g *Gradient) State() GradientState {
 	out := GradientState{
 		Limit: st.limit, Spread: st.det.base.spread(), Background: st.det.bg.rate(),
 		Reason: st.reason, SlowStart: st.slowStart, Windows: st.windows, Relearned: st.relearned,
+		Closed: g.limit.Load() == 0,
 	}
 	if st.det.base.learned() {
 		out.Baseline = time.Duration(st.det.base.value())
@@ -340,12 +356,32 @@ func (g *Gradient) update(w *WindowSummary) {
 		t = g.st.det.trace(w, &s, g.st.limit, d.reason)
 	}
 	g.apply(&s, &d)
-	g.limit.Store(int64(g.st.limit))
+	g.enforce(g.st.limit, d.reason, w.End, g.cfg.Window.MinDuration)
 	g.win.setCrowd(g.st.limit)
 	if g.cfg.Trace != nil {
 		t.Next = g.st.limit
+		if d.reason == ReasonClose {
+			t.Next = 0
+		}
 		g.cfg.Trace(t)
 	}
+}
+
+// observeClosed takes a sample while the limit is closed: a drop delays
+// the next probe, a success reopens the limit at its floor.
+func (g *Gradient) observeClosed(s shed.Sample) {
+	if !g.reopens(s, g.cfg.Window.MinDuration) {
+		return
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.limit.Load() != 0 {
+		return
+	}
+	st := &g.st
+	st.limit, st.reason = float64(g.cfg.MinLimit), ReasonReopen
+	st.decisions[ReasonReopen]++
+	g.limit.Store(int64(st.limit))
 }
 
 // defaultFloat validates *f in (lo, hi) (bounds included when loIn/hiIn),

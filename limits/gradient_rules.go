@@ -40,6 +40,9 @@ func (g *Gradient) decide(s *signals) decision {
 	if st.det.draining(s, lim) {
 		return decision{limit: lim, reason: ReasonDrain, ep: ep}
 	}
+	if s.dead {
+		return deadDecision(s, &st.det, lim, float64(c.MinLimit), c.Backoff)
+	}
 	prev := ep // before this window: what the cuts are measured against
 	atFloor := lim <= float64(c.MinLimit)
 	if !s.ceilCong && ep.observe(s, atFloor, epRules{blind: true, noQueueCut: true}) == epHold {

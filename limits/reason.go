@@ -66,11 +66,19 @@ const (
 	// that fails. The limit shrinks as for drops, though the drop rate
 	// may be the usual one.
 	ReasonCutCrowd
+	// ReasonClose: at the floor, a window in which every unit of work was
+	// dropped: the limit closes, and shed admits one probe per
+	// Window.MinDuration until one succeeds (see shed.Prober).
+	ReasonClose
+	// ReasonReopen: a success while the limit was closed: the limit
+	// reopens at its floor. Counted in Decisions, though no window
+	// closed.
+	ReasonReopen
 	// NumReasons is the number of reasons; Reason values are below it.
 	NumReasons
 )
 
-var reasonNames = [NumReasons]string{"none", "idle", "unused", "queue", "slow-start", "grow", "regrow", "cut-latency", "cut-queue", "cut-drops", "cut-ceiling", "hold", "relearn", "drain", "creep", "cut-crowd"}
+var reasonNames = [NumReasons]string{"none", "idle", "unused", "queue", "slow-start", "grow", "regrow", "cut-latency", "cut-queue", "cut-drops", "cut-ceiling", "hold", "relearn", "drain", "creep", "cut-crowd", "close", "reopen"}
 
 // String returns the reason's name, as used in metrics and the simulator.
 func (r Reason) String() string {
@@ -82,7 +90,7 @@ func (r Reason) String() string {
 
 // IsCut reports whether the reason lowers the limit.
 func (r Reason) IsCut() bool {
-	return r >= ReasonCutLatency && r <= ReasonCutCeiling || r == ReasonCutCrowd
+	return r >= ReasonCutLatency && r <= ReasonCutCeiling || r == ReasonCutCrowd || r == ReasonClose
 }
 
 // decisions counts windows by the reason of their decision.

@@ -185,11 +185,13 @@ func deadlineModelScenario(d Discipline) *Scenario {
 
 // TestDeadlineModelDefaultUnchanged: without CancelAtDeadline and Abandon
 // a run is what it was before they existed, byte for byte (the summaries
-// taken at commit 78cc8ae, before the fields existed).
+// taken at commit 78cc8ae, before the fields existed; FIFO Gradient's
+// again when a limit at its floor learned to close, which changed the
+// limit, not the engine).
 func TestDeadlineModelDefaultUnchanged(t *testing.T) {
 	want := map[string]string{
 		"FIFO static":           "{Scenario:models Policy:static Seed:3 Logical:23034 Goodput:6101 Timeouts:92 Failed:16845 Attempts:42821 Admitted:6200 Rejected:36623 RateLimited:0 ClientRetries:758 GatewayRetries:19029 ServiceRetries:21 Jobs:6221 Ideal:6391.157338520945 GoodputRatio:0.954600188486661 TriggerGoodputRatio:1.0058252680708692 Throughput:338.94444444444446 HealthyThroughput:419.1666666666667 Recovery:0 P50:0.072351744 P99:0.348127232 AdmittedP50:0.06815744 AdmittedP99:0.415236096 HealthyP99:0.281018368 TriggerP99:0.729808896 Amplification:1.8590344707823219 UpstreamAmplification:0.27007901363202225 Wasted:0.09871820634619514 RejectedShare:0.8552579341911679 MeanLimit:24 MeanInFlight:23.867137063333335 UpstreamMeanJobs:24.01071011827778 UpstreamThroughput:345.6111111111111 UpstreamSojourn:0.0694106860199325 Classes:[{Name:a Offered:5450 Goodput:4420 Timeouts:88 Failed:944 RateLimited:0 GoodputShare:0.8110091743119267 TriggerGoodputShare:0.32623626373626374 P50:0.082837504 P99:0.348127232 Keys:1 HotKeyOffered:0 HotKeyGoodput:0 HotKeyGoodputShare:0 OtherKeysGoodputShare:0 TriggerOtherKeysGoodputShare:0} {Name:b Offered:17584 Goodput:1681 Timeouts:4 Failed:15901 RateLimited:0 GoodputShare:0.09559827115559599 TriggerGoodputShare:0.037562437562437566 P50:0.046661632 P99:0.35651584 Keys:1 HotKeyOffered:0 HotKeyGoodput:0 HotKeyGoodputShare:0 OtherKeysGoodputShare:0 TriggerOtherKeysGoodputShare:0}]}",
-		"FIFO shedkit-gradient": "{Scenario:models Policy:shedkit-gradient Seed:3 Logical:19812 Goodput:4314 Timeouts:468 Failed:15063 Attempts:39102 Admitted:4797 Rejected:34310 RateLimited:0 ClientRetries:1190 GatewayRetries:18100 ServiceRetries:9 Jobs:4871 Ideal:6391.157338520945 GoodputRatio:0.6749951177071718 TriggerGoodputRatio:0.5977302498038046 Throughput:239.66666666666666 HealthyThroughput:302.5 Recovery:+Inf P50:0.182452224 P99:0.532676608 AdmittedP50:0.169869312 AdmittedP99:0.746586112 HealthyP99:0.696254464 TriggerP99:0.746586112 Amplification:1.9736523319200485 UpstreamAmplification:0.24586109428629113 Wasted:0.30209923028729313 RejectedShare:0.8774487238504425 MeanLimit:49.72222222222222 MeanInFlight:48.93819084488889 UpstreamMeanJobs:55.85051439572222 UpstreamThroughput:270.6111111111111 UpstreamSojourn:0.21294661454300964 Classes:[{Name:a Offered:5450 Goodput:2918 Timeouts:437 Failed:2109 RateLimited:0 GoodputShare:0.5354128440366972 TriggerGoodputShare:0.18406593406593408 P50:0.195035136 P99:0.390070272 Keys:1 HotKeyOffered:0 HotKeyGoodput:0 HotKeyGoodputShare:0 OtherKeysGoodputShare:0 TriggerOtherKeysGoodputShare:0} {Name:b Offered:14362 Goodput:1396 Timeouts:31 Failed:12954 RateLimited:0 GoodputShare:0.09720094694332265 TriggerGoodputShare:0.029738022185508615 P50:0.144703488 P99:0.612368384 Keys:1 HotKeyOffered:0 HotKeyGoodput:0 HotKeyGoodputShare:0 OtherKeysGoodputShare:0 TriggerOtherKeysGoodputShare:0}]}",
+		"FIFO shedkit-gradient": "{Scenario:models Policy:shedkit-gradient Seed:3 Logical:20566 Goodput:4520 Timeouts:400 Failed:15674 Attempts:40475 Admitted:4912 Rejected:35560 RateLimited:0 ClientRetries:1191 GatewayRetries:18718 ServiceRetries:11 Jobs:4990 Ideal:6391.157338520945 GoodputRatio:0.7072271516078852 TriggerGoodputRatio:0.6584135238955614 Throughput:251.11111111111111 HealthyThroughput:302.5 Recovery:0 P50:0.182452224 P99:0.490733568 AdmittedP50:0.165675008 AdmittedP99:0.71303168 HealthyP99:0.696254464 TriggerP99:0.746586112 Amplification:1.9680540698239812 UpstreamAmplification:0.2426334727219683 Wasted:0.26213209309183994 RejectedShare:0.8785670166769611 MeanLimit:46.5 MeanInFlight:46.278536441777774 UpstreamMeanJobs:47.91208131088889 UpstreamThroughput:277.22222222222223 UpstreamSojourn:0.1786159451342685 Classes:[{Name:a Offered:5450 Goodput:3144 Timeouts:382 Failed:1936 RateLimited:0 GoodputShare:0.5768807339449541 TriggerGoodputShare:0.20123626373626374 P50:0.195035136 P99:0.381681664 Keys:1 HotKeyOffered:0 HotKeyGoodput:0 HotKeyGoodputShare:0 OtherKeysGoodputShare:0 TriggerOtherKeysGoodputShare:0} {Name:b Offered:15116 Goodput:1376 Timeouts:18 Failed:13738 RateLimited:0 GoodputShare:0.09102937284996031 TriggerGoodputShare:0.03126385809312639 P50:0.140509184 P99:0.595591168 Keys:1 HotKeyOffered:0 HotKeyGoodput:0 HotKeyGoodputShare:0 OtherKeysGoodputShare:0 TriggerOtherKeysGoodputShare:0}]}",
 		"PS static":             "{Scenario:models Policy:static Seed:3 Logical:23039 Goodput:6095 Timeouts:88 Failed:16852 Attempts:43044 Admitted:6188 Rejected:36851 RateLimited:0 ClientRetries:812 GatewayRetries:19193 ServiceRetries:27 Jobs:6215 Ideal:6391.157338520945 GoodputRatio:0.9536613913827566 TriggerGoodputRatio:1.0027911043662814 Throughput:338.6111111111111 HealthyThroughput:419.6666666666667 Recovery:0 P50:0.072351744 P99:0.348127232 AdmittedP50:0.070254592 AdmittedP99:0.432013312 HealthyP99:0.281018368 TriggerP99:0.71303168 Amplification:1.8683102565215504 UpstreamAmplification:0.26975997222101655 Wasted:0.09565005199172161 RejectedShare:0.8561239661741474 MeanLimit:24 MeanInFlight:23.85862305322222 UpstreamMeanJobs:24.02721781877778 UpstreamThroughput:345.27777777777777 UpstreamSojourn:0.06952265676331457 Classes:[{Name:a Offered:5450 Goodput:4415 Timeouts:86 Failed:945 RateLimited:0 GoodputShare:0.810091743119266 TriggerGoodputShare:0.3289835164835165 P50:0.082837504 P99:0.348127232 Keys:1 HotKeyOffered:0 HotKeyGoodput:0 HotKeyGoodputShare:0 OtherKeysGoodputShare:0 TriggerOtherKeysGoodputShare:0} {Name:b Offered:17589 Goodput:1680 Timeouts:2 Failed:15907 RateLimited:0 GoodputShare:0.09551424185570527 TriggerGoodputShare:0.03634911124425804 P50:0.047710208 P99:0.364904448 Keys:1 HotKeyOffered:0 HotKeyGoodput:0 HotKeyGoodputShare:0 OtherKeysGoodputShare:0 TriggerOtherKeysGoodputShare:0}]}",
 		"PS shedkit-gradient":   "{Scenario:models Policy:shedkit-gradient Seed:3 Logical:22126 Goodput:4703 Timeouts:327 Failed:17155 Attempts:43409 Admitted:5005 Rejected:38411 RateLimited:0 ClientRetries:1174 GatewayRetries:20109 ServiceRetries:10 Jobs:5125 Ideal:6391.157338520945 GoodputRatio:0.7358604632769654 TriggerGoodputRatio:0.6766185061230885 Throughput:261.27777777777777 HealthyThroughput:317.1666666666667 Recovery:0 P50:0.126877696 P99:0.465567744 AdmittedP50:0.103809024 AdmittedP99:0.746586112 HealthyP99:0.746586112 TriggerP99:0.746586112 Amplification:1.9619000271174185 UpstreamAmplification:0.23162794901925338 Wasted:0.28064308545624955 RejectedShare:0.8848625860996567 MeanLimit:33.44444444444444 MeanInFlight:33.757503505833334 UpstreamMeanJobs:36.51702614672222 UpstreamThroughput:284.72222222222223 UpstreamSojourn:0.13956774215336584 Classes:[{Name:a Offered:5450 Goodput:3473 Timeouts:316 Failed:1695 RateLimited:0 GoodputShare:0.6372477064220183 TriggerGoodputShare:0.21978021978021978 P50:0.13631488 P99:0.381681664 Keys:1 HotKeyOffered:0 HotKeyGoodput:0 HotKeyGoodputShare:0 OtherKeysGoodputShare:0 TriggerOtherKeysGoodputShare:0} {Name:b Offered:16676 Goodput:1230 Timeouts:11 Failed:15460 RateLimited:0 GoodputShare:0.07375869513072679 TriggerGoodputShare:0.025735294117647058 P50:0.0786432 P99:0.612368384 Keys:1 HotKeyOffered:0 HotKeyGoodput:0 HotKeyGoodputShare:0 OtherKeysGoodputShare:0 TriggerOtherKeysGoodputShare:0}]}",
 	}
@@ -273,4 +275,31 @@ func deadlineInvariants(e *engine) string {
 		}
 	}
 	return ""
+}
+
+// TestClosedLimitDrainsWorkNobodyWaitsFor: two instances of the healthy
+// family (seed 1) whose replicas stop waiting at the deadline while a
+// thrashing upstream keeps the work. Past its capacity, its backlog of
+// work nobody waits for grows faster than it completes it, even at a
+// limit of one: no limit at all serves nothing, and shedkit's limits did
+// the same until a limit at its floor could close. A closed limit admits
+// a probe per window, the backlog drains, and the first success reopens
+// it.
+func TestClosedLimitDrainsWorkNobodyWaitsFor(t *testing.T) {
+	res, err := RunFamily(FamilyRun{Family: "healthy", Seed: 1, Only: []int{130, 166}, DeadlineModel: DeadlineCancel,
+		Policies: []string{"none", "static", "shedkit-gradient", "shedkit-aimd"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, in := range res.Instances {
+		if none := res.Summaries[i][0].GoodputRatio; none > 0.01 {
+			t.Fatalf("#%d: no limit served %.1f%% of the ideal; the instance no longer collapses, and proves nothing", in.Index, 100*none)
+		}
+		for p := 2; p < 4; p++ {
+			if rel := res.Relative(p)[i]; rel < 0.25 {
+				t.Errorf("#%d, %s: %.1f%% of the reference's goodput, want >= 25%% (it served nothing when it could not close)",
+					in.Index, res.Policies[p], 100*rel)
+			}
+		}
+	}
 }
