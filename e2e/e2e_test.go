@@ -250,6 +250,7 @@ type spanCounts struct {
 	attemptsHist       map[int]int
 	upstreamChildren   int
 	queued             int
+	lostParents        int // logical spans whose parent is not in Jaeger
 }
 
 // spanTree is one trace with its spans indexed by ID and by parent.
@@ -342,8 +343,16 @@ func checkLogicalSpan(t *testing.T, tree *spanTree, s *jaegerSpan, c *spanCounts
 	c.logical++
 	c.attemptsHist[len(attempts)]++
 	checkAttempts(t, tree, attempts, c)
-	if p := tree.byID[s.parent()]; p == nil || tree.service(p) != gatewaySvc {
-		t.Errorf("logical span %s is not a child of a gateway span", s.SpanID)
+	// An exporter drops spans when its queue is full, so a parent that the
+	// span names may be missing from Jaeger: checkCounts bounds those. A
+	// span that names no parent, or one of another service, is wrong.
+	switch p, ok := tree.byID[s.parent()]; {
+	case s.parent() == "":
+		t.Errorf("logical span %s is a root: the server span's context was lost", s.SpanID)
+	case !ok:
+		c.lostParents++
+	case tree.service(p) != gatewaySvc:
+		t.Errorf("logical span %s is a child of a %s span", s.SpanID, tree.service(p))
 	}
 }
 
@@ -375,8 +384,8 @@ func checkAttempts(t *testing.T, tree *spanTree, attempts []*jaegerSpan, c *span
 // rejections, retries and propagated trace context.
 func checkCounts(t *testing.T, c *spanCounts) {
 	t.Helper()
-	t.Logf("server spans: %d admitted (%d after a wait), %d rejected %v; logical spans by attempts %v; upstream spans under attempts %d",
-		c.admitted, c.queued, c.rejected, c.reasons, c.attemptsHist, c.upstreamChildren)
+	t.Logf("server spans: %d admitted (%d after a wait), %d rejected %v; logical spans by attempts %v (%d with a lost parent); upstream spans under attempts %d",
+		c.admitted, c.queued, c.rejected, c.reasons, c.attemptsHist, c.lostParents, c.upstreamChildren)
 	if c.admitted == 0 || c.rejected == 0 {
 		t.Errorf("want both admitted and rejected gateway server spans, got %d and %d", c.admitted, c.rejected)
 	}
@@ -391,6 +400,11 @@ func checkCounts(t *testing.T, c *spanCounts) {
 	}
 	if retried == 0 {
 		t.Errorf("no logical request was retried (attempts per logical span %v): resend counts untested", c.attemptsHist)
+	}
+	// A few lost parents are the exporter's load shedding; many are a
+	// broken context.
+	if c.lostParents*100 > c.logical {
+		t.Errorf("%d of %d logical spans have a parent that is not in Jaeger", c.lostParents, c.logical)
 	}
 	if c.upstreamChildren == 0 {
 		t.Error("no upstream server span is a child of an attempt: trace context was not propagated")

@@ -91,6 +91,11 @@ func serviceResource(name string) *resource.Resource {
 	return resource.NewWithAttributes(semconv.SchemaURL, semconv.ServiceName(name), semconv.ServiceVersion("dev"))
 }
 
+// spanQueue is how many ended spans each exporter holds while the
+// collector is busy; the SDK's default of 2048 is under a second of the
+// demo's retry storm.
+const spanQueue = 1 << 16
+
 // tracerProvider returns the tracer provider of one component. Its spans
 // go to OTLP when traces are exported; a sample of them (all of them with
 // OTLP) is also kept in memory for the report's picture of one request.
@@ -107,7 +112,12 @@ func (t *telemetry) tracerProvider(ctx context.Context, service string) (trace.T
 		if err != nil {
 			return nil, fmt.Errorf("OTLP trace exporter: %w", err)
 		}
-		opts = append(opts, sdktrace.WithBatcher(exp, sdktrace.WithBatchTimeout(500*time.Millisecond)))
+		// The SDK drops spans, silently, once its queue is full. A retry
+		// storm ends thousands of spans a second while a busy collector
+		// may take seconds per export: a dropped parent leaves its
+		// children orphans in Jaeger, so the queue holds a minute of them.
+		opts = append(opts, sdktrace.WithBatcher(exp,
+			sdktrace.WithBatchTimeout(500*time.Millisecond), sdktrace.WithMaxQueueSize(spanQueue)))
 	} else {
 		opts = append(opts, sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.TraceIDRatioBased(traceSampleRatio))))
 	}
