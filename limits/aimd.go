@@ -125,7 +125,7 @@ type AIMDConfig struct {
 // sample that closes a window updates the limit under a mutex.
 //
 // Make one with NewAIMD. A zero AIMD (&limits.AIMD{}) reports a limit of
-// 0 and never adapts; shed.New refuses it as a Source
+// -1 and never adapts; shed.New refuses it as a Source
 // (shed.ErrInvalidConfig).
 type AIMD struct {
 	closable // the limit enforced, 0 while closed
@@ -172,7 +172,7 @@ func NewAIMD(cfg AIMDConfig) (*AIMD, error) {
 	case cfg.LatencyThreshold < 0:
 		a.det.latency = false
 	}
-	a.limit.Store(int64(cfg.InitialLimit))
+	a.set(int64(cfg.InitialLimit))
 	return a, nil
 }
 
@@ -214,7 +214,7 @@ func (cfg AIMDConfig) withDefaults() (AIMDConfig, error) {
 
 // Limit returns the current limit, 0 while the limit is closed (see
 // Probe). It is an atomic load.
-func (a *AIMD) Limit() int { return int(a.limit.Load()) }
+func (a *AIMD) Limit() int { return a.current() }
 
 // Probe implements shed.Prober, as Gradient's does.
 func (a *AIMD) Probe(now time.Time) bool {
@@ -223,13 +223,13 @@ func (a *AIMD) Probe(now time.Time) bool {
 
 // Observe records a finished unit of work. The sample that closes a window
 // updates the limit; while the limit is closed, a success reopens it. A
-// zero AIMD (not made by NewAIMD) ignores samples and reports a limit of 0,
-// which shed.New refuses.
+// zero AIMD (not made by NewAIMD) ignores samples and reports a limit of
+// -1, which shed.New refuses.
 func (a *AIMD) Observe(s shed.Sample) {
 	if a.win == nil {
 		return
 	}
-	if a.limit.Load() == 0 {
+	if a.closed() {
 		a.observeClosed(s)
 		return
 	}
@@ -262,7 +262,7 @@ func (a *AIMD) State() AIMDState {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	st := AIMDState{Limit: a.cur, Background: a.det.bg.rate(), Reason: a.reason, SlowStart: a.slowStart,
-		Closed: a.limit.Load() == 0}
+		Closed: a.closed()}
 	if a.det.latency && a.det.base.learned() {
 		st.Baseline = time.Duration(a.det.base.value())
 	}
@@ -305,12 +305,12 @@ func (a *AIMD) observeClosed(s shed.Sample) {
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.limit.Load() != 0 {
+	if !a.closed() {
 		return
 	}
 	a.cur, a.reason = float64(a.cfg.MinLimit), ReasonReopen
 	a.decisions[ReasonReopen]++
-	a.limit.Store(int64(a.cur))
+	a.set(int64(a.cur))
 }
 
 // decide is AIMD's policy: from a window's signals, the next limit and

@@ -20,15 +20,27 @@ import (
 // its floor.
 
 // closable is what Gradient and AIMD share to close: the limit they
-// enforce, 0 while closed, and the schedule of the probes.
+// enforce and the schedule of the probes.
 type closable struct {
+	// limit holds the limit enforced plus one: 1 while closed, and 0 in
+	// a zero value, which reports -1, so that shed.New can tell a limit
+	// that is closed from one that was never made.
 	limit atomic.Int64
 	gate  gate
 }
 
+// current is the limit enforced: 0 while closed, -1 if never made.
+func (c *closable) current() int { return int(c.limit.Load()) - 1 }
+
+// closed reports whether the limit is closed.
+func (c *closable) closed() bool { return c.limit.Load() == 1 }
+
+// set makes n the limit enforced.
+func (c *closable) set(n int64) { c.limit.Store(n + 1) }
+
 // probe is shed.Prober's Probe, with a probe every interval.
 func (c *closable) probe(now time.Time, every time.Duration) bool {
-	return c.limit.Load() == 0 && c.gate.claim(now, every)
+	return c.closed() && c.gate.claim(now, every)
 }
 
 // enforce makes lim the limit after a window that ended at end, or closes
@@ -36,10 +48,10 @@ func (c *closable) probe(now time.Time, every time.Duration) bool {
 func (c *closable) enforce(lim float64, r Reason, end time.Time, every time.Duration) {
 	if r == ReasonClose {
 		c.gate.delay(end.Add(every))
-		c.limit.Store(0)
+		c.set(0)
 		return
 	}
-	c.limit.Store(int64(lim))
+	c.set(int64(lim))
 }
 
 // reopens takes a sample while the limit is closed: a drop delays the

@@ -1,6 +1,7 @@
 package limits
 
 import (
+	"errors"
 	"testing"
 	"time"
 
@@ -77,6 +78,35 @@ func TestDeadWindowAtTheFloorCloses(t *testing.T) {
 		}
 		if p.Probe(closed.Add(10 * time.Second)) {
 			t.Fatalf("%s: Probe granted while open", src.name)
+		}
+	}
+}
+
+// A limit that is closed when a limiter is made on it (a second limiter
+// on a shared limit, made during an outage) is a limit: shed.New takes
+// it, the limiter admits the probes only and opens with it. A zero
+// Gradient or AIMD is still refused.
+func TestNewLimiterOnAClosedLimit(t *testing.T) {
+	for _, src := range learnedPair(t, 1, 1) {
+		p := closeAtFloor(t, src)
+		lim, err := shed.New(shed.Config{Source: p})
+		if err != nil {
+			t.Fatalf("%s: shed.New on a closed limit: %v", src.name, err)
+		}
+		at := src.f.now.Add(time.Second)
+		if lim.Limit() != 0 {
+			t.Fatalf("%s: limiter limit %d on a closed source, want 0", src.name, lim.Limit())
+		}
+		if _, err := lim.TryAcquireAt(at, shed.Request{}); err != nil {
+			t.Fatalf("%s: the probe due a window after the close was refused: %v", src.name, err)
+		}
+		if _, err := lim.TryAcquireAt(at, shed.Request{}); err == nil {
+			t.Fatalf("%s: a second request admitted in the probe's interval", src.name)
+		}
+	}
+	for _, zero := range []shed.LimitSource{&Gradient{}, &AIMD{}} {
+		if _, err := shed.New(shed.Config{Source: zero}); !errors.Is(err, shed.ErrInvalidConfig) {
+			t.Errorf("%T: shed.New on a zero value: %v, want ErrInvalidConfig", zero, err)
 		}
 	}
 }

@@ -210,7 +210,7 @@ func DefaultQueueAllowance(limit float64) float64 {
 // sample that closes a window updates the limit under a mutex.
 //
 // Make one with NewGradient. A zero Gradient (&limits.Gradient{}) reports
-// a limit of 0 and never adapts; shed.New refuses it as a Source
+// a limit of -1 and never adapts; shed.New refuses it as a Source
 // (shed.ErrInvalidConfig).
 type Gradient struct {
 	closable // the limit enforced, 0 while closed
@@ -236,7 +236,7 @@ func NewGradient(cfg GradientConfig) (*Gradient, error) {
 			cfg.MinUtilization, cfg.BaselineWindows, cfg.Window),
 	}
 	g.st.det.queueTeaches = true
-	g.limit.Store(int64(cfg.InitialLimit))
+	g.set(int64(cfg.InitialLimit))
 	return g, nil
 }
 
@@ -285,7 +285,7 @@ func (cfg GradientConfig) withDefaults() (GradientConfig, error) {
 
 // Limit returns the current limit, 0 while the limit is closed (see
 // Probe). It is an atomic load.
-func (g *Gradient) Limit() int { return int(g.limit.Load()) }
+func (g *Gradient) Limit() int { return g.current() }
 
 // Probe implements shed.Prober: while the limit is closed, it admits one
 // request per Window.MinDuration, counted from now or from the end of
@@ -297,12 +297,12 @@ func (g *Gradient) Probe(now time.Time) bool {
 // Observe records a finished unit of work. The sample that closes a window
 // updates the limit; while the limit is closed, a success reopens it. A
 // zero Gradient (not made by NewGradient) ignores samples and reports a
-// limit of 0, which shed.New refuses.
+// limit of -1, which shed.New refuses.
 func (g *Gradient) Observe(s shed.Sample) {
 	if g.win == nil {
 		return
 	}
-	if g.limit.Load() == 0 {
+	if g.closed() {
 		g.observeClosed(s)
 		return
 	}
@@ -324,7 +324,7 @@ func (g *Gradient) State() GradientState {
 	out := GradientState{
 		Limit: st.limit, Spread: st.det.base.spread(), Background: st.det.bg.rate(),
 		Reason: st.reason, SlowStart: st.slowStart, Windows: st.windows, Relearned: st.relearned,
-		Closed: g.limit.Load() == 0,
+		Closed: g.closed(),
 	}
 	if st.det.base.learned() {
 		out.Baseline = time.Duration(st.det.base.value())
@@ -375,13 +375,13 @@ func (g *Gradient) observeClosed(s shed.Sample) {
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if g.limit.Load() != 0 {
+	if !g.closed() {
 		return
 	}
 	st := &g.st
 	st.limit, st.reason = float64(g.cfg.MinLimit), ReasonReopen
 	st.decisions[ReasonReopen]++
-	g.limit.Store(int64(st.limit))
+	g.set(int64(st.limit))
 }
 
 // defaultFloat validates *f in (lo, hi) (bounds included when loIn/hiIn),

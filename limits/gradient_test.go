@@ -571,7 +571,7 @@ func inEpisode(t *testing.T, lim int, ep episode) []fedLimit {
 	g, gf := learned(t, GradientConfig{})
 	g.mu.Lock()
 	g.st.limit, g.st.ep = float64(lim), ep
-	g.limit.Store(int64(lim))
+	g.set(int64(lim))
 	g.mu.Unlock()
 	a, err := NewAIMD(AIMDConfig{})
 	if err != nil {
@@ -583,7 +583,7 @@ func inEpisode(t *testing.T, lim int, ep episode) []fedLimit {
 	}
 	a.mu.Lock()
 	a.cur, a.ep = float64(lim), ep
-	a.limit.Store(int64(lim))
+	a.set(int64(lim))
 	a.mu.Unlock()
 	return []fedLimit{{"Gradient", gf}, {"AIMD", af}}
 }
@@ -629,19 +629,24 @@ func TestCutQueueStopsWhenACutCostsThroughput(t *testing.T) {
 }
 
 // A zero Gradient or AIMD (not made by its constructor) reports a limit
-// of 0 and ignores samples instead of panicking, as its doc says.
+// of -1 (so that shed.New tells it from a closed limit), is not closed and
+// ignores samples instead of panicking, as its doc says.
 func TestZeroValues(t *testing.T) {
 	var g Gradient
 	var a AIMD
 	for _, src := range []shed.LimitSource{&g, &a} {
 		src.Observe(shed.Sample{Now: t0, Timed: true, Latency: time.Millisecond, InFlight: 3})
 		src.Observe(shed.Sample{Now: t0.Add(time.Hour), Dropped: true})
-		if n := src.Limit(); n != 0 {
-			t.Errorf("%T: zero value limit %d, want 0", src, n)
+		if n := src.Limit(); n != -1 {
+			t.Errorf("%T: zero value limit %d, want -1", src, n)
+		}
+		if src.(shed.Prober).Probe(t0.Add(2 * time.Hour)) {
+			t.Errorf("%T: a zero value grants probes", src)
 		}
 	}
-	_ = g.State()
-	_ = a.State()
+	if g.State().Closed || a.State().Closed {
+		t.Error("a zero value reports a closed limit")
+	}
 }
 
 // TestGradientForgetsTheSlowdown: after a ten-fold slowdown that was

@@ -282,8 +282,8 @@ func (c *Config) limitConfig() error {
 		}
 	} else if c.Limit != 0 {
 		return configError("Limit", "must be 0 when Source is set (the source supplies the limit)")
-	} else if n, ok := firstLimit(c.Source); !ok || n < 1 {
-		return configError("Source", "must report a limit of at least 1, got %s (a source made without its constructor, such as a zero limits.Gradient, never adapts)", limitText(n, ok))
+	} else if n, ok := firstLimit(c.Source); !ok || n < 1 && !(n == 0 && asProber(c.Source) != nil) {
+		return configError("Source", "must report a limit of at least 1, or 0 for a closed Prober, got %s (a source made without its constructor, such as a zero limits.Gradient, never adapts)", limitText(n, ok))
 	}
 	if c.MaxCost < 0 || c.MaxCost > MaxTotalCost {
 		return configError("MaxCost", "must be in [0, %d], got %d", int64(MaxTotalCost), c.MaxCost)
@@ -293,7 +293,8 @@ func (c *Config) limitConfig() error {
 
 // firstLimit asks src for its limit once, as New's check of the
 // LimitSource contract: a source that reports less than 1 (a zero
-// limits.Gradient or AIMD) or panics (a nil pointer in the interface) would
+// limits.Gradient or AIMD reports -1), other than a Prober that is closed
+// at that moment, or panics (a nil pointer in the interface) would
 // hold the limiter at one request in flight, or panic on the first
 // admission, without a word.
 func firstLimit(src LimitSource) (n int, ok bool) {

@@ -75,7 +75,8 @@ type Sample struct {
 //     EventReleased is lost.
 type LimitSource interface {
 	// Limit returns the current limit on in-flight work, at least 1
-	// (0 only for a [Prober]; the limiter reads less as 1).
+	// (0 only for a [Prober] that is closed; the limiter reads less as
+	// 1, and New refuses a source that reports less when it is made).
 	// The limiter reads it on every admission, so it should cost no more
 	// than an atomic load. The limit may change at any time; shrinking it
 	// never revokes admitted work.

@@ -193,14 +193,14 @@ func New(cfg Config) (*Limiter, error) {
 }
 
 // limit returns the current limit, clamped to [1, MaxLimit], or 0 when
-// a Prober's limit is closed (see probed).
+// a Prober's limit is closed (see probed); only 0 means closed.
 func (l *Limiter) limit() uint64 {
 	if l.source == nil {
 		return l.static
 	}
 	n := l.source.Limit()
 	if n < 1 {
-		if l.prober != nil {
+		if n == 0 && l.prober != nil {
 			return 0
 		}
 		return 1
