@@ -231,6 +231,7 @@ func peerTable(w io.Writer, res *FamilyResult) {
 		fmt.Fprintf(w, "  %s: %d of %d (%.0f%%)\n", spec, n-len(losses), n, 100*float64(n-len(losses))/float64(max(n, 1)))
 		byKind(w, res, p, losses)
 		eachPeer(w, res, p)
+		againstRecovered(w, res, p)
 		for k, i := range losses {
 			if k == maxLossesShown {
 				fmt.Fprintf(w, "    ... and %d more (the CSV has every instance)\n", len(losses)-k)
@@ -334,13 +335,40 @@ func lowTail(w io.Writer, res *FamilyResult, bound float64) {
 }
 
 func (res *FamilyResult) bestPeer(i int) float64 {
+	return res.bestPeerIf(i, func(int) bool { return true })
+}
+
+// bestPeerIf is bestPeer among the peers q for which ok(q) holds: NaN
+// when none does.
+func (res *FamilyResult) bestPeerIf(i int, ok func(q int) bool) float64 {
 	best := math.NaN()
 	for q, spec := range res.Policies {
-		if IsPeer(spec) {
+		if IsPeer(spec) && ok(q) {
 			best = max(nanTo(best, 0), nanTo(res.Judged(q)[i], 0))
 		}
 	}
 	return best
+}
+
+// againstRecovered writes the share of the instances in which policy p is
+// at least as good as the best peer among those that recovered after the
+// incident (to 90% of the healthy throughput within the run): a peer
+// that sheds most of the traffic for good wins the incident and loses the
+// service, and the best-peer figure alone credits it with the win.
+func againstRecovered(w io.Writer, res *FamilyResult, p int) {
+	j := res.Judged(p)
+	won, n := 0, 0
+	for i := range res.Instances {
+		best := res.bestPeerIf(i, func(q int) bool { return !math.IsInf(res.Summaries[i][q].Recovery, 1) })
+		if math.IsNaN(j[i]) || math.IsNaN(best) {
+			continue
+		}
+		n++
+		if j[i] >= best-peerMargin {
+			won++
+		}
+	}
+	fmt.Fprintf(w, "    against the best peer that recovered: %d of %d (%.0f%%)\n", won, n, 100*float64(won)/float64(max(n, 1)))
 }
 
 // worst lists the k instances where policy p is lowest against the

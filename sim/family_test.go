@@ -178,6 +178,26 @@ func TestFamilyReportEachPeer(t *testing.T) {
 	}
 }
 
+// A peer that never recovers from the incident does not count in the
+// comparison with the best peer that recovered: here it wins the first
+// instance's incident, and the recovered peer loses both.
+func TestFamilyReportAgainstRecovered(t *testing.T) {
+	never := math.Inf(1)
+	res := &FamilyResult{Family: "incident", Policies: []string{"static", "shedkit-gradient", "gcl-vegas", "failsafe-adaptive"}}
+	for i, tc := range []struct{ vegas, vegasRec, failsafe float64 }{{0.99, never, 0.5}, {0.6, 3, 0.7}} {
+		res.Instances = append(res.Instances, &Instance{Index: i, Traits: Traits{Kind: "slowdown"}})
+		res.Summaries = append(res.Summaries, []Summary{{TriggerGoodputRatio: 1}, {TriggerGoodputRatio: 0.8},
+			{TriggerGoodputRatio: tc.vegas, Recovery: tc.vegasRec}, {TriggerGoodputRatio: tc.failsafe, Recovery: 2}})
+	}
+	var w strings.Builder
+	peerTable(&w, res)
+	for _, want := range []string{"shedkit-gradient: 1 of 2 (50%)\n", "against the best peer that recovered: 2 of 2 (100%)\n"} {
+		if !strings.Contains(w.String(), want) {
+			t.Fatalf("report lacks %q:\n%s", want, w.String())
+		}
+	}
+}
+
 // The report names the kinds of incident that make the low tail: per
 // kind, the instances under lowTailBound of the oracle.
 func TestFamilyReportLowTail(t *testing.T) {
