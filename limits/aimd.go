@@ -329,7 +329,7 @@ func (a *AIMD) decide(s *signals) decision {
 		return decision{limit: lim, reason: ReasonDrain, ep: ep}
 	}
 	if s.dead {
-		d := deadDecision(s, &a.det, lim, float64(c.MinLimit), c.Backoff)
+		d := deadDecision(s, &a.det, ep, lim, float64(c.MinLimit), c.Backoff)
 		if !a.congested {
 			a.restore = d.limit
 		}

@@ -106,10 +106,14 @@ func (g *gate) delay(at time.Time) {
 
 // deadDecision decides on a window that served nothing in time
 // (signals.dead): at the floor the limit closes; above it, it falls below
-// the work that was in flight, as far as for drops.
-func deadDecision(s *signals, d *detector, lim, floor, backoff float64) decision {
+// the work that was in flight, as far as for drops. Above the floor the
+// congestion episode ep goes on unchanged: a window without a latency or
+// a throughput teaches it nothing, and ending it would forget the knee
+// its earlier windows found. Closing ends it: the limit reopens on a
+// dependency it knows nothing of.
+func deadDecision(s *signals, d *detector, ep episode, lim, floor, backoff float64) decision {
 	if lim <= floor {
 		return decision{limit: floor, reason: ReasonClose}
 	}
-	return decision{limit: min(lim, max(s.peak, 1)) * d.dropCut(s, backoff), reason: ReasonCutDrops}
+	return decision{limit: min(lim, max(s.peak, 1)) * d.dropCut(s, backoff), reason: ReasonCutDrops, ep: ep}
 }

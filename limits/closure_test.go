@@ -41,6 +41,43 @@ func TestDeadWindowCutsBelowTheWorkInFlight(t *testing.T) {
 	}
 }
 
+// A window that served nothing has no latency or throughput for the
+// episode of congestion it falls in: the cut goes on with that episode,
+// its knee and best throughput, rather than a new one that a window of
+// recovering latency would end at once (four replicas sharing seven
+// servers, one dead window each in their first seconds: AIMD's next
+// windows regrew where they held, and the replicas retried for the rest
+// of the run).
+func TestDeadWindowKeepsTheEpisode(t *testing.T) {
+	ms := time.Millisecond
+	ep := episode{active: true, inFlight: 40, xBest: 40 / float64(20*ms), knee: 30, kneeLat: float64(15 * ms)}
+	for _, src := range inEpisode(t, 20, ep) {
+		src.f.window(0, 30, 20, nil)
+		src.f.now = src.f.now.Add(time.Millisecond) // closes the window
+		src.f.src.Observe(shed.Sample{Now: src.f.now, Dropped: true, InFlight: 20})
+		got := episodeOf(src.f.src)
+		if reasonOf(src.f.src) != ReasonCutDrops || !got.active || got.knee != ep.knee || got.xBest != ep.xBest {
+			t.Errorf("%s: after a dead window in an episode: %v, episode %+v; want cut-drops in the episode %+v",
+				src.name, reasonOf(src.f.src), got, ep)
+		}
+	}
+}
+
+// episodeOf returns the congestion episode of a Gradient or an AIMD.
+func episodeOf(src shed.LimitSource) episode {
+	switch l := src.(type) {
+	case *Gradient:
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		return l.st.ep
+	case *AIMD:
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		return l.ep
+	}
+	return episode{}
+}
+
 // At the floor, a window that served nothing closes the limit: shed
 // admits one probe per Window.MinDuration, a dropped probe puts the next
 // one a whole interval after its end, and a success reopens the limit at

@@ -41,7 +41,7 @@ func (g *Gradient) decide(s *signals) decision {
 		return decision{limit: lim, reason: ReasonDrain, ep: ep}
 	}
 	if s.dead {
-		return deadDecision(s, &st.det, lim, float64(c.MinLimit), c.Backoff)
+		return deadDecision(s, &st.det, ep, lim, float64(c.MinLimit), c.Backoff)
 	}
 	prev := ep // before this window: what the cuts are measured against
 	atFloor := lim <= float64(c.MinLimit)
