@@ -34,9 +34,9 @@ type model struct {
 	// (a background of failures that admitting less does not change).
 	dropRand *rand.Rand
 	dropProb float64
-	// dropSlow, when above zero, multiplies the latency of those drops:
-	// timeouts, slower than the successes (at 0 they are as fast, as
-	// errors are).
+	// dropSlow, when above zero, multiplies the latency of those drops
+	// and of drop's: timeouts, slower than the successes (at 0 they are
+	// as fast, as errors are).
 	dropSlow float64
 	// deadline, when set, drops every sample slower than it.
 	deadline time.Duration
@@ -110,7 +110,7 @@ func (m *model) runWindow(src shed.LimitSource) int {
 			lat = 0
 		}
 		random := m.dropRand != nil && m.dropRand.Float64() < m.dropProb
-		if random && m.dropSlow > 0 {
+		if (random || m.drop) && m.dropSlow > 0 {
 			lat = time.Duration(float64(lat) * m.dropSlow)
 		}
 		drop := m.drop || random || (m.deadline > 0 && lat > m.deadline)

@@ -114,16 +114,20 @@ func TestSlowdownCutsAndRecovery(t *testing.T) {
 	}
 }
 
+// TestSteadyDropsNeverClimb: every request dropped, as timeouts, untimed
+// or errors, cuts the limit every window and closes it at the floor.
+// Errors close it too: a dependency that fails everything at once may be
+// refusing work past its own limit while it still holds work its callers
+// abandoned, and only a pause lets it drain.
 func TestSteadyDropsNeverClimb(t *testing.T) {
 	for _, k := range kinds() {
-		for _, untimed := range []bool{false, true} {
-			name := k.name + "/timed"
-			if untimed {
-				name = k.name + "/untimed"
-			}
-			t.Run(name, func(t *testing.T) {
+		for _, kind := range []string{"timeouts", "untimed", "errors"} {
+			t.Run(k.name+"/"+kind, func(t *testing.T) {
 				m, src, steady := healthy(t, k)
-				m.drop, m.untimed = true, untimed
+				m.drop, m.untimed = true, kind == "untimed"
+				if kind == "timeouts" {
+					m.dropSlow = 3 // a timeout outlasts the successes
+				}
 				limits := m.run(src, 60)
 				t.Logf("every request dropped: %v", limits)
 				// The exact limit behind the integer one is below steady+1.
@@ -142,7 +146,7 @@ func TestSteadyDropsNeverClimb(t *testing.T) {
 				}
 				// At the floor, a window with nothing but drops closes it.
 				if got := limits[len(limits)-1]; got != 0 {
-					t.Fatalf("after 60 windows of drops the limit is %d, want 0 (closed)", got)
+					t.Fatalf("after 60 windows of %s the limit is %d, want 0 (closed)", kind, got)
 				}
 			})
 		}
