@@ -13,7 +13,9 @@ import (
 // ReasonDeadline rejection (counted and observed as one, but for a dry
 // run, which returns ctx's error as for any ended ctx); a ctx that ended
 // otherwise (cancelled, or a deadline that only bounds the wait, earlier
-// than req.Deadline) gets its error.
+// than req.Deadline) gets its error. A request still queued when its
+// deadline passes gets a ReasonQueueTimeout rejection, whether the
+// limiter or ctx saw the deadline first.
 //
 // When ctx ends at the same moment a permit is granted, the permit is
 // released (Ignored) and ctx's error is returned: the caller never has to
@@ -81,9 +83,15 @@ func (l *Limiter) Acquire(ctx context.Context, req Request) (Permit, error) {
 		waiting, reuse = false, true
 		return w.Result()
 	case <-ctx.Done():
-		if l.removeWaiter(l.clock(), w, ReasonNone, true) {
+		reason := deadlineEnded(ctx, req)
+		if l.removeWaiter(l.clock(), w, reason, true) {
+			if reason == ReasonNone {
+				waiting, reuse = false, true
+				return Permit{}, ctx.Err()
+			}
+			<-w.ch // the rejection removeWaiter decided
 			waiting, reuse = false, true
-			return Permit{}, ctx.Err()
+			return w.Result()
 		}
 		<-w.ch
 		waiting, reuse = false, true
@@ -92,6 +100,22 @@ func (l *Limiter) Acquire(ctx context.Context, req Request) (Permit, error) {
 		}
 		return Permit{}, ctx.Err()
 	}
+}
+
+// deadlineEnded returns the reason to end the wait of req for, once its
+// ctx ended: ReasonQueueTimeout when ctx's deadline, at or after the
+// request's, has passed and ended it, since the request then waited until
+// its deadline; else ReasonNone, a cancellation (a context that ends
+// before the deadline it reports, as shed/fanout's PermitWait does,
+// included). Acquire's timer says the same a moment later, or later still
+// on a clock that lags the context's: counted as a cancellation, that
+// wait read as a caller that gave up, whichever timer fired first.
+func deadlineEnded(ctx context.Context, req Request) Reason {
+	d, ok := ctx.Deadline()
+	if ok && ctx.Err() == context.DeadlineExceeded && !d.Before(req.Deadline) && !time.Now().Before(d) {
+		return ReasonQueueTimeout
+	}
+	return ReasonNone
 }
 
 // abandon ends the wait of Acquire's waiter w when a panic (of

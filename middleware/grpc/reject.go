@@ -147,6 +147,13 @@ func (s *Server) rejection(ctx context.Context, cl shedhttp.Classification, err 
 		}
 	}
 	s.annotateRejected(ctx, rj.Reason.String(), cl.Class, cl.Cost, true)
+	if rj.Reason == shed.ReasonQueueTimeout && deadlinePassed(ctx) {
+		// The call's deadline passed while it waited, as above: the
+		// limiter's timer fired first (it usually does, and shed.Acquire
+		// answers a queue timeout when the context's does). The answer
+		// must not depend on which timer won.
+		return rejection{err: errDeadline, code: codes.DeadlineExceeded, reason: rj.Reason}
+	}
 	if rj.Reason == shed.ReasonCostTooLarge {
 		// It can never be admitted: any retry would fail the same way.
 		return rejection{err: errTooLarge, pushback: -1, code: codes.ResourceExhausted, reason: rj.Reason}
@@ -159,6 +166,12 @@ func (s *Server) rejection(ctx context.Context, cl shedhttp.Classification, err 
 		pushback = 0
 	}
 	return rejection{err: errOverloaded, pushback: pushback, code: codes.Unavailable, reason: rj.Reason}
+}
+
+// deadlinePassed reports whether ctx's deadline, if any, has passed.
+func deadlinePassed(ctx context.Context) bool {
+	d, ok := ctx.Deadline()
+	return ok && !time.Now().Before(d)
 }
 
 // asRejection is errors.As for a wrapped *shed.Rejection, apart so that

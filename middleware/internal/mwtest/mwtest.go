@@ -280,6 +280,8 @@ func Run(t *testing.T, a Adapter) {
 		{"RecorderUnsampled", testRecorderUnsampled},
 		{"RecorderKeySource", testRecorderKeySource},
 		{"RecorderTooLarge", testRecorderTooLarge},
+		{"Closed", testClosed},
+		{"ClosedQueuedDeadline", testClosedQueuedDeadline},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) { c.run(t, a) })
