@@ -83,23 +83,34 @@ func (l *Limiter) Acquire(ctx context.Context, req Request) (Permit, error) {
 		waiting, reuse = false, true
 		return w.Result()
 	case <-ctx.Done():
-		reason := deadlineEnded(ctx, req)
-		if l.removeWaiter(l.clock(), w, reason, true) {
-			if reason == ReasonNone {
-				waiting, reuse = false, true
-				return Permit{}, ctx.Err()
-			}
-			<-w.ch // the rejection removeWaiter decided
-			waiting, reuse = false, true
-			return w.Result()
-		}
-		<-w.ch
+		granted, p, err := l.leaveQueue(ctx, req, w)
 		waiting, reuse = false, true
-		if p, err := w.Result(); err == nil {
-			p.Release(Ignored)
+		if granted.Valid() {
+			granted.Release(Ignored) // granted as ctx ended: never received
 		}
-		return Permit{}, ctx.Err()
+		return p, err
 	}
+}
+
+// leaveQueue ends the wait of Acquire's waiter w for req once ctx ended:
+// a queue timeout if the request's deadline ended it (see deadlineEnded),
+// else ctx's error, with the permit granted meanwhile, if any, for
+// Acquire to release once w is out of its hands.
+func (l *Limiter) leaveQueue(ctx context.Context, req Request, w *Waiter) (granted, p Permit, err error) {
+	reason := deadlineEnded(ctx, req)
+	if l.removeWaiter(l.clock(), w, reason, true) {
+		if reason == ReasonNone {
+			return Permit{}, Permit{}, ctx.Err()
+		}
+		<-w.ch // the rejection removeWaiter decided
+		p, err := w.Result()
+		return Permit{}, p, err
+	}
+	<-w.ch
+	if p, err := w.Result(); err == nil {
+		granted = p
+	}
+	return granted, Permit{}, ctx.Err()
 }
 
 // deadlineEnded returns the reason to end the wait of req for, once its
