@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	shedgrpc "github.com/shedkit/shedkit/middleware/grpc"
+	"github.com/shedkit/shedkit/middleware/internal/mwtest"
 	"github.com/shedkit/shedkit/shed"
 )
 
@@ -38,30 +39,12 @@ func (s *closedSource) Probe(now time.Time) bool {
 	return true
 }
 
-// settableClock is a fake clock for the limiter.
-type settableClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *settableClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *settableClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
-}
-
 // TestClosedLimitUnary: behind a closed limit a call is answered
 // Unavailable with the sanitized message and the limiter's hint as its
 // pushback, and counted as a limit rejection; the probe is served, once,
 // and its permit released once.
 func TestClosedLimitUnary(t *testing.T) {
-	clk := &settableClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	clk := mwtest.NewFakeClock()
 	src := &closedSource{every: 5 * time.Second, next: clk.Now().Add(5 * time.Second)}
 	lim := newLimiter(t, shed.Config{Source: src, Clock: clk.Now})
 	var ran atomic.Int64
