@@ -116,14 +116,15 @@
 // success served nothing in time, so admitting less loses nothing. Both
 // limits then cut as for drops, but from the largest work in flight
 // rather than from the limit (unless the work in flight is still above
-// the limit: those are drops of earlier work, see drain): a handler that stops waiting at its
-// deadline releases its permit while the dependency may go on with the
-// work, so the work in flight undercounts what the dependency holds, and
-// a limit it did not use must still come down. At the floor, such a
-// window closes the limit (close): Limit reports 0, and shed admits no
-// work but one probe per Window.MinDuration (the next one a whole
-// interval after a probe that was dropped), until a success reopens the
-// limit at its floor (reopen). A floor of one admits work back to back,
+// the limit: those are drops of earlier work, see drain): a handler that
+// stops waiting at its deadline releases its permit while the dependency
+// may go on with the work, so the work in flight undercounts what the
+// dependency holds, and a limit it did not use must still come down. At
+// the floor, such a window closes the limit (close): Limit reports 0, and
+// shed admits no work but one probe per Window.MinDuration (the next one
+// a whole interval after a probe that was dropped), until a success
+// reopens the limit at its floor (reopen). Above the floor the cut keeps
+// the congestion episode going; closing ends it. A floor of one admits work back to back,
 // each timeout freeing its slot for the next; if a thrashing dependency
 // completes work more slowly than that, its backlog of work nobody waits
 // for never drains, and only a pause lets it. The price is the interval:

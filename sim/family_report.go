@@ -352,9 +352,9 @@ func (res *FamilyResult) bestPeerIf(i int, ok func(q int) bool) float64 {
 
 // againstRecovered writes the share of the instances in which policy p is
 // at least as good as the best peer among those that recovered after the
-// incident (to 90% of the healthy throughput within the run): a peer
-// that sheds most of the traffic for good wins the incident and loses the
-// service, and the best-peer figure alone credits it with the win.
+// incident within the run (Summary.Recovery): a peer that sheds most of
+// the traffic for good wins the incident and loses the service, and the
+// best-peer figure alone credits it with the win.
 func againstRecovered(w io.Writer, res *FamilyResult, p int) {
 	j := res.Judged(p)
 	won, n := 0, 0
